@@ -1,0 +1,46 @@
+# Gale — two commands do everything on a fresh Debian 12 machine (as root):
+#   make demo   install what is missing, start a local cluster, run the flagship topology
+#   make test   install what is missing, run the whole test suite
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.gale-installed
+
+.PHONY: demo test test-fast bench deps system-deps system-deps-test clean soak
+
+deps: system-deps $(STAMP)
+
+system-deps:
+	@deploy/install-system-deps.sh base
+
+system-deps-test:
+	@deploy/install-system-deps.sh test
+
+$(STAMP): pyproject.toml
+	@if [ ! -x $(BIN)/python ]; then \
+	  $(PYTHON) -m venv $(VENV) 2>/dev/null || { \
+	    echo "gale: installing python3-venv"; \
+	    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv >/dev/null && $(PYTHON) -m venv $(VENV); }; \
+	fi
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e '.[test]'
+	@touch $(STAMP)
+
+demo: deps
+	$(BIN)/nimbus dev-cluster --demo
+
+test: system-deps system-deps-test $(STAMP)
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+test-fast: deps
+	$(BIN)/python -m pytest -m "not cluster and not spark" $(PYTEST_ARGS)
+
+soak: system-deps system-deps-test $(STAMP)
+	$(BIN)/python -m pytest -m slow --run-slow $(PYTEST_ARGS)
+
+bench: deps
+	$(BIN)/python -m benchmarks.run_all
+
+clean:
+	rm -rf $(VENV) build *.egg-info .pytest_cache

@@ -1,0 +1,1 @@
+"""Gale's shared foundation: configuration, ZooKeeper layout and records, LocalState, logging."""

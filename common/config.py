@@ -1,0 +1,366 @@
+"""Configuration: Storm's key names and defaults, YAML files, per-topology overrides, validation.
+
+Every key Gale knows is declared once in :data:`KEYS` with its default and type. Daemon config
+files may only contain known keys; topology configs may also carry user keys (``kafka.topic``,
+``my.app.setting``) as long as they do not sit in one of Gale's own namespaces and do not look like
+a misspelling of a known key. Errors name the key, the value and what was expected, and suggest the
+closest known key for an unknown one.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from common.errors import ConfigError
+
+# --------------------------------------------------------------------------------------------
+# Types
+
+
+class Type:
+    """A value type: ``check`` says whether a value conforms, ``describe`` names the type."""
+
+    def check(self, value: Any) -> bool:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def describe(self) -> str:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+
+@dataclass(frozen=True)
+class Int(Type):
+    minimum: int | None = None
+    maximum: int | None = None
+
+    def check(self, value: Any) -> bool:
+        if isinstance(value, bool) or not isinstance(value, int):
+            return False
+        if self.minimum is not None and value < self.minimum:
+            return False
+        return self.maximum is None or value <= self.maximum
+
+    def describe(self) -> str:
+        if self.minimum is not None and self.maximum is not None:
+            return f"an integer from {self.minimum} to {self.maximum}"
+        if self.minimum is not None:
+            return f"an integer >= {self.minimum}"
+        return "an integer"
+
+
+@dataclass(frozen=True)
+class Number(Type):
+    minimum: float | None = None
+
+    def check(self, value: Any) -> bool:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            return False
+        return self.minimum is None or value >= self.minimum
+
+    def describe(self) -> str:
+        return "a number" if self.minimum is None else f"a number >= {self.minimum}"
+
+
+@dataclass(frozen=True)
+class Str(Type):
+    choices: tuple[str, ...] = ()
+
+    def check(self, value: Any) -> bool:
+        return isinstance(value, str) and (not self.choices or value in self.choices)
+
+    def describe(self) -> str:
+        return "a string" if not self.choices else "one of " + ", ".join(self.choices)
+
+
+@dataclass(frozen=True)
+class Bool(Type):
+    def check(self, value: Any) -> bool:
+        return isinstance(value, bool)
+
+    def describe(self) -> str:
+        return "true or false"
+
+
+@dataclass(frozen=True)
+class ListOf(Type):
+    item: Type
+    min_len: int = 0
+
+    def check(self, value: Any) -> bool:
+        return (
+            isinstance(value, (list, tuple))
+            and len(value) >= self.min_len
+            and all(self.item.check(v) for v in value)
+        )
+
+    def describe(self) -> str:
+        item = self.item.describe()
+        for singular, plural in (("an integer", "integers"), ("a string", "strings"), ("a number", "numbers")):
+            if item.startswith(singular):
+                item = plural + item[len(singular):]
+                break
+        what = f"a list of {item}"
+        return what if not self.min_len else f"{what} (at least {self.min_len})"
+
+
+@dataclass(frozen=True)
+class MapOf(Type):
+    value: Type
+
+    def check(self, value: Any) -> bool:
+        return isinstance(value, Mapping) and all(
+            isinstance(k, str) and self.value.check(v) for k, v in value.items()
+        )
+
+    def describe(self) -> str:
+        return f"a mapping of string to {self.value.describe()}"
+
+
+@dataclass(frozen=True)
+class Optional(Type):
+    inner: Type
+
+    def check(self, value: Any) -> bool:
+        return value is None or self.inner.check(value)
+
+    def describe(self) -> str:
+        return f"{self.inner.describe()} or null"
+
+
+@dataclass(frozen=True)
+class AnyValue(Type):
+    def check(self, value: Any) -> bool:
+        return True
+
+    def describe(self) -> str:
+        return "any value"
+
+
+@dataclass(frozen=True)
+class Key:
+    name: str
+    default: Any
+    type: Type
+    doc: str
+
+
+# --------------------------------------------------------------------------------------------
+# The known keys. Storm's names and Storm's defaults (reference/storm-internals.md §7) unless noted.
+
+_PORT = Int(1, 65535)
+_POS = Int(1)
+_NONNEG = Int(0)
+
+KEYS: dict[str, Key] = {
+    k.name: k
+    for k in [
+        # ZooKeeper
+        Key("storm.zookeeper.servers", ["localhost"], ListOf(Str(), 1), "ZooKeeper hosts"),
+        Key("storm.zookeeper.port", 2181, _PORT, "ZooKeeper client port"),
+        Key("storm.zookeeper.root", "/storm", Str(), "root znode of Gale's layout"),
+        Key("storm.zookeeper.session.timeout", 20000, _POS, "session timeout, ms"),
+        Key("storm.zookeeper.connection.timeout", 15000, _POS, "connection timeout, ms"),
+        Key("storm.zookeeper.retry.times", 5, _NONNEG, "retries of a failed ZooKeeper operation"),
+        Key("storm.zookeeper.retry.interval", 1000, _POS, "first retry delay, ms"),
+        Key("storm.zookeeper.retry.intervalceiling.millis", 30000, _POS, "max retry delay, ms"),
+        Key("storm.zookeeper.auth.scheme", None, Optional(Str(("digest",))), "ZooKeeper auth"),
+        Key("storm.zookeeper.auth.payload", None, Optional(Str()), "user:password for digest"),
+        # Local state
+        Key("storm.local.dir", "storm-local", Str(), "local state directory"),
+        Key("storm.local.hostname", None, Optional(Str()), "hostname to advertise"),
+        Key("storm.log.dir", None, Optional(Str()), "log directory (default <local.dir>/logs)"),
+        Key("storm.log.format", "json", Str(("json", "console")), "daemon log format"),
+        # Nimbus
+        Key("nimbus.seeds", ["localhost"], ListOf(Str(), 1), "hosts where clients find nimbus"),
+        Key("nimbus.host", "0.0.0.0", Str(), "address nimbus's HTTP server binds to"),
+        Key("nimbus.http.port", 8080, _PORT, "nimbus HTTP API, UI and /metrics port"),
+        Key("nimbus.monitor.freq.secs", 10, _POS, "scheduling round period"),
+        Key("nimbus.task.timeout.secs", 30, _POS, "executor heartbeat timeout"),
+        Key("nimbus.task.launch.secs", 120, _POS, "grace period for new executors"),
+        Key("nimbus.supervisor.timeout.secs", 60, _POS, "kept for Storm compatibility"),
+        Key("nimbus.code.sync.freq.secs", 120, _POS, "standby code sync period"),
+        Key("nimbus.cleanup.inbox.freq.secs", 600, _POS, "inbox cleanup period"),
+        Key("nimbus.inbox.jar.expiration.secs", 3600, _POS, "uploaded bundle expiry"),
+        Key("nimbus.api.token", None, Optional(Str()), "token required for write actions"),
+        Key("nimbus.api.read.token.required", False, Bool(), "require the token for reads too"),
+        Key("nimbus.max.request.bytes", 64 * 1024 * 1024, _POS, "largest accepted HTTP body"),
+        Key("topology.min.replication.count", 1, _POS, "nimbus copies of code before submit returns"),
+        Key("topology.max.replication.wait.time.sec", 60, Int(-1), "wait for replication, secs"),
+        # Supervisor
+        Key("supervisor.slots.ports", [6700, 6701, 6702, 6703], ListOf(_PORT), "worker slots"),
+        Key("supervisor.worker.timeout.secs", 30, _POS, "worker heartbeat timeout"),
+        Key("supervisor.worker.start.timeout.secs", 120, _POS, "first heartbeat timeout"),
+        Key("supervisor.worker.shutdown.sleep.secs", 3, _NONNEG, "SIGTERM grace before SIGKILL"),
+        Key("supervisor.monitor.frequency.secs", 3, _POS, "slot check period"),
+        Key("supervisor.heartbeat.frequency.secs", 5, _POS, "supervisor znode refresh period"),
+        Key("supervisor.enable", True, Bool(), "launch workers"),
+        Key("supervisor.metrics.port", 0, Int(0, 65535), "supervisor /metrics port (0: any)"),
+        Key("supervisor.scheduler.meta", {}, MapOf(Str()), "free-form scheduler metadata"),
+        Key("supervisor.id", None, Optional(Str()), "fixed supervisor id (default: generated)"),
+        # Worker
+        Key("worker.heartbeat.frequency.secs", 1, _POS, "LocalState heartbeat period"),
+        Key("worker.childopts", [], ListOf(Str()), "extra worker interpreter options"),
+        Key("worker.metrics.port.offset", 1000, Int(0, 60000), "worker /metrics port = slot + off"),
+        Key("worker.log.max.bytes", 50 * 1024 * 1024, _POS, "worker log file rotation size"),
+        Key("worker.log.backups", 5, _NONNEG, "rotated worker log files kept"),
+        Key("task.heartbeat.frequency.secs", 3, _POS, "workerbeats znode period"),
+        Key("task.refresh.poll.secs", 10, _POS, "assignment/status re-read period"),
+        # Topology
+        Key("topology.name", None, Optional(Str()), "set by submit"),
+        Key("topology.workers", 1, _POS, "worker processes"),
+        Key("topology.acker.executors", None, Optional(_NONNEG), "acker executors (null: one/worker)"),
+        Key("topology.message.timeout.secs", 30, _POS, "tuple tree timeout"),
+        Key("topology.enable.message.timeouts", True, Bool(), "time tuple trees out"),
+        Key("topology.max.spout.pending", None, Optional(_POS), "pending tuples per spout task"),
+        Key("topology.tick.tuple.freq.secs", None, Optional(Number(0.001)), "tick tuple period"),
+        Key("topology.error.throttle.interval.secs", 10, _POS, "error report window"),
+        Key("topology.max.error.report.per.interval", 5, _POS, "error reports per window"),
+        Key("topology.debug", False, Bool(), "log every tuple"),
+        Key("topology.tasks", None, Optional(_POS), "default task count per component"),
+        Key("topology.executor.receive.buffer.size", 32768, _POS, "executor input queue size"),
+        Key("topology.transfer.batch.size", 1000, _POS, "tuples per inter-worker batch"),
+        Key("topology.transfer.flush.millis", 1, Number(0), "inter-worker flush interval"),
+        Key("topology.worker.executor.threads", 1, _POS, "executor threads per worker"),
+        Key("topology.worker.timeout.secs", None, Optional(_POS), "per-topology heartbeat timeout"),
+        Key("topology.kill.wait.secs", None, Optional(_NONNEG), "default kill wait"),
+        Key("topology.stats.sample.rate", 0.05, Number(0.0), "latency sampling rate"),
+        Key("topology.spout.wait.sleep.millis", 1, Number(0), "spout idle sleep"),
+        Key("topology.spark.master", "local[2]", Str(), "Spark master URL or sc:// endpoint"),
+        Key("topology.spark.conf", {}, MapOf(AnyValue()), "extra Spark settings"),
+        Key("topology.spark.batch.size", 10000, _POS, "tuples per Spark micro-batch"),
+        Key("topology.spark.batch.millis", 2000, _POS, "max wait before a partial batch runs"),
+        Key("topology.secret", None, Optional(Str()), "per-topology transport secret (set by nimbus)"),
+    ]
+}
+
+#: Namespaces that belong to Gale: a key under one of these must be a known key.
+RESERVED_PREFIXES = (
+    "storm.", "nimbus.", "supervisor.", "worker.", "task.", "topology.", "executor.", "ui.",
+)
+
+
+def defaults() -> dict[str, Any]:
+    """A fresh copy of every key's default."""
+    import copy
+
+    return {name: copy.deepcopy(k.default) for name, k in KEYS.items()}
+
+
+def suggest(name: str) -> str | None:
+    """The closest known key to ``name``, if one is close enough to be a likely typo."""
+    matches = difflib.get_close_matches(name, KEYS.keys(), n=1, cutoff=0.8)
+    return matches[0] if matches else None
+
+
+def _unknown_key_message(name: str, where: str) -> str:
+    hint = suggest(name)
+    msg = f"unknown configuration key {name!r} in {where}"
+    return msg + (f"; did you mean {hint!r}?" if hint else "")
+
+
+def validate(conf: Mapping[str, Any], *, where: str = "configuration", allow_user_keys: bool) -> None:
+    """Check every key and value of ``conf``; raise :class:`ConfigError` on the first problem.
+
+    ``allow_user_keys`` admits keys outside Gale's namespaces (topology configs); a user key that is
+    within edit distance of a known key is still refused as a likely typo.
+    """
+    if not isinstance(conf, Mapping):
+        raise ConfigError(f"{where} must be a mapping of key: value, not {type(conf).__name__}")
+    for name, value in conf.items():
+        if not isinstance(name, str):
+            raise ConfigError(f"configuration key {name!r} in {where} is not a string")
+        key = KEYS.get(name)
+        if key is None:
+            reserved = name.startswith(RESERVED_PREFIXES)
+            if not allow_user_keys or reserved or suggest(name):
+                raise ConfigError(_unknown_key_message(name, where))
+            continue
+        if not key.type.check(value):
+            raise ConfigError(
+                f"invalid value for {name!r} in {where}: {value!r} ({type(value).__name__}); "
+                f"expected {key.type.describe()}"
+            )
+
+
+def parse_value(text: str) -> Any:
+    """Parse a command-line ``key=value`` value the way YAML would (numbers, bools, lists)."""
+    try:
+        return yaml.safe_load(text) if text.strip() else ""
+    except yaml.YAMLError:
+        return text
+
+
+def parse_overrides(pairs: list[str] | tuple[str, ...]) -> dict[str, Any]:
+    """Turn ``["topology.workers=2", "kafka.topic=x"]`` into a dict; refuse a pair without ``=``."""
+    out: dict[str, Any] = {}
+    for pair in pairs:
+        if "=" not in pair:
+            raise ConfigError(f"-c expects key=value, got {pair!r}")
+        name, _, text = pair.partition("=")
+        name = name.strip()
+        if not name:
+            raise ConfigError(f"-c expects key=value, got {pair!r}")
+        value = parse_value(text)
+        key = KEYS.get(name)
+        # "-c storm.local.dir=123" means the string, not the number, when the key wants a string.
+        if key is not None and not key.type.check(value) and key.type.check(text):
+            value = text
+        out[name] = value
+    return out
+
+
+def load_file(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """Read a YAML config file; refuse unreadable files, bad YAML and non-mapping documents."""
+    p = Path(path)
+    try:
+        text = p.read_text()
+    except OSError as exc:
+        raise ConfigError(f"cannot read config file {p}: {exc.strerror or exc}") from exc
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise ConfigError(f"config file {p} is not valid YAML{where}: {problem}") from exc
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"config file {p} must be a mapping of key: value, not {type(data).__name__}")
+    return data
+
+
+def daemon_config(path: str | os.PathLike[str] | None = None, overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """Defaults, then the YAML file (if any), then ``overrides``; validated as a daemon config."""
+    conf = defaults()
+    if path is not None:
+        from_file = load_file(path)
+        validate(from_file, where=f"config file {path}", allow_user_keys=False)
+        conf.update(from_file)
+    if overrides:
+        validate(overrides, where="command-line overrides", allow_user_keys=False)
+        conf.update(overrides)
+    return conf
+
+
+def topology_config(cluster_conf: Mapping[str, Any], topology_conf: Mapping[str, Any]) -> dict[str, Any]:
+    """The effective config of a topology: cluster config overlaid with the topology's own keys."""
+    validate(topology_conf, where="topology configuration", allow_user_keys=True)
+    conf = dict(cluster_conf)
+    conf.update(topology_conf)
+    return conf
+
+
+def zookeeper_hosts(conf: Mapping[str, Any]) -> str:
+    """``host1:port,host2:port`` for kazoo from ``storm.zookeeper.servers``/``.port``."""
+    port = conf["storm.zookeeper.port"]
+    hosts = []
+    for server in conf["storm.zookeeper.servers"]:
+        hosts.append(server if ":" in server else f"{server}:{port}")
+    return ",".join(hosts)

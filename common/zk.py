@@ -1,0 +1,69 @@
+"""Building kazoo clients from Gale configuration."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from kazoo.client import KazooClient
+from kazoo.retry import KazooRetry
+from kazoo.security import make_digest_acl, make_acl
+
+from common.config import zookeeper_hosts
+
+
+def digest_credentials(conf: Mapping[str, Any]) -> tuple[str, str] | None:
+    """(user, password) from ``storm.zookeeper.auth.payload`` when digest auth is configured."""
+    if conf.get("storm.zookeeper.auth.scheme") != "digest" or not conf.get("storm.zookeeper.auth.payload"):
+        return None
+    user, sep, password = conf["storm.zookeeper.auth.payload"].partition(":")
+    if not sep or not user:
+        from common.errors import ConfigError
+
+        raise ConfigError("storm.zookeeper.auth.payload must be 'user:password' for digest auth")
+    return user, password
+
+
+def cluster_acl(conf: Mapping[str, Any]) -> list | None:
+    """ACL for everything Gale creates: the cluster identity may do anything, everyone may read.
+
+    ``None`` (ZooKeeper's open ACL) when no credentials are configured.
+    """
+    creds = digest_credentials(conf)
+    if creds is None:
+        return None
+    user, password = creds
+    return [make_digest_acl(user, password, all=True), make_acl("world", "anyone", read=True)]
+
+
+def make_client(conf: Mapping[str, Any], *, chroot: str = "", read_only: bool = False) -> KazooClient:
+    """A kazoo client for ``storm.zookeeper.servers`` with Storm's timeouts and retry policy.
+
+    The caller starts it (``client.start(timeout=...)``) and owns its lifecycle.
+    """
+    retry = KazooRetry(
+        max_tries=conf["storm.zookeeper.retry.times"],
+        delay=conf["storm.zookeeper.retry.interval"] / 1000.0,
+        max_delay=conf["storm.zookeeper.retry.intervalceiling.millis"] / 1000.0,
+        ignore_expire=False,
+    )
+    creds = digest_credentials(conf)
+    auth = [("digest", f"{creds[0]}:{creds[1]}")] if creds else None
+    return KazooClient(
+        hosts=zookeeper_hosts(conf) + chroot,
+        timeout=conf["storm.zookeeper.session.timeout"] / 1000.0,
+        connection_retry=KazooRetry(max_tries=-1, delay=0.2, max_delay=5.0),
+        command_retry=retry,
+        auth_data=auth,
+        default_acl=cluster_acl(conf),
+        read_only=read_only,
+        logger=logging.getLogger("kazoo"),
+    )
+
+
+def start_client(conf: Mapping[str, Any], **kwargs: Any) -> KazooClient:
+    """Make and start a client, waiting ``storm.zookeeper.connection.timeout`` to connect."""
+    client = make_client(conf, **kwargs)
+    client.start(timeout=conf["storm.zookeeper.connection.timeout"] / 1000.0)
+    return client

@@ -1,0 +1,159 @@
+"""Shared fixtures: one real ZooKeeper per test session, a unique chroot per test.
+
+- ``zk_server``: the session's :class:`~common.zkserver.ZooKeeperServer`.
+- ``zk_chroot`` / ``zk``: a unique chroot per test and a started kazoo client inside it.
+- ``conf``: a daemon config pointing at the server and the test's chroot-free root
+  (``storm.zookeeper.root`` = ``<chroot>/storm``) and a temp ``storm.local.dir``.
+- ``expire_session(client)``: force a client's session to expire (ZooKeeper-side).
+- The server's log tail is attached to the report of a failing test.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import uuid
+
+import pytest
+from kazoo.client import KazooClient
+from kazoo.protocol.states import KazooState
+
+from common.config import defaults
+from common.zkserver import ZooKeeperServer
+
+_SERVER: ZooKeeperServer | None = None
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--run-slow", action="store_true", help="also run tests marked slow (soak runs)")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if config.getoption("--run-slow"):
+        return
+    skip = pytest.mark.skip(reason="slow: run with --run-slow (make soak)")
+    for item in items:
+        if "slow" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def zk_server() -> ZooKeeperServer:
+    global _SERVER
+    server = ZooKeeperServer(tick_time_ms=500, max_session_timeout_ms=60000)
+    server.start()
+    _SERVER = server
+    yield server
+    _SERVER = None
+    server.cleanup()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> None:
+    outcome = yield
+    report = outcome.get_result()
+    if report.failed and _SERVER is not None and "zk_server" in getattr(item, "fixturenames", ()):
+        report.sections.append(("ZooKeeper server log (tail)", _SERVER.log_tail(40)))
+
+
+@pytest.fixture
+def zk_chroot(zk_server: ZooKeeperServer) -> str:
+    chroot = f"/t-{uuid.uuid4().hex[:12]}"
+    admin = KazooClient(hosts=zk_server.address)
+    admin.start(timeout=10)
+    admin.ensure_path(chroot)
+    admin.stop()
+    admin.close()
+    yield chroot
+    # The server is shared across the session, so each test's tree is removed afterwards.
+    if zk_server.running():
+        admin = KazooClient(hosts=zk_server.address)
+        try:
+            admin.start(timeout=10)
+            admin.delete(chroot, recursive=True)
+        except Exception:
+            pass
+        finally:
+            admin.stop()
+            admin.close()
+
+
+def make_client(zk_server: ZooKeeperServer, chroot: str = "", timeout: float = 10.0) -> KazooClient:
+    client = KazooClient(hosts=zk_server.address + chroot, timeout=timeout)
+    client.start(timeout=10)
+    return client
+
+
+@pytest.fixture
+def zk(zk_server: ZooKeeperServer, zk_chroot: str) -> KazooClient:
+    client = make_client(zk_server, zk_chroot)
+    yield client
+    client.stop()
+    client.close()
+
+
+@pytest.fixture
+def zk_client_factory(zk_server: ZooKeeperServer, zk_chroot: str):
+    """Make more kazoo clients in the test's chroot; all are stopped at teardown."""
+    clients: list[KazooClient] = []
+
+    def factory(timeout: float = 10.0) -> KazooClient:
+        c = make_client(zk_server, zk_chroot, timeout)
+        clients.append(c)
+        return c
+
+    yield factory
+    for c in clients:
+        c.stop()
+        c.close()
+
+
+def expire_session(zk_server: ZooKeeperServer, client: KazooClient, timeout: float = 15.0) -> None:
+    """Expire ``client``'s session on the server, then wait until the client sees it (LOST).
+
+    The standard trick: a second connection with the same session id and password, closed
+    at once, makes the server expire the session; the original client is told EXPIRED.
+    """
+    lost = threading.Event()
+
+    def listener(state: KazooState) -> bool:
+        if state == KazooState.LOST:
+            lost.set()
+            return True
+        return False
+
+    client.add_listener(listener)
+    session_id, password = client.client_id
+    clone = KazooClient(
+        hosts=zk_server.address, timeout=client._session_timeout / 1000.0, client_id=(session_id, password)
+    )
+    clone.start(timeout=10)
+    clone.stop()
+    clone.close()
+    if not lost.wait(timeout):
+        raise AssertionError("client did not observe session expiry")
+
+
+@pytest.fixture
+def expire(zk_server: ZooKeeperServer):
+    return lambda client, timeout=15.0: expire_session(zk_server, client, timeout)
+
+
+@pytest.fixture
+def conf(zk_server: ZooKeeperServer, zk_chroot: str, tmp_path) -> dict:
+    c = defaults()
+    c["storm.zookeeper.servers"] = [zk_server.host]
+    c["storm.zookeeper.port"] = zk_server.port
+    c["storm.zookeeper.root"] = f"{zk_chroot}/storm"
+    c["storm.zookeeper.session.timeout"] = 6000
+    c["storm.local.dir"] = str(tmp_path / "storm-local")
+    c["storm.log.format"] = "console"
+    return c
+
+
+@pytest.fixture(autouse=True)
+def _no_proxy_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    for var in ("http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY", "all_proxy", "ALL_PROXY"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("NO_PROXY", "*")
+    os.environ.setdefault("PYTHONHASHSEED", "0")

@@ -1,0 +1,1 @@
+"""Gale worker."""
