@@ -1,0 +1,149 @@
+"""Tuples and field lists.
+
+A :class:`Tuple` is what a bolt's ``execute`` receives: its values, the declared fields of the
+stream it arrived on (so ``tup["word"]`` works), where it came from (component, stream, task) and
+its message id (the tuple-tree anchors the acker tracks). Tuples are created on the hot path, so
+the class uses ``__slots__`` and shares one :class:`Fields` object per stream.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+SYSTEM_COMPONENT = "__system"
+TICK_STREAM = "__tick"
+DEFAULT_STREAM = "default"
+
+
+class Fields:
+    """An ordered list of field names with O(1) name → index lookup.
+
+    ``source_key`` is ``"component:stream"`` when the runtime made this object for one stream of
+    one component (it keys bolt statistics without building a string per tuple).
+    """
+
+    __slots__ = ("names", "_index", "source_key")
+
+    def __init__(self, names: Iterable[str], source_key: str = ""):
+        self.source_key = source_key
+        self.names: tuple[str, ...] = tuple(names)
+        self._index = {name: i for i, name in enumerate(self.names)}
+        if len(self._index) != len(self.names):
+            dup = sorted({n for n in self.names if self.names.count(n) > 1})
+            raise ValueError(f"duplicate field names {dup}")
+
+    def index(self, name: str) -> int:
+        try:
+            return self._index[name]
+        except KeyError:
+            raise KeyError(f"no field {name!r}; fields are {list(self.names)}") from None
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._index
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+    def __iter__(self):
+        return iter(self.names)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Fields):
+            return self.names == other.names
+        if isinstance(other, (list, tuple)):
+            return self.names == tuple(other)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self.names)
+
+    def __repr__(self) -> str:
+        return f"Fields({list(self.names)!r})"
+
+
+EMPTY_FIELDS = Fields(())
+TICK_FIELDS = Fields(("rate_secs",), f"{SYSTEM_COMPONENT}:{TICK_STREAM}")
+
+
+class Tuple:
+    """One tuple on a stream.
+
+    Attributes (read-only by convention): ``values``, ``fields``, ``component`` (source component
+    id), ``stream``, ``task`` (source task id), ``anchors`` (``{root id: edge id}``, the message id
+    the acker tracks; empty when untracked).
+    """
+
+    __slots__ = ("values", "fields", "component", "stream", "task", "anchors", "ack_val", "_t0", "_done")
+
+    def __init__(
+        self,
+        values: Sequence[Any],
+        fields: Fields,
+        component: str,
+        stream: str,
+        task: int,
+        anchors: dict[int, int] | None = None,
+    ):
+        self.values = values
+        self.fields = fields
+        self.component = component
+        self.stream = stream
+        self.task = task
+        self.anchors = anchors
+        self.ack_val = 0  # XOR of the edge ids of the tuples anchored to this one
+        self._t0 = 0.0  # arrival time when sampled for latency stats
+        self._done = 0  # 1 once acked, 2 once failed: a second ack/fail is ignored
+
+    # ---- access
+    def __getitem__(self, key: int | str) -> Any:
+        try:
+            return self.values[key]
+        except TypeError:
+            if isinstance(key, str):
+                return self.values[self.fields.index(key)]
+            raise
+
+    def get(self, name: str, default: Any = None) -> Any:
+        if name in self.fields:
+            return self.values[self.fields.index(name)]
+        return default
+
+    def select(self, names: Iterable[str]) -> list[Any]:
+        return [self.values[self.fields.index(n)] for n in names]
+
+    def as_dict(self) -> dict[str, Any]:
+        return dict(zip(self.fields.names, self.values))
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+    def __iter__(self):
+        return iter(self.values)
+
+    # ---- Storm-style accessors
+    @property
+    def message_id(self) -> dict[int, int]:
+        """The tuple's MessageId: root id → this tuple's edge id in that tree."""
+        return dict(self.anchors) if self.anchors else {}
+
+    @property
+    def source_component(self) -> str:
+        return self.component
+
+    @property
+    def source_stream(self) -> str:
+        return self.stream
+
+    @property
+    def source_task(self) -> int:
+        return self.task
+
+    def is_tick(self) -> bool:
+        return self.component == SYSTEM_COMPONENT and self.stream == TICK_STREAM
+
+    def __repr__(self) -> str:
+        return (
+            f"Tuple({list(self.values)!r}, component={self.component!r}, stream={self.stream!r}, "
+            f"task={self.task})"
+        )

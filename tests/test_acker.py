@@ -1,0 +1,149 @@
+"""The acker core: AckerTable (numpy) against the dict reference, and the XOR algebra."""
+
+import random
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from worker.runtime.acker import ACK, ACKED, FAIL, FAILED, INIT, RESET, RESET_TIMEOUT, AckerTable, ReferenceAcker
+
+R = random.Random(7)
+
+
+def rid():
+    return R.getrandbits(64) | 2
+
+
+def tree_messages(root, spout_task, n_edges):
+    """A linear-ish tree: init XOR of the first edge; each ack removes one edge and adds the next."""
+    edges = [R.getrandbits(64) or 1 for _ in range(n_edges)]
+    msgs = [(INIT, root, edges[0], spout_task)]
+    for i, e in enumerate(edges):
+        child = edges[i + 1] if i + 1 < len(edges) else 0
+        msgs.append((ACK, root, e ^ child, 0))
+    return msgs
+
+
+def test_complete_tree_acks_spout():
+    t = AckerTable()
+    root = rid()
+    out = t.apply(tree_messages(root, 5, 4))
+    assert out == [(5, ACKED, root)]
+    assert len(t) == 0
+
+
+def test_incomplete_tree_stays_pending():
+    t = AckerTable()
+    root = rid()
+    out = t.apply(tree_messages(root, 5, 4)[:-1])
+    assert out == []
+    assert len(t) == 1
+    assert t.pending(root)[1] == 5
+
+
+def test_ack_before_init():
+    t = AckerTable()
+    root = rid()
+    msgs = tree_messages(root, 9, 3)
+    assert t.apply(msgs[1:]) == []  # acks first: spout task unknown, nothing reported
+    assert t.pending(root) == (msgs[0][2], 0)
+    assert t.apply(msgs[:1]) == [(9, ACKED, root)]
+
+
+def test_fail_reports_at_once_and_wins_over_completion():
+    t = AckerTable()
+    root = rid()
+    msgs = tree_messages(root, 3, 3)
+    assert t.apply(msgs[:2] + [(FAIL, root, 0, 0)]) == [(3, FAILED, root)]
+    assert len(t) == 0
+    t2 = AckerTable()
+    root2 = rid()
+    assert t2.apply(tree_messages(root2, 3, 2) + [(FAIL, root2, 0, 0)]) == [(3, FAILED, root2)]
+
+
+def test_fail_before_init_reported_when_init_arrives():
+    t = AckerTable()
+    root = rid()
+    assert t.apply([(FAIL, root, 0, 0)]) == []
+    assert t.apply([(INIT, root, 12345, 4)]) == [(4, FAILED, root)]
+
+
+def test_reset_timeout_notifies_and_extends_life():
+    t = AckerTable()
+    root = rid()
+    t.apply([(INIT, root, 777, 2)])
+    t.rotate()
+    t.rotate()
+    assert t.apply([(RESET, root, 0, 0)]) == [(2, RESET_TIMEOUT, root)]
+    t.rotate()
+    t.rotate()
+    assert t.pending(root) is not None  # survived: the reset moved it to the newest generation
+    t.rotate()
+    assert t.pending(root) is None
+
+
+def test_rotation_drops_after_three_rotations():
+    t = AckerTable()
+    root = rid()
+    t.apply([(INIT, root, 1, 1)])
+    assert t.rotate() == 0 and t.rotate() == 0
+    assert t.pending(root) is not None
+    assert t.rotate() == 1
+    assert t.pending(root) is None
+
+
+def test_many_trees_interleaved_in_small_batches_and_growth():
+    t, ref = AckerTable(capacity=16), ReferenceAcker()
+    msgs = []
+    roots = [rid() for _ in range(3000)]
+    for i, r in enumerate(roots):
+        m = tree_messages(r, 1 + i % 7, 1 + i % 5)
+        if i % 10 == 0:
+            m = m[:-1]  # leave every tenth incomplete
+        msgs.extend(m)
+    R.shuffle(msgs)
+    out, ref_out = [], []
+    for i in range(0, len(msgs), 53):
+        out.extend(t.apply(msgs[i : i + 53]))
+        ref_out.extend(ref.apply(msgs[i : i + 53]))
+    assert sorted(out) == sorted(ref_out)
+    assert len(out) == 2700
+    assert len(t) == len(ref) == 300
+    assert t.capacity >= 512  # grew from 16
+
+
+def test_memory_per_pending_entry_is_small():
+    t = AckerTable()
+    n = 200_000
+    batch = []
+    for _ in range(n):
+        batch.append((INIT, rid(), 99, 1))
+        if len(batch) == 10_000:
+            t.apply(batch)
+            batch = []
+    assert len(t) == n
+    assert t.nbytes / n <= 64
+
+
+msg_strategy = st.lists(
+    st.tuples(
+        st.sampled_from([INIT, ACK, ACK, ACK, FAIL, RESET]),
+        st.integers(min_value=2, max_value=9),  # few roots: lots of collisions and repeats
+        st.integers(min_value=0, max_value=(1 << 64) - 1),
+        st.integers(min_value=1, max_value=4),
+    ),
+    max_size=60,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(msg_strategy, st.integers(min_value=1, max_value=8))
+def test_table_matches_reference_one_message_at_a_time(messages, _):
+    msgs = [(k, r, v if k <= ACK else 0, s if k == INIT else 0) for k, r, v, s in messages]
+    t, ref = AckerTable(capacity=4), ReferenceAcker()
+    got, want = [], []
+    for m in msgs:
+        got.extend(t.apply([m]))
+        want.extend(ref.apply([m]))
+    assert got == want
+    assert len(t) == len(ref)

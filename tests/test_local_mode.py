@@ -1,0 +1,278 @@
+"""The data plane end to end in local mode (real executors, real acker, real runtime)."""
+
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from common.api import Bolt, TopologyBuilder
+from common.clock import SimulatedClock
+from worker.local import LocalCluster, LocalTopology, complete_topology, local_conf
+from tests.topologies import (
+    BasicFailOn, DirectEmitter, FailOn, FanOut, Identity, Joiner, ListSpout, Never, RaiseOn, Sink, TaskRecorder,
+    Ticker,
+)
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples"))
+import word_count  # noqa: E402
+
+
+def chain(*bolts, spout_values=(1, 2, 3)):
+    b = TopologyBuilder()
+    b.set_spout("src", ListSpout, 1, args=[list(spout_values)])
+    prev = "src"
+    for name, cls, kwargs in bolts:
+        b.set_bolt(name, cls, 2, kwargs=kwargs).shuffle_grouping(prev)
+        prev = name
+    return b
+
+
+def test_word_count_counts_exact_and_every_sentence_acked_once():
+    sentences = [[word_count.SENTENCES[i % len(word_count.SENTENCES)]] for i in range(500)]
+    expected = Counter(w for (s,) in sentences for w in s.split())
+    res = complete_topology(word_count.topology(), {"sentences": sentences})
+    assert res.failed == []
+    assert res.acked == list(range(500))
+    final = {}
+    for word, count in res.read("count"):
+        final[word] = max(final.get(word, 0), count)
+    assert final == dict(expected)
+    assert res.stats["count"]["executed"] == sum(expected.values())
+    assert res.stats["sentences"]["acked"] == 500
+
+
+def test_word_count_with_replaying_spout_in_local_cluster():
+    topo = word_count.topology({"wordcount.sentences.per.task": 3000})
+    with LocalCluster() as cluster:
+        running = cluster.submit_topology("wc", {}, topo)
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            st = running.component_stats()
+            if st["sentences"]["acked"] >= 3000:
+                break
+            time.sleep(0.05)
+        st = running.component_stats()
+        spout = next(iter(running.runtime.executors[(ex)] for ex in running.runtime.executors
+                          if running.layout.executor_to_component[ex] == "sentences")).spouts
+        counts = Counter()
+        for ex_id, ex in running.runtime.executors.items():
+            if running.layout.executor_to_component[ex_id] == "count":
+                for bolt in ex.bolts.values():
+                    counts.update(bolt.counts)
+    assert st["sentences"]["acked"] == 3000 and st["sentences"]["failed"] == 0
+    (s,) = spout.values()
+    assert s.acked == 3000 and s.failed == 0 and not s.pending
+    assert sum(counts.values()) == st["split"]["emitted"]
+    assert st["sentences"]["complete_latency_ms"] > 0
+
+
+def test_linear_chain_and_fan_out():
+    b = chain(("id", Identity, {}), ("fan", FanOut, {"n": 3}), ("sink", Sink, {}))
+    res = complete_topology(b.create_topology(), {"src": [["a"], ["b"]]})
+    assert res.acked == [0, 1] and res.failed == []
+    assert sorted(v for (v,) in res.read("fan")) == ["a.0", "a.1", "a.2", "b.0", "b.1", "b.2"]
+
+
+def test_failure_at_a_node_fails_only_its_spout_tuples():
+    b = chain(("fan", FanOut, {"n": 2}), ("check", FailOn, {"bad": ["b.1", "d.0"]}))
+    res = complete_topology(b.create_topology(), {"src": [["a"], ["b"], ["c"], ["d"]]})
+    assert res.failed == [1, 3]
+    assert res.acked == [0, 2]
+
+
+def test_exception_in_execute_fails_input_and_is_reported():
+    b = chain(("boom", RaiseOn, {"bad": ["x"]}), ("sink", Sink, {}))
+    res = complete_topology(b.create_topology(), {"src": [["ok"], ["x"], ["fine"]]})
+    assert res.failed == [1] and res.acked == [0, 2]
+    assert "ValueError: cannot handle 'x'" in res.errors["boom"][0]
+    assert res.stats["boom"]["errors"] == 1
+
+
+def test_basic_bolt_failed_exception_fails_without_report():
+    b = chain(("bf", BasicFailOn, {"bad": ["x"]}))
+    res = complete_topology(b.create_topology(), {"src": [["x"], ["y"]]})
+    assert res.failed == [0] and res.acked == [1]
+    assert "bf" not in res.errors
+
+
+def test_multi_anchored_dag():
+    b = TopologyBuilder()
+    b.set_spout("src", ListSpout, 1, args=[["a", "b", "c", "d"]])
+    b.set_bolt("join", Joiner, 1).global_grouping("src")
+    b.set_bolt("check", FailOn, 1, kwargs={"bad": ["c+d"]}).shuffle_grouping("join")
+    res = complete_topology(b.create_topology(), {"src": [["a"], ["b"], ["c"], ["d"]]})
+    # the joined tuple a+b is anchored to both a and b; c+d fails and fails both of its roots
+    assert res.acked == [0, 1]
+    assert res.failed == [2, 3]
+
+
+def test_ackers_zero_acks_right_after_emit():
+    b = chain(("never", Never, {}))
+    res = complete_topology(b.create_topology(), {"src": [["a"], ["b"]]}, conf={"topology.acker.executors": 0})
+    assert res.acked == [0, 1] and res.failed == []
+
+
+def test_unanchored_emit_is_not_tracked():
+    class Unanchored(Bolt):
+        def declare_output_fields(self, d):
+            d.declare(["v"])
+
+        def execute(self, tup):
+            self.collector.emit([tup[0]])  # not anchored
+            self.collector.ack(tup)
+
+    import tests.topologies as tt
+
+    tt.Unanchored = Unanchored
+    Unanchored.__module__, Unanchored.__qualname__ = "tests.topologies", "Unanchored"
+    b = chain(("u", Unanchored, {}), ("never", Never, {}))
+    res = complete_topology(b.create_topology(), {"src": [["a"]]})
+    assert res.acked == [0]  # the downstream Never bolt does not hold the tree open
+
+
+def test_direct_grouping_and_tasks():
+    b = TopologyBuilder()
+    b.set_spout("src", ListSpout, 1, args=[["a"]])
+    b.set_bolt("d", DirectEmitter, 1).shuffle_grouping("src")
+    b.set_bolt("direct_target", TaskRecorder, 3).direct_grouping("d")
+    topo = b.create_topology()
+    res = complete_topology(topo, {"src": [["a"], ["b"], ["c"]]})
+    tasks = {t for _, t in res.read("direct_target")}
+    assert len(tasks) == 1 and res.acked == [0, 1, 2]
+
+
+def test_fields_grouping_routes_same_key_to_same_task():
+    b = TopologyBuilder()
+    b.set_spout("src", ListSpout, 1, args=[[]])
+    b.set_bolt("rec", TaskRecorder, 4).fields_grouping("src", ["v"])
+    values = [[f"k{i % 7}"] for i in range(200)]
+    res = complete_topology(b.create_topology(), {"src": values})
+    by_key = {}
+    for v, task in res.read("rec"):
+        by_key.setdefault(v, set()).add(task)
+    assert all(len(t) == 1 for t in by_key.values())
+    assert len({next(iter(t)) for t in by_key.values()}) > 1
+
+
+def _simulated(topology, conf=None):
+    clock = SimulatedClock()
+    lt = LocalTopology("sim", topology, local_conf(topology, conf), clock=clock, spawn=False)
+    return lt, clock
+
+
+def _spout(lt, name="src"):
+    for ex_id, ex in lt.runtime.executors.items():
+        if lt.layout.executor_to_component[ex_id] == name:
+            return next(iter(ex.spouts.values()))
+
+
+def test_timeout_in_simulated_time_not_before_and_by_twice_the_timeout():
+    b = chain(("never", Never, {}), spout_values=["a"])
+    lt, clock = _simulated(b.create_topology(), {"topology.message.timeout.secs": 10})
+    rt = lt.runtime
+    rt.run_until_idle()
+    spout = _spout(lt)
+    assert spout.i == 1 and spout.failed == []
+    clock.advance(9)  # 0.9 × timeout
+    rt.run_until_idle()
+    assert spout.failed == []
+    clock.advance(11.1)  # past 2 × timeout
+    rt.fire_timers(clock.monotonic())
+    rt.run_until_idle()
+    assert spout.failed == [0] and spout.acked == []
+    st = lt.component_stats()["src"]
+    assert st["failed"] == 1 and st["extra"]["timed_out"] == 1
+    rt.stop()
+
+
+def test_reset_timeout_keeps_tree_alive():
+    class Slow(Bolt):
+        def prepare(self, conf, context, collector):
+            super().prepare(conf, context, collector)
+            self.held = []
+
+        def execute(self, tup):
+            if tup.is_tick():
+                for t in self.held:
+                    self.collector.reset_timeout(t)
+                return
+            self.held.append(tup)
+
+        def component_configuration(self):
+            return {"topology.tick.tuple.freq.secs": 4}
+
+    import tests.topologies as tt
+
+    tt.Slow = Slow
+    Slow.__module__, Slow.__qualname__ = "tests.topologies", "Slow"
+    b = chain(("slow", Slow, {}), spout_values=["a"])
+    lt, clock = _simulated(b.create_topology(), {"topology.message.timeout.secs": 10})
+    rt = lt.runtime
+    rt.run_until_idle()
+    spout = _spout(lt)
+    for _ in range(12):  # 48 simulated seconds, resetting every 4
+        clock.advance(4)
+        rt.fire_timers(clock.monotonic())
+        rt.run_until_idle()
+    assert spout.failed == []
+    rt.stop()
+
+
+def test_max_spout_pending_limits_in_flight():
+    b = chain(("never", Never, {}), spout_values=list(range(100)))
+    lt, clock = _simulated(b.create_topology(), {"topology.max.spout.pending": 7})
+    lt.runtime.run_until_idle()
+    assert _spout(lt).i == 7
+    assert lt.component_stats()["src"]["pending"] == 7
+    lt.runtime.stop()
+
+
+def test_tick_tuples():
+    b = chain(("tick", Ticker, {}), spout_values=[])
+    lt, clock = _simulated(b.create_topology())
+    rt = lt.runtime
+    for _ in range(5):
+        clock.advance(1.0)
+        rt.fire_timers(clock.monotonic())
+        rt.run_until_idle()
+    assert lt.component_stats()["tick"]["emitted"] == 2 * 5  # 2 executors, 5 ticks each
+    rt.stop()
+
+
+def test_error_reports_are_throttled_per_executor():
+    b = TopologyBuilder()
+    b.set_spout("src", ListSpout, 1, args=[[]])
+    b.set_bolt("boom", RaiseOn, 1, kwargs={"bad": list(range(50))}).shuffle_grouping("src")
+    res = complete_topology(b.create_topology(), {"src": [[i] for i in range(50)]})
+    assert res.failed == list(range(50))
+    assert len(res.errors["boom"]) == 5  # topology.max.error.report.per.interval
+    assert res.stats["boom"]["errors"] == 50
+
+
+def test_deactivate_stops_next_tuple():
+    b = chain(("sink", Sink, {}), spout_values=list(range(10)))
+    lt, clock = _simulated(b.create_topology(), {"topology.max.spout.pending": 1})
+    rt = lt.runtime
+    rt.set_active(False)
+    rt.run_until_idle()
+    assert _spout(lt).i == 0
+    rt.set_active(True)
+    rt.run_until_idle()
+    assert _spout(lt).i == 10 and len(_spout(lt).acked) == 10
+    rt.stop()
+
+
+def test_backpressure_pauses_spout_when_downstream_full():
+    b = chain(("never", Never, {}), spout_values=list(range(5000)))
+    lt, clock = _simulated(b.create_topology(), {"topology.executor.receive.buffer.size": 100})
+    rt = lt.runtime
+    # run only the spout's executor: downstream queues fill and the spout must stop
+    spout_ex = next(ex for ex in rt.executors.values() if ex.kind == "spout")
+    for _ in range(50):
+        rt.update_congestion()
+        spout_ex.run_batch(100)
+    assert rt.congested
+    assert _spout(lt).i < 400
+    rt.stop()

@@ -1,0 +1,1 @@
+"""The data plane: executors, collectors, groupings, the acker, transfer between workers."""

@@ -1,0 +1,296 @@
+"""Storm's acker (seed 003), with a compact pending table.
+
+For every tracked spout tuple the acker keeps the spout task and one 64-bit "ack val": the XOR of
+every tuple id created or acked in the tuple tree. ``init(root, xor of edge ids, spout task)`` comes
+from the spout, ``ack(root, own id XOR ids of tuples anchored to it)`` from bolts; when the value
+reaches 0 the tree is complete and the spout task is told ``ack``. ``fail`` anywhere marks the tree
+failed and the spout is told at once. Acks may arrive before the init (the entry is created with
+an unknown spout task). Entries not completed within three rotations are dropped silently; the
+spout times the tuple out on its own (``reference/storm-internals.md`` §6.1).
+
+:class:`AckerTable` keeps the pending trees in parallel numpy arrays (open addressing, linear
+probing): 8 bytes key, 8 bytes value, 4 bytes spout task, 1 byte rotation generation, 1 byte flags
+— 22 bytes a slot, about 30–45 bytes per pending tree at the load factors used, where a Python dict
+entry with int objects costs well over 100. Messages are applied in batches with vectorized
+operations, which is also what makes it fast: the per-batch cost is a few dozen numpy calls.
+
+:class:`ReferenceAcker` is the same algorithm as a plain dict, one message at a time; tests run both
+against each other.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from itertools import chain
+
+import numpy as np
+
+# message kinds (first element of an acker message tuple)
+INIT = 0
+ACK = 1
+FAIL = 2
+RESET = 3
+
+# outcome kinds reported back to spout tasks
+ACKED = 1
+FAILED = 2
+RESET_TIMEOUT = 3
+
+EMPTY = np.uint64(0)
+TOMBSTONE = np.uint64(1)
+_FAILED_BIT = np.uint8(1)
+_RESET_BIT = np.uint8(2)
+ROTATIONS_KEPT = 3  # Storm's acker keeps 3 buckets
+
+_MASK64 = (1 << 64) - 1
+
+
+def _mix(keys: np.ndarray) -> np.ndarray:
+    """A cheap 64-bit mixer (keys are random already; this guards against patterned ids)."""
+    x = keys ^ (keys >> np.uint64(31))
+    x = x * np.uint64(0x9E3779B97F4A7C15)
+    return x ^ (x >> np.uint64(29))
+
+
+class AckerTable:
+    """Pending tuple trees of one acker task. Feed batches to :meth:`apply`; rotate on timeout ticks.
+
+    Messages are 4-tuples ``(kind, root, val, spout_task)``: ``(INIT, root, val, task)``,
+    ``(ACK, root, val, 0)``, ``(FAIL, root, 0, 0)``, ``(RESET, root, 0, 0)``. Root ids are random
+    64-bit integers other than 0 and 1.
+    """
+
+    def __init__(self, capacity: int = 1024, max_load: float = 0.7):
+        cap = 1
+        while cap < capacity:
+            cap <<= 1
+        self.max_load = max_load
+        self._alloc(cap)
+        self.generation = 0
+
+    def _alloc(self, cap: int) -> None:
+        self.capacity = cap
+        self.mask = np.uint64(cap - 1)
+        self.keys = np.zeros(cap, dtype=np.uint64)
+        self.vals = np.zeros(cap, dtype=np.uint64)
+        self.spout = np.zeros(cap, dtype=np.uint32)
+        self.gen = np.zeros(cap, dtype=np.uint8)
+        self.flags = np.zeros(cap, dtype=np.uint8)
+        self.live = 0
+        self.used = 0  # live + tombstones
+
+    def __len__(self) -> int:
+        return self.live
+
+    @property
+    def nbytes(self) -> int:
+        return self.keys.nbytes + self.vals.nbytes + self.spout.nbytes + self.gen.nbytes + self.flags.nbytes
+
+    # ------------------------------------------------------------------ lookup / insert
+
+    def _find(self, keys: np.ndarray, insert: bool) -> np.ndarray:
+        """Slot index of each distinct key; missing keys get -1, or a fresh slot when ``insert``."""
+        n = keys.shape[0]
+        pos = (_mix(keys) & self.mask).astype(np.int64)
+        slots = np.full(n, -1, dtype=np.int64)
+        first_free = np.full(n, -1, dtype=np.int64)
+        todo = np.arange(n)
+        cap = self.capacity
+        while todo.size:
+            p = pos[todo]
+            k = self.keys[p]
+            hit = k == keys[todo]
+            slots[todo[hit]] = p[hit]
+            tomb = (k == TOMBSTONE) & (first_free[todo] < 0)
+            first_free[todo[tomb]] = p[tomb]
+            empty = k == EMPTY
+            ended = todo[empty]
+            # reached an empty slot: the key is absent; remember where it could go
+            nofree = first_free[ended] < 0
+            first_free[ended[nofree]] = p[empty][nofree]
+            cont = ~(hit | empty)
+            todo = todo[cont]
+            pos[todo] = (p[cont] + 1) & (cap - 1)
+        if not insert:
+            return slots
+        missing = np.nonzero(slots < 0)[0]
+        if missing.size:
+            self._claim(keys, slots, missing, first_free[missing])
+        return slots
+
+    def _claim(self, keys: np.ndarray, slots: np.ndarray, missing: np.ndarray, want: np.ndarray) -> None:
+        """Place absent keys at their first free slot (empty or tombstone) along their probe path.
+
+        Two keys wanting the same slot: the first wins, the other probes on. Every slot a key
+        skips is occupied, so lookups (which stop only at an empty slot) still find it.
+        """
+        mask = self.capacity - 1
+        while missing.size:
+            while True:
+                k = self.keys[want]
+                busy = (k != EMPTY) & (k != TOMBSTONE)
+                if not busy.any():
+                    break
+                want = np.where(busy, (want + 1) & mask, want)
+            order = np.argsort(want, kind="stable")
+            ordered = want[order]
+            first = np.ones(ordered.size, dtype=bool)
+            first[1:] = ordered[1:] != ordered[:-1]
+            win, lose = order[first], order[~first]
+            idx, where = missing[win], want[win]
+            fresh = int(np.count_nonzero(self.keys[where] == EMPTY))
+            self.keys[where] = keys[idx]
+            self.vals[where] = EMPTY
+            self.spout[where] = 0
+            self.gen[where] = self.generation & 0xFF
+            self.flags[where] = 0
+            slots[idx] = where
+            self.live += int(idx.size)
+            self.used += fresh
+            missing, want = missing[lose], want[lose]
+
+    # ------------------------------------------------------------------ batch application
+
+    def apply(self, messages: Sequence[tuple]) -> list[tuple[int, int, int]]:
+        """Apply a batch of acker messages; return ``(spout_task, outcome, root)`` notifications.
+
+        Within a batch the outcome equals applying the messages one at a time, except that a tree
+        both failed and completed in one batch is reported failed (a failure anywhere wins).
+        """
+        if not messages:
+            return []
+        n = len(messages)
+        if self.used + n > self.capacity * self.max_load:
+            self._rebuild(self.live + n)
+        cols = np.fromiter(chain.from_iterable(messages), dtype=np.uint64, count=4 * n).reshape(n, 4)
+        kinds = cols[:, 0].astype(np.uint8)
+        roots = cols[:, 1]
+        vals = cols[:, 2]
+        uniq, inverse = np.unique(roots, return_inverse=True)
+        slots_u = self._find(uniq, insert=True)
+        slots = slots_u[inverse]
+        # XOR every value into its slot (np.bitwise_xor.at handles repeated slots)
+        np.bitwise_xor.at(self.vals, slots, vals)
+        is_init = kinds == INIT
+        if is_init.any():
+            self.spout[slots[is_init]] = cols[is_init, 3].astype(np.uint32)
+        is_fail = kinds == FAIL
+        if is_fail.any():
+            self.flags[slots[is_fail]] |= _FAILED_BIT
+            self.gen[slots[is_fail]] = self.generation & 0xFF
+        is_reset = kinds == RESET
+        if is_reset.any():
+            self.flags[slots[is_reset]] |= _RESET_BIT
+            self.gen[slots[is_reset]] = self.generation & 0xFF
+        # decide the touched entries
+        su = slots_u
+        known = self.spout[su] != 0
+        failed = known & ((self.flags[su] & _FAILED_BIT) != 0)
+        done = known & ~failed & (self.vals[su] == EMPTY)
+        reset = known & ~failed & ~done & ((self.flags[su] & _RESET_BIT) != 0)
+        out: list[tuple[int, int, int]] = []
+        if done.any():
+            s = su[done]
+            out.extend(zip(self.spout[s].tolist(), [ACKED] * s.size, self.keys[s].tolist()))
+            self._remove(s)
+        if failed.any():
+            s = su[failed]
+            out.extend(zip(self.spout[s].tolist(), [FAILED] * s.size, self.keys[s].tolist()))
+            self._remove(s)
+        if reset.any():
+            s = su[reset]
+            out.extend(zip(self.spout[s].tolist(), [RESET_TIMEOUT] * s.size, self.keys[s].tolist()))
+        if is_reset.any():
+            # a reset is reported in the batch it arrives in, or not at all (spout task unknown)
+            self.flags[slots[is_reset]] &= ~_RESET_BIT
+        return out
+
+    def _remove(self, slots: np.ndarray) -> None:
+        self.keys[slots] = TOMBSTONE
+        self.vals[slots] = EMPTY
+        self.spout[slots] = 0
+        self.flags[slots] = 0
+        self.live -= int(slots.size)
+
+    def _rebuild(self, needed: int) -> None:
+        """Re-insert the live entries into a table sized for ``needed`` (drops tombstones)."""
+        cap = 1024
+        while needed > cap * self.max_load * 0.6:
+            cap <<= 1
+        live = self.keys > TOMBSTONE
+        keys, vals, spout = self.keys[live], self.vals[live], self.spout[live]
+        gen, flags = self.gen[live], self.flags[live]
+        self._alloc(cap)
+        if keys.size:
+            slots = self._find(keys, insert=True)
+            self.vals[slots] = vals
+            self.spout[slots] = spout
+            self.gen[slots] = gen
+            self.flags[slots] = flags
+
+    # ------------------------------------------------------------------ timeouts
+
+    def rotate(self) -> int:
+        """One timeout tick: drop entries untouched for ``ROTATIONS_KEPT`` rotations. Returns count."""
+        self.generation = (self.generation + 1) & 0xFF
+        live = self.keys > TOMBSTONE
+        age = (np.uint8(self.generation) - self.gen) & np.uint8(0xFF)
+        expired = np.nonzero(live & (age >= ROTATIONS_KEPT))[0]
+        if expired.size:
+            self._remove(expired)
+        if (self.used - self.live) > self.capacity // 4:
+            self._rebuild(self.live)
+        return int(expired.size)
+
+    def pending(self, root: int) -> tuple[int, int] | None:
+        """(value, spout task) of a pending root, for tests and debugging."""
+        s = self._find(np.array([root], dtype=np.uint64), insert=False)[0]
+        if s < 0:
+            return None
+        return int(self.vals[s]), int(self.spout[s])
+
+
+class ReferenceAcker:
+    """The acker algorithm with a dict, one message at a time (the test oracle)."""
+
+    def __init__(self) -> None:
+        self.entries: dict[int, list] = {}  # root -> [val, spout_task, failed, generation]
+        self.generation = 0
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+    def apply(self, messages: Sequence[tuple]) -> list[tuple[int, int, int]]:
+        out = []
+        for m in messages:
+            kind, root = m[0], m[1]
+            e = self.entries.get(root)
+            if e is None:
+                e = self.entries[root] = [0, 0, False, self.generation]
+            if kind == INIT:
+                e[0] ^= m[2]
+                e[1] = m[3]
+            elif kind == ACK:
+                e[0] ^= m[2]
+            elif kind == FAIL:
+                e[2] = True
+                e[3] = self.generation
+            elif kind == RESET:
+                e[3] = self.generation
+            if e[1]:
+                if e[2]:
+                    out.append((e[1], FAILED, root))
+                    del self.entries[root]
+                elif e[0] == 0:
+                    out.append((e[1], ACKED, root))
+                    del self.entries[root]
+                elif kind == RESET:
+                    out.append((e[1], RESET_TIMEOUT, root))
+        return out
+
+    def rotate(self) -> int:
+        self.generation += 1
+        dead = [r for r, e in self.entries.items() if self.generation - e[3] >= ROTATIONS_KEPT]
+        for r in dead:
+            del self.entries[r]
+        return len(dead)

@@ -1,0 +1,294 @@
+"""Output collectors: what spouts and bolts call to emit, ack and fail.
+
+The anchoring arithmetic is Storm's (``reference/storm-internals.md`` §6.3–6.4):
+
+* spout emit with a message id: a random root id; each outgoing copy gets a fresh random edge id
+  ``e`` and the message id ``{root: e}``; the acker is told ``init(root, XOR of the e's, task)``.
+* bolt emit anchored to inputs: for each outgoing copy and each tracked anchor a fresh edge id
+  ``e`` is XORed into the anchor's running ``ack_val`` and into the new tuple's id for every root
+  of that anchor.
+* bolt ack: for each root of the input, ``ack(root, edge XOR input.ack_val)`` — "remove my own id,
+  add my children's ids". fail: ``fail(root)`` for each root.
+
+Each collector belongs to one task. Emits return the list of target task ids, as in Storm.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from common.topology.tuple import Fields, Tuple
+from worker.runtime.acker import ACK, FAIL, INIT, RESET
+from worker.runtime.grouping import DirectGrouper, Grouper
+
+if TYPE_CHECKING:  # pragma: no cover
+    from worker.runtime.executor import BoltExecutor, SpoutExecutor
+
+_rng = random.Random()
+_rand = _rng.getrandbits
+fromkeys = dict.fromkeys
+
+
+def new_root_id() -> int:
+    """A random root id; never 0 or 1 (reserved by the acker table)."""
+    return _rand(64) | 2
+
+
+def new_edge_id() -> int:
+    return _rand(64) or 1
+
+
+class StreamRoute:
+    """Where one output stream of one component goes: its fields and its subscriptions."""
+
+    __slots__ = ("stream", "fields", "n", "groupers", "direct", "direct_tasks", "single", "emitted", "transferred")
+
+    def __init__(self, stream: str, fields: Fields, groupers: list[Grouper], direct: bool):
+        self.stream = stream
+        self.fields = fields
+        self.n = len(fields.names)
+        # per-executor counters (routes are built per executor), read by the stats roll
+        self.emitted = 0
+        self.transferred = 0
+        self.groupers = [g for g in groupers if not g.direct]
+        self.direct = direct
+        self.direct_tasks: frozenset[int] = frozenset().union(
+            *[g.tasks for g in groupers if isinstance(g, DirectGrouper)]
+        )
+        self.single = self.groupers[0] if len(self.groupers) == 1 else None
+
+    def targets(self, values: Sequence[Any]) -> list[int]:
+        if self.single is not None:
+            return self.single.choose(values)
+        out: list[int] = []
+        for g in self.groupers:
+            out.extend(g.choose(values))
+        return out
+
+
+class _Collector:
+    """Shared emit plumbing of spout and bolt collectors."""
+
+    def __init__(self, executor: Any, task: int, routes: dict[str, StreamRoute]):
+        self._executor = executor
+        self._runtime = executor.runtime
+        self.task = task
+        self.component = executor.component
+        self._routes = routes
+        self._stats = executor.stats
+        executor.stats.routes = routes
+        self._send_tuple = self._runtime.send_tuple
+        self._send_acker = self._runtime.send_acker
+        self._acker_task = self._runtime.acker_task
+        self._acking = self._runtime.acking
+        # one acker task in this process (the common local case): append to its queue directly
+        self._acker_queue = self._runtime.single_acker_queue()
+        self._capture: Callable[[str, str, Sequence[Any]], None] | None = self._runtime.capture
+
+    def _route(self, stream: str, values: Sequence[Any]) -> StreamRoute:
+        route = self._routes.get(stream)
+        if route is not None and len(values) == route.n:
+            return route
+        if route is None:
+            raise ValueError(
+                f"component {self.component!r} emitted to undeclared stream {stream!r}; "
+                f"declared streams: {sorted(self._routes) or 'none'} (declare it in declare_output_fields)"
+            )
+        if len(values) != len(route.fields):
+            raise ValueError(
+                f"component {self.component!r} emitted {len(values)} values on stream {stream!r}, "
+                f"which declares {len(route.fields)} fields {list(route.fields.names)}: {list(values)!r}"
+            )
+        return route
+
+    def _direct_targets(self, route: StreamRoute, task: int) -> list[int]:
+        if not route.direct:
+            raise ValueError(
+                f"component {self.component!r}: emit_direct on stream {route.stream!r}, which is not declared direct"
+            )
+        if task not in route.direct_tasks:
+            raise ValueError(
+                f"component {self.component!r}: emit_direct to task {task}, which does not subscribe to stream "
+                f"{route.stream!r} (subscribed tasks: {sorted(route.direct_tasks)})"
+            )
+        return [task]
+
+    def report_error(self, error: BaseException | str) -> None:
+        """Report an error to the component's error list (throttled per executor)."""
+        self._executor.report_error(error)
+
+
+class SpoutOutputCollector(_Collector):
+    """``emit(values, msg_id=None, stream="default")``; a message id makes the tuple tracked."""
+
+    def __init__(self, executor: SpoutExecutor, task: int, routes: dict[str, StreamRoute]):
+        super().__init__(executor, task, routes)
+        self._pending = executor.pending
+        self._clock = executor.clock
+
+    def emit(self, values: Sequence[Any], msg_id: Any = None, stream: str = "default") -> list[int]:
+        route = self._routes.get(stream)
+        if route is None or len(values) != route.n:
+            route = self._route(stream, values)
+        single = route.single
+        return self._emit(route, single.choose(values) if single is not None else route.targets(values), values, msg_id)
+
+    def emit_direct(self, task: int, values: Sequence[Any], msg_id: Any = None, stream: str = "default") -> list[int]:
+        route = self._route(stream, values)
+        return self._emit(route, self._direct_targets(route, task), values, msg_id)
+
+    def _emit(self, route: StreamRoute, targets: list[int], values: Sequence[Any], msg_id: Any) -> list[int]:
+        stream = route.stream
+        route.emitted += 1
+        route.transferred += len(targets)
+        self._executor.emitted_this_round += 1
+        if self._capture is not None:
+            self._capture(self.component, stream, values)
+        fields, component, task, send = route.fields, self.component, self.task, self._send_tuple
+        if msg_id is not None and self._acking:
+            root = _rand(64) | 2
+            xor = 0
+            for target in targets:
+                edge = _rand(64) or 1
+                xor ^= edge
+                send(target, Tuple(values, fields, component, stream, task, {root: edge}))
+            self._pending.put(root, (task, msg_id, stream, self._clock.monotonic()))
+            self._send_acker(self._acker_task(root), (INIT, root, xor, task))
+        else:
+            if targets:
+                tup = Tuple(values, fields, component, stream, task, None)
+                for target in targets:
+                    send(target, tup)
+            if msg_id is not None:
+                # acking disabled (topology.acker.executors = 0): the tuple counts as acked at once
+                self._executor.ack_now(task, msg_id, stream)
+        return targets
+
+
+class BoltOutputCollector(_Collector):
+    """``emit(values, anchors=None, stream="default")``, ``ack``, ``fail``, ``reset_timeout``."""
+
+    def __init__(self, executor: BoltExecutor, task: int, routes: dict[str, StreamRoute]):
+        super().__init__(executor, task, routes)
+        #: set by the executor while a BasicBolt executes: emits anchor to it by default
+        self.auto_anchor: Tuple | None = None
+        self._perf = time.perf_counter
+
+    def emit(
+        self, values: Sequence[Any], anchors: Tuple | Iterable[Tuple] | None = None, stream: str = "default"
+    ) -> list[int]:
+        route = self._routes.get(stream)
+        if route is None or len(values) != route.n:
+            route = self._route(stream, values)
+        single = route.single
+        targets = single.choose(values) if single is not None else route.targets(values)
+        route.emitted += 1
+        if self._capture is not None:
+            self._capture(self.component, stream, values)
+        if not targets:
+            return targets
+        route.transferred += len(targets)
+        if anchors is None:
+            anchors = self.auto_anchor
+        if anchors is not None and anchors.__class__ is Tuple and self._acking:
+            a_anchors = anchors.anchors
+            if a_anchors:
+                # the common case, inlined: one tracked anchor
+                fields, component, task, send = route.fields, self.component, self.task, self._send_tuple
+                for target in targets:
+                    edge = _rand(64) or 1
+                    anchors.ack_val ^= edge
+                    send(target, Tuple(values, fields, component, stream, task, fromkeys(a_anchors, edge)))
+                return targets
+        return self._emit_anchored(route, targets, values, anchors)
+
+    def emit_direct(
+        self, task: int, values: Sequence[Any], anchors: Tuple | Iterable[Tuple] | None = None,
+        stream: str = "default",
+    ) -> list[int]:
+        route = self._route(stream, values)
+        targets = self._direct_targets(route, task)
+        route.emitted += 1
+        route.transferred += len(targets)
+        if self._capture is not None:
+            self._capture(self.component, stream, values)
+        if anchors is None:
+            anchors = self.auto_anchor
+        return self._emit_anchored(route, targets, values, anchors)
+
+    def _emit_anchored(self, route: StreamRoute, targets: list[int], values: Sequence[Any], anchors: Any) -> list[int]:
+        stream = route.stream
+        fields, component, task, send = route.fields, self.component, self.task, self._send_tuple
+        if anchors is not None and self._acking:
+            if isinstance(anchors, Tuple):
+                # the common case: one anchor
+                a_anchors = anchors.anchors
+                if a_anchors:
+                    for target in targets:
+                        edge = _rand(64) or 1
+                        anchors.ack_val ^= edge
+                        send(target, Tuple(values, fields, component, stream, task, fromkeys(a_anchors, edge)))
+                    return targets
+            else:
+                anchor_list = [a for a in anchors if a.anchors]
+                if anchor_list:
+                    for target in targets:
+                        ids: dict[int, int] = {}
+                        for a in anchor_list:
+                            edge = _rand(64) or 1
+                            a.ack_val ^= edge
+                            for r in a.anchors:
+                                ids[r] = ids.get(r, 0) ^ edge
+                        send(target, Tuple(values, fields, component, stream, task, ids))
+                    return targets
+        if targets:
+            tup = Tuple(values, fields, component, stream, task, None)
+            for target in targets:
+                send(target, tup)
+        return targets
+
+    def ack(self, tup: Tuple) -> None:
+        if tup._done:
+            return
+        tup._done = 1
+        anchors = tup.anchors
+        if anchors and self._acking:
+            av = tup.ack_val
+            q = self._acker_queue
+            if q is not None:
+                for root, edge in anchors.items():
+                    q.append((ACK, root, edge ^ av, 0))
+            else:
+                send, acker_task = self._send_acker, self._acker_task
+                for root, edge in anchors.items():
+                    send(acker_task(root), (ACK, root, edge ^ av, 0))
+        stats = self._stats
+        stats.acked[tup.fields.source_key] += 1
+        if tup._t0:
+            key = tup.fields.source_key
+            stats.process_ms[key] += (self._perf() - tup._t0) * 1000.0
+            stats.process_n[key] += 1
+
+    def fail(self, tup: Tuple) -> None:
+        if tup._done:
+            return
+        tup._done = 2
+        anchors = tup.anchors
+        if anchors and self._acking:
+            for root in anchors:
+                self._send_acker(self._acker_task(root), (FAIL, root, 0, 0))
+        key = tup.fields.source_key
+        stats = self._stats
+        stats.failed[key] += 1
+        if tup._t0:
+            stats.process_ms[key] += (self._perf() - tup._t0) * 1000.0
+            stats.process_n[key] += 1
+
+    def reset_timeout(self, tup: Tuple) -> None:
+        """Restart the timeout of every tuple tree ``tup`` belongs to (long-running work)."""
+        if tup.anchors and self._acking:
+            for root in tup.anchors:
+                self._send_acker(self._acker_task(root), (RESET, root, 0, 0))

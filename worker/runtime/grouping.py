@@ -1,0 +1,152 @@
+"""Stream groupings: which target tasks get a tuple.
+
+Each grouper answers ``choose(values) -> list of task ids`` for one subscription (a target
+component subscribed to one stream of a source component). Fields grouping hashes the selected
+values with a hash that is the same in every worker process (Python's ``hash`` of ``str`` is not:
+it is randomized per process), so equal keys reach the same task wherever they are emitted.
+"""
+
+from __future__ import annotations
+
+import random
+import struct
+import zlib
+from collections.abc import Sequence
+from typing import Any
+
+from common.topology.definition import GroupingDef
+from common.topology.tuple import Fields
+
+_MASK32 = 0xFFFFFFFF
+crc32 = zlib.crc32
+
+
+def stable_hash(value: Any) -> int:
+    """A 32-bit hash of a tuple value that is identical across processes and runs."""
+    if isinstance(value, str):
+        return zlib.crc32(value.encode("utf-8", "surrogatepass"))
+    if isinstance(value, bool) or value is None:
+        return 1231 if value else 1237 if value is False else 0
+    if isinstance(value, int):
+        return (value ^ (value >> 32)) & _MASK32
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return zlib.crc32(value)
+    if isinstance(value, float):
+        if value.is_integer():
+            return stable_hash(int(value))
+        return zlib.crc32(struct.pack("<d", value))
+    if isinstance(value, (list, tuple)):
+        h = 1
+        for v in value:
+            h = (31 * h + stable_hash(v)) & _MASK32
+        return h
+    if isinstance(value, dict):
+        h = 0
+        for k, v in value.items():
+            h ^= (stable_hash(k) * 31 + stable_hash(v)) & _MASK32
+        return h
+    return zlib.crc32(repr(value).encode("utf-8", "surrogatepass"))
+
+
+class Grouper:
+    """Picks target tasks for one subscription."""
+
+    direct = False
+
+    def choose(self, values: Sequence[Any]) -> list[int]:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+
+class ShuffleGrouper(Grouper):
+    """Round-robin over a shuffled task list, reshuffled each cycle: even and unpredictable."""
+
+    __slots__ = ("_tasks", "_order", "_i", "_rng")
+
+    def __init__(self, tasks: Sequence[int], rng: random.Random | None = None):
+        self._tasks = list(tasks)
+        self._rng = rng or random.Random()
+        self._order = [[t] for t in self._tasks]
+        self._rng.shuffle(self._order)
+        self._i = 0
+
+    def choose(self, values: Sequence[Any]) -> list[int]:
+        i = self._i
+        if i >= len(self._order):
+            self._rng.shuffle(self._order)
+            i = 0
+        self._i = i + 1
+        return self._order[i]
+
+
+class FieldsGrouper(Grouper):
+    __slots__ = ("_tasks", "_idx", "_n", "_single")
+
+    def __init__(self, tasks: Sequence[int], source_fields: Fields, group_fields: Sequence[str]):
+        self._tasks = [[t] for t in sorted(tasks)]
+        self._n = len(self._tasks)
+        self._idx = [source_fields.index(f) for f in group_fields]
+        self._single = self._idx[0] if len(self._idx) == 1 else None
+
+    def choose(self, values: Sequence[Any]) -> list[int]:
+        if self._single is not None:
+            v = values[self._single]
+            h = crc32(v.encode("utf-8", "surrogatepass")) if v.__class__ is str else stable_hash(v)
+        else:
+            h = stable_hash([values[i] for i in self._idx])
+        return self._tasks[h % self._n]
+
+
+class AllGrouper(Grouper):
+    __slots__ = ("_tasks",)
+
+    def __init__(self, tasks: Sequence[int]):
+        self._tasks = sorted(tasks)
+
+    def choose(self, values: Sequence[Any]) -> list[int]:
+        return self._tasks
+
+
+class GlobalGrouper(Grouper):
+    __slots__ = ("_task",)
+
+    def __init__(self, tasks: Sequence[int]):
+        self._task = [min(tasks)]
+
+    def choose(self, values: Sequence[Any]) -> list[int]:
+        return self._task
+
+
+class DirectGrouper(Grouper):
+    """Direct streams: the emitter names the task (``emit_direct``); ``choose`` is never used."""
+
+    direct = True
+
+    def __init__(self, tasks: Sequence[int]):
+        self.tasks = frozenset(tasks)
+
+    def choose(self, values: Sequence[Any]) -> list[int]:
+        return []
+
+
+def make_grouper(
+    grouping: GroupingDef,
+    target_tasks: Sequence[int],
+    source_fields: Fields,
+    local_tasks: frozenset[int] | set[int] = frozenset(),
+    rng: random.Random | None = None,
+) -> Grouper:
+    kind = grouping.type
+    if kind in ("shuffle", "none"):
+        return ShuffleGrouper(target_tasks, rng)
+    if kind == "local_or_shuffle":
+        local = [t for t in target_tasks if t in local_tasks]
+        return ShuffleGrouper(local or target_tasks, rng)
+    if kind == "fields":
+        return FieldsGrouper(target_tasks, source_fields, grouping.fields)
+    if kind == "all":
+        return AllGrouper(target_tasks)
+    if kind == "global":
+        return GlobalGrouper(target_tasks)
+    if kind == "direct":
+        return DirectGrouper(target_tasks)
+    raise ValueError(f"unknown grouping {kind!r}")

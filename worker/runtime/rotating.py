@@ -1,0 +1,67 @@
+"""Storm's RotatingMap: entries expire after between (n-1) and n rotations."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+
+class RotatingMap:
+    """``buckets`` dicts; new entries go to the newest; :meth:`rotate` expires the oldest bucket.
+
+    With 2 buckets rotated every timeout period, an entry expires between 1× and 2× the period
+    after it was put (the spout side of Storm's tuple timeouts).
+    """
+
+    __slots__ = ("_buckets", "_on_expire")
+
+    def __init__(self, buckets: int = 2, on_expire: Callable[[Any, Any], None] | None = None):
+        if buckets < 2:
+            raise ValueError("RotatingMap needs at least 2 buckets")
+        self._buckets: list[dict[Any, Any]] = [{} for _ in range(buckets)]
+        self._on_expire = on_expire
+
+    def put(self, key: Any, value: Any) -> None:
+        buckets = self._buckets
+        buckets[0][key] = value
+        for b in buckets[1:]:
+            b.pop(key, None)
+
+    def get(self, key: Any, default: Any = None) -> Any:
+        for b in self._buckets:
+            if key in b:
+                return b[key]
+        return default
+
+    def pop(self, key: Any, default: Any = None) -> Any:
+        for b in self._buckets:
+            if key in b:
+                return b.pop(key)
+        return default
+
+    def touch(self, key: Any) -> bool:
+        """Move ``key`` to the newest bucket (reset its timeout)."""
+        for b in self._buckets[1:]:
+            if key in b:
+                self._buckets[0][key] = b.pop(key)
+                return True
+        return key in self._buckets[0]
+
+    def __contains__(self, key: Any) -> bool:
+        return any(key in b for b in self._buckets)
+
+    def __len__(self) -> int:
+        return sum(len(b) for b in self._buckets)
+
+    def rotate(self) -> dict[Any, Any]:
+        """Expire the oldest bucket; return its entries (also passed to ``on_expire``)."""
+        dead = self._buckets.pop()
+        self._buckets.insert(0, {})
+        if self._on_expire is not None:
+            for k, v in dead.items():
+                self._on_expire(k, v)
+        return dead
+
+    def items(self):
+        for b in self._buckets:
+            yield from b.items()

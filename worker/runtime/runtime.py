@@ -1,0 +1,367 @@
+"""WorkerRuntime: the executors of one topology hosted in one process, and the routing between them.
+
+Used both by local mode (every executor in one process) and by a cluster worker (the executors its
+assignment places on its slot, with a transport for tasks elsewhere). Executors run on
+``topology.worker.executor.threads`` executor threads (default 1: one event loop per worker, which
+measured fastest under the GIL; see docs/benchmarks.md). Tuples to a task in this process go
+straight onto its executor's queue; tuples to other workers go to :attr:`remote`.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, Protocol
+
+from common.clock import REAL_CLOCK
+from common.log import get_logger
+from common.records import ExecutorStats, executor_key
+from common.topology.builder import Topology
+from common.topology.components import TopologyContext
+from common.topology.definition import ACKER_COMPONENT, TopologyLayout
+from common.topology.tuple import Fields
+from worker.runtime.collector import StreamRoute
+from worker.runtime.executor import AckerExecutor, BoltExecutor, Executor, SpoutExecutor
+from worker.runtime.grouping import make_grouper
+
+log = get_logger("runtime")
+
+
+class RemoteSender(Protocol):
+    """Delivery to tasks hosted by other workers (see ``worker.transfer``)."""
+
+    def send_tuple(self, task: int, tup: Any) -> None: ...
+    def send_acker(self, task: int, msg: tuple) -> None: ...
+    def send_result(self, task: int, result: tuple) -> None: ...
+    def congested(self) -> bool: ...
+
+
+class ExecutorThread(threading.Thread):
+    """Runs a set of executors in rounds; sleeps on an event when there is nothing to do."""
+
+    def __init__(self, runtime: WorkerRuntime, executors: list[Executor], name: str):
+        super().__init__(name=name, daemon=True)
+        self.runtime = runtime
+        self.executors = executors
+        self.sleeping = False
+        self._event = threading.Event()
+        self.rounds = 0
+        self.all_queues = [q for ex in executors for q in ex.queue_list]
+        for ex in executors:
+            ex.thread = self
+
+    def wake(self) -> None:
+        self._event.set()
+
+    def run_round(self) -> int:
+        runtime = self.runtime
+        now = runtime.clock.monotonic()
+        if now >= runtime.next_timer:
+            runtime.fire_timers(now)
+        runtime.update_congestion()
+        worked = 0
+        for ex in self.executors:
+            worked += ex.run_batch(ex.budget)
+        self.rounds += 1
+        if worked:
+            for peer in runtime.threads:
+                if peer.sleeping and peer is not self and any(peer.all_queues):
+                    peer.wake()
+        return worked
+
+    def run(self) -> None:
+        runtime = self.runtime
+        idle_wait = runtime.idle_wait
+        try:
+            while not runtime.stopping:
+                if self.run_round():
+                    continue
+                self.sleeping = True
+                if not any(self.all_queues):
+                    self._event.wait(idle_wait)
+                self.sleeping = False
+                self._event.clear()
+        except BaseException as exc:  # pragma: no cover - a bug in Gale itself: fail fast
+            log.exception("executor-thread-crashed", thread=self.name)
+            runtime.crashed(exc)
+
+
+class WorkerRuntime:
+    def __init__(
+        self,
+        topology: Topology,
+        *,
+        topology_id: str,
+        conf: Mapping[str, Any],
+        layout: TopologyLayout,
+        executors: Iterable[tuple[int, int]],
+        clock: Any = REAL_CLOCK,
+        remote: RemoteSender | None = None,
+        error_sink: Callable[[str, str], None] | None = None,
+        capture: Callable[[str, str, Any], None] | None = None,
+        worker_port: int = 0,
+        local_dir: str = "",
+        resources: Mapping[str, Any] | None = None,
+        rng: random.Random | None = None,
+        on_crash: Callable[[BaseException], None] | None = None,
+    ):
+        self.topology = topology
+        self.defn = topology.definition
+        self.topology_id = topology_id
+        self.conf = dict(conf)
+        self.layout = layout
+        self.clock = clock
+        self.remote = remote
+        self.error_sink = error_sink
+        self.capture = capture
+        self.worker_port = worker_port
+        self.local_dir = local_dir
+        self.resources = dict(resources or {})
+        self.rng = rng or random.Random()
+        self.on_crash = on_crash
+        self.active = False
+        self.stopping = False
+        self.congested = False
+        self.errors: dict[str, list[str]] = {}
+        self.idle_wait = max(0.0005, float(self.conf.get("topology.spout.wait.sleep.millis", 1)) / 1000.0)
+        self.queue_high_water = int(self.conf["topology.executor.receive.buffer.size"])
+
+        self.acker_tasks = layout.component_tasks(ACKER_COMPONENT)
+        self.acking = bool(self.acker_tasks)
+        self._n_ackers = len(self.acker_tasks)
+        self._stream_fields: dict[tuple[str, str], Fields] = {
+            (cid, sid): Fields(s.fields, f"{cid}:{sid}")
+            for cid, comp in self.defn.components.items()
+            for sid, s in comp.streams.items()
+        }
+        self._component_conf: dict[str, dict[str, Any]] = {}
+        self.executors: dict[tuple[int, int], Executor] = {}
+        self._local: dict[int, Executor] = {}
+        for ex_id in sorted(executors):
+            component = layout.executor_to_component[ex_id]
+            ex = self._make_executor(ex_id, component)
+            self.executors[ex_id] = ex
+            for task in ex.tasks:
+                self._local[task] = ex
+        self.local_tasks = frozenset(self._local)
+        self._all_queues = [q for ex in self.executors.values() for q in ex.queue_list]
+        self._bind_fast_paths()
+        self.threads: list[ExecutorThread] = []
+        self.next_timer = 0.0
+        self.timer_period = 0.05
+
+    # ------------------------------------------------------------------ construction
+
+    def component_conf(self, component: str) -> dict[str, Any]:
+        conf = self._component_conf.get(component)
+        if conf is None:
+            conf = dict(self.conf)
+            comp = self.defn.components.get(component)
+            if comp is not None:
+                conf.update(comp.conf)
+            self._component_conf[component] = conf
+        return conf
+
+    def task_conf(self, component: str) -> dict[str, Any]:
+        return dict(self.component_conf(component))
+
+    def _make_executor(self, ex_id: tuple[int, int], component: str) -> Executor:
+        if component == ACKER_COMPONENT:
+            ex: Executor = AckerExecutor(self, ex_id, component)
+            ex.budget = 8192
+        elif self.defn.components[component].kind == "spout":
+            ex = SpoutExecutor(self, ex_id, component)
+            ex.budget = 100
+        else:
+            factory = getattr(self.topology.component_class(component), "executor_class", None)
+            ex = (factory or BoltExecutor)(self, ex_id, component)
+            ex.budget = 1024
+        return ex
+
+    def instantiate(self, component: str) -> Any:
+        comp = self.defn.components[component]
+        cls = self.topology.component_class(component)
+        return cls(*comp.args, **comp.kwargs)
+
+    def topology_context(self, component: str, task: int) -> TopologyContext:
+        return TopologyContext(
+            topology_id=self.topology_id,
+            topology_name=self.defn.name or self.topology_id,
+            component_id=component,
+            task_id=task,
+            task_to_component=self.layout.task_to_component,
+            component_streams={
+                cid: {sid: s.fields for sid, s in comp.streams.items()} for cid, comp in self.defn.components.items()
+            },
+            worker_port=self.worker_port,
+            worker_tasks=sorted(self._local),
+            local_dir=self.local_dir,
+            resources=self.resources,
+        )
+
+    def routes_for(self, component: str) -> dict[str, StreamRoute]:
+        """Output routes of ``component``: its declared streams and who subscribes to them."""
+        comp = self.defn.components[component]
+        subscribers: dict[str, list] = {sid: [] for sid in comp.streams}
+        for cid, target in sorted(self.defn.components.items()):
+            for inp in target.inputs:
+                if inp.component == component and inp.stream in subscribers:
+                    subscribers[inp.stream].append((cid, inp.grouping))
+        routes = {}
+        for sid, stream in comp.streams.items():
+            fields = self._stream_fields[(component, sid)]
+            groupers = [
+                make_grouper(g, self.layout.component_tasks(cid), fields, self.local_tasks, random.Random(self.rng.random()))
+                for cid, g in subscribers[sid]
+            ]
+            routes[sid] = StreamRoute(sid, fields, groupers, stream.direct)
+        return routes
+
+    def _bind_fast_paths(self) -> None:
+        # Executor threads append straight onto local queues; a thread wakes sleeping peers whose
+        # queues it filled at the end of its round (see ExecutorThread.run_round). Only other
+        # threads (the transfer receiver) go through deliver(), which wakes at once.
+        queues = {task: ex.queues[task] for task, ex in self._local.items()}
+        queue_of = queues.get
+        remote = self.remote
+        acker_tasks = self.acker_tasks
+        n = self._n_ackers
+
+        def send_tuple(task: int, tup: Any) -> None:
+            q = queue_of(task)
+            if q is not None:
+                q.append(tup)
+            else:
+                remote.send_tuple(task, tup)  # type: ignore[union-attr]
+
+        def send_acker(task: int, msg: tuple) -> None:
+            q = queue_of(task)
+            if q is not None:
+                q.append(msg)
+            else:
+                remote.send_acker(task, msg)  # type: ignore[union-attr]
+
+        def send_result(task: int, result: tuple) -> None:
+            q = queue_of(task)
+            if q is not None:
+                q.append(result)
+            else:
+                remote.send_result(task, result)  # type: ignore[union-attr]
+
+        def acker_task(root: int) -> int:
+            return acker_tasks[root % n]
+
+        self.send_tuple = send_tuple
+        self.send_acker = send_acker
+        self.send_result = send_result
+        self.acker_task = acker_task
+
+    def single_acker_queue(self) -> Any:
+        """The input deque of the topology's only acker task when it runs in this process."""
+        if len(self.acker_tasks) == 1 and self.acker_tasks[0] in self._local:
+            task = self.acker_tasks[0]
+            return self._local[task].queues[task]
+        return None
+
+    def deliver(self, task: int, payload: Any) -> bool:
+        """Hand a payload that arrived from another worker to a local task's executor."""
+        ex = self._local.get(task)
+        if ex is None:
+            return False
+        ex.receive(task, payload)
+        return True
+
+    # ------------------------------------------------------------------ running
+
+    def prepare(self) -> None:
+        """Instantiate and open/prepare every task (in the calling thread)."""
+        for ex in self.executors.values():
+            ex.prepare()
+
+    def start(self, active: bool = True, threads: int | None = None, spawn: bool = True) -> None:
+        """Prepare every task and start the executor threads.
+
+        With ``spawn=False`` the threads are built but not started: the caller drives them with
+        :meth:`run_until_idle` (tests with a simulated clock).
+        """
+        self.prepare()
+        self.active = active
+        n = max(1, int(threads or self.conf.get("topology.worker.executor.threads", 1)))
+        executors = list(self.executors.values())
+        groups: list[list[Executor]] = [[] for _ in range(min(n, len(executors)) or 1)]
+        for i, ex in enumerate(executors):
+            groups[i % len(groups)].append(ex)
+        self.threads = [ExecutorThread(self, g, f"executors-{i}") for i, g in enumerate(groups)]
+        if spawn:
+            for t in self.threads:
+                t.start()
+
+    def set_active(self, active: bool) -> None:
+        self.active = active
+        for t in self.threads:
+            t.wake()
+
+    def fire_timers(self, now: float) -> None:
+        self.next_timer = now + self.timer_period
+        for ex in self.executors.values():
+            ex.on_timer(now)
+
+    def update_congestion(self) -> None:
+        hw = self.queue_high_water
+        congested = False
+        for q in self._all_queues:
+            if len(q) > hw:
+                congested = True
+                break
+        if not congested and self.remote is not None:
+            congested = self.remote.congested()
+        self.congested = congested
+
+    def run_until_idle(self, max_rounds: int = 100000) -> int:
+        """Drive executors in the calling thread (tests with a simulated clock). Returns rounds."""
+        if not self.threads:
+            raise RuntimeError("call start(spawn=False) before run_until_idle()")
+        rounds = 0
+        while rounds < max_rounds:
+            worked = sum(t.run_round() for t in self.threads)
+            rounds += 1
+            if not worked and not any(self._all_queues):
+                break
+        return rounds
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Deactivate spouts, stop executor threads, then close/cleanup every task."""
+        self.set_active(False)
+        self.stopping = True
+        for t in self.threads:
+            t.wake()
+        for t in self.threads:
+            if t is not threading.current_thread() and t.is_alive():
+                t.join(timeout)
+        for ex in self.executors.values():
+            ex.shutdown()
+
+    def crashed(self, exc: BaseException) -> None:
+        self.stopping = True
+        if self.on_crash is not None:
+            self.on_crash(exc)
+
+    # ------------------------------------------------------------------ errors & stats
+
+    def report_error(self, component: str, text: str) -> None:
+        kept = self.errors.setdefault(component, [])
+        kept.append(text)
+        del kept[:-10]
+        if self.error_sink is not None:
+            try:
+                self.error_sink(component, text)
+            except Exception:  # noqa: BLE001 - never let error reporting kill an executor
+                log.exception("error-sink-failed", component=component)
+
+    def roll_stats(self, now: float | None = None) -> None:
+        for ex in self.executors.values():
+            ex.stats.roll(now)
+
+    def executor_stats(self) -> dict[str, ExecutorStats]:
+        return {executor_key(ex_id): ex.stats_record() for ex_id, ex in self.executors.items()}
