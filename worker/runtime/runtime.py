@@ -274,8 +274,24 @@ class WorkerRuntime:
 
     # ------------------------------------------------------------------ running
 
+    def local_components(self) -> set[str]:
+        return {ex.component for ex in self.executors.values()}
+
+    def attach_resources(self) -> None:
+        """Start per-worker resources the local components need, before any task is prepared.
+
+        Spark components get a Spark application started in the background (see
+        ``worker.spark``); the handle lands in ``resources["spark"]`` and is visible to tasks as
+        ``context.resources["spark"]``. Resources with a ``close()`` are closed by :meth:`stop`.
+        """
+        if "spark" not in self.resources and self.defn.uses_spark(self.local_components()):
+            from worker.spark.session import start_spark_for
+
+            self.resources["spark"] = start_spark_for(self)
+
     def prepare(self) -> None:
-        """Instantiate and open/prepare every task (in the calling thread)."""
+        """Attach resources, then instantiate and open/prepare every task (in the calling thread)."""
+        self.attach_resources()
         for ex in self.executors.values():
             ex.prepare()
 
@@ -341,6 +357,13 @@ class WorkerRuntime:
                 t.join(timeout)
         for ex in self.executors.values():
             ex.shutdown()
+        for name, resource in list(self.resources.items()):
+            close = getattr(resource, "close", None)
+            if close is not None:
+                try:
+                    close()
+                except Exception:  # noqa: BLE001
+                    log.exception("resource-close-failed", resource=name)
 
     def crashed(self, exc: BaseException) -> None:
         self.stopping = True
