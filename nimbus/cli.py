@@ -1,28 +1,373 @@
-"""The ``nimbus`` command."""
+"""The ``nimbus`` command: the daemon, the client commands that talk to it, and local mode.
+
+Exit codes: 0 success; 1 a failure, explained on one line on stderr (unknown topology, nimbus
+unreachable, invalid topology, ...); 2 wrong usage (click's default).
+"""
 
 from __future__ import annotations
 
+import json
 import sys
+import time
+from pathlib import Path
+from typing import Any
 
 import click
 
+from common import config as gconfig
+from common.errors import GaleError
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
+
+
+def fail(message: str, code: int = 1) -> None:
+    click.echo(f"error: {message}", err=True)
+    sys.exit(code)
+
+
+def load_conf(config: str | None) -> dict[str, Any]:
+    try:
+        return gconfig.daemon_config(config)
+    except GaleError as exc:
+        fail(str(exc))
+        raise  # unreachable
+
+
+def topology_overrides(pairs: tuple[str, ...]) -> dict[str, Any]:
+    try:
+        overrides = gconfig.parse_overrides(pairs)
+        gconfig.validate(overrides, where="-c options", allow_user_keys=True)
+        return overrides
+    except GaleError as exc:
+        fail(str(exc))
+        raise
+
+
+def client_for(config: str | None):
+    from nimbus.client import NimbusClient
+
+    return NimbusClient(load_conf(config))
+
+
+def call(fn, *args, **kwargs):
+    """Run a client call; turn every Gale error into a one-line message and exit code 1."""
+    try:
+        return fn(*args, **kwargs)
+    except GaleError as exc:
+        fail(str(exc))
+
+
+config_option = click.option("--config", "config", type=click.Path(dir_okay=False), default=None,
+                             envvar="GALE_CONFIG", help="YAML config file (default: $GALE_CONFIG or built-in defaults).")
+conf_option = click.option("-c", "overrides", multiple=True, metavar="KEY=VALUE",
+                           help="Topology config override, repeatable (e.g. -c topology.workers=2).")
+json_option = click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON.")
+
+
+@click.group(context_settings=CONTEXT)
 def main() -> None:
-    """Gale nimbus: the master daemon and the client commands that talk to it."""
+    """Gale nimbus: the master daemon and the client commands that talk to it.
+
+    \b
+    Examples:
+      nimbus serve --config /etc/gale/gale.yaml
+      nimbus submit examples/word_count.py --name wordcount --wait
+      nimbus status wordcount
+      nimbus local examples/word_count.py --duration 10
+    """
 
 
-@main.command("dev-cluster")
-@click.option("--demo", is_flag=True, help="Run the flagship demo topology on the cluster.")
-def dev_cluster(demo: bool) -> None:
-    """Start a real ZooKeeper and write/read the /storm skeleton (daemons: not yet built)."""
-    from nimbus.devcluster_skeleton import run_skeleton
-
-    sys.exit(run_skeleton())
+# ----------------------------------------------------------------------------- daemon
 
 
 @main.command()
-def serve() -> None:
-    """[placeholder] Run the nimbus daemon. Not implemented yet (issue 4); exits non-zero."""
-    click.echo("nimbus serve: not implemented yet (see issue 4)", err=True)
-    sys.exit(2)
+@config_option
+def serve(config: str | None) -> None:
+    """Run the nimbus daemon in the foreground (what systemd runs). SIGTERM stops it cleanly.
+
+    \b
+    Example:
+      nimbus serve --config /etc/gale/gale.yaml
+    """
+    from nimbus.serve import serve as run
+
+    conf = load_conf(config)
+    try:
+        sys.exit(run(conf))
+    except (GaleError, OSError) as exc:
+        fail(str(exc))
+
+
+# ----------------------------------------------------------------------------- submit
+
+
+@main.command()
+@click.argument("topology_file", type=click.Path(dir_okay=False))
+@click.option("--name", help="Topology name (default: the topology's own name, else the file name).")
+@conf_option
+@config_option
+@click.option("--wait", is_flag=True, help="Wait, showing progress, until every executor runs.")
+@click.option("--wait-timeout", type=float, default=300.0, show_default=True, help="Seconds --wait waits at most.")
+@click.option("--inactive", is_flag=True, help="Submit deactivated (spouts start on 'nimbus activate').")
+@click.option("--bundle-dir", type=click.Path(file_okay=False, exists=True),
+              help="Directory to ship as the topology's code (default: the topology file's directory).")
+def submit(topology_file: str, name: str | None, overrides: tuple[str, ...], config: str | None, wait: bool,
+           wait_timeout: float, inactive: bool, bundle_dir: str | None) -> None:
+    """Validate TOPOLOGY_FILE and ship it to nimbus; print the topology id.
+
+    \b
+    Examples:
+      nimbus submit examples/word_count.py --name wc -c topology.workers=2 --wait
+      nimbus submit pipeline.py -c kafka.topic=events --config gale.yaml
+    """
+    from common.bundle import make_bundle
+    from common.topology.loader import load_topology_file
+
+    conf = load_conf(config)
+    extra = topology_overrides(overrides)
+    try:
+        topology = load_topology_file(topology_file, {**conf, **extra})
+        topo_conf = {**topology.conf, **extra}
+        gconfig.validate(topo_conf, where="topology configuration", allow_user_keys=True)
+        name = name or topology.name or Path(topology_file).stem
+        bundle = make_bundle(bundle_dir or Path(topology_file).resolve().parent, topology.to_json(), topo_conf,
+                             max_bytes=int(conf["nimbus.max.request.bytes"]))
+    except GaleError as exc:
+        fail(str(exc))
+    client = client_for(config)
+    tid = call(client.submit, name, bundle, inactive)
+    click.echo(tid)
+    if wait:
+        _wait_running(client, tid, wait_timeout)
+
+
+def _wait_running(client, tid: str, timeout: float) -> None:
+    start = time.monotonic()
+    last = None
+    while True:
+        detail = call(client.topology, tid)
+        total, running = detail["executors"], detail["executors_running"]
+        elapsed = time.monotonic() - start
+        if total and running >= total:
+            click.echo(f"{tid}: {running}/{total} executors running in {detail['workers']} workers ({elapsed:.1f}s)",
+                       err=True)
+            return
+        rate = running / elapsed if running and elapsed > 0 else 0
+        eta = f", ETA {max(0.0, (total - running) / rate):.0f}s" if rate else ""
+        line = f"{tid}: {running}/{total} executors running{eta}"
+        if line != last:
+            click.echo(line, err=True)
+            last = line
+        if elapsed > timeout:
+            fail(f"{tid}: only {running}/{total} executors running after {timeout:.0f}s; "
+                 "check 'nimbus status' and the supervisors' logs")
+        time.sleep(0.5)
+
+
+# ----------------------------------------------------------------------------- queries
+
+
+@main.command("list")
+@config_option
+@json_option
+def list_(config: str | None, as_json: bool) -> None:
+    """List topologies.
+
+    \b
+    Example:
+      nimbus list --json
+    """
+    topologies = call(client_for(config).topologies)
+    if as_json:
+        click.echo(json.dumps(topologies, indent=2))
+        return
+    if not topologies:
+        click.echo("no topologies")
+        return
+    click.echo(f"{'NAME':<24} {'ID':<40} {'STATUS':<12} {'WORKERS':>7} {'EXECUTORS':>9} {'UPTIME':>8}")
+    for t in topologies:
+        click.echo(f"{t['name']:<24} {t['id']:<40} {t['status']:<12} {t['workers']:>7} {t['executors']:>9} "
+                   f"{_dur(t['uptime_secs']):>8}")
+
+
+def _dur(secs: int) -> str:
+    if secs < 120:
+        return f"{secs}s"
+    if secs < 7200:
+        return f"{secs // 60}m"
+    return f"{secs // 3600}h{(secs % 3600) // 60}m"
+
+
+@main.command()
+@click.argument("name")
+@config_option
+@json_option
+@click.option("--window", type=click.Choice(["600", "10800", "86400", ":all-time"]), default=":all-time",
+              show_default=True, help="Stats window in seconds.")
+def status(name: str, config: str | None, as_json: bool, window: str) -> None:
+    """Show a topology: components, where executors run, counts, latencies, last errors.
+
+    \b
+    Example:
+      nimbus status wordcount --window 600
+    """
+    detail = call(client_for(config).topology, name, window)
+    if as_json:
+        click.echo(json.dumps(detail, indent=2))
+        return
+    click.echo(f"{detail['name']} ({detail['id']}) {detail['status']}  uptime {_dur(detail['uptime_secs'])}  "
+               f"workers {detail['workers']}/{detail['requested_workers']}  executors "
+               f"{detail['executors_running']}/{detail['executors']} running")
+    if detail.get("pending_action"):
+        click.echo(f"pending action: {json.dumps(detail['pending_action'])}")
+    header = (f"{'component':<16} {'kind':<6} {'exec':>4} {'emitted':>10} {'transferred':>11} {'acked':>10} "
+              f"{'failed':>8} {'complete_ms':>11} {'execute_ms':>10} {'capacity':>8}")
+    click.echo(header)
+    for comp, c in detail["components"].items():
+        s = c["stats"] or {}
+        click.echo(f"{comp[:16]:<16} {c['kind'][:6]:<6} {c['executors']:>4} {s.get('emitted', 0):>10} "
+                   f"{s.get('transferred', 0):>11} {s.get('acked', 0):>10} {s.get('failed', 0):>8} "
+                   f"{s.get('complete_latency_ms', 0):>11.3f} {s.get('execute_latency_ms', 0):>10.3f} "
+                   f"{s.get('capacity', 0):>8.3f}")
+    click.echo("executors:")
+    for comp, c in detail["components"].items():
+        places = {}
+        for e in c["executor_list"]:
+            where = f"{e['host']}:{e['port']}" if e["port"] else "unassigned"
+            places.setdefault(where, []).append(e["id"] + ("" if e["running"] else "*"))
+        click.echo(f"  {comp}: " + "; ".join(f"{w} [{', '.join(ids)}]" for w, ids in sorted(places.items())))
+    for w in detail.get("worker_list", []):
+        if w.get("log"):
+            click.echo(f"  worker {w['host']}:{w['port']} pid {w['pid']} log {w['log']}")
+    errors = [(comp, e) for comp, c in detail["components"].items() for e in c["errors"][:3]]
+    if errors:
+        click.echo("last errors:")
+        for comp, e in errors:
+            when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(e["error_time_secs"]))
+            first = e["error"].strip().splitlines()[-1] if e["error"].strip() else ""
+            click.echo(f"  {comp} {when} {e['host']}:{e['port']}: {first}")
+
+
+# ----------------------------------------------------------------------------- actions
+
+
+@main.command()
+@click.argument("name")
+@click.option("--wait", "wait_secs", type=int, default=None,
+              help="Seconds between deactivating spouts and removing the topology (default: its message timeout).")
+@config_option
+def kill(name: str, wait_secs: int | None, config: str | None) -> None:
+    """Kill a topology: spouts stop at once, workers go after the wait.
+
+    \b
+    Example:
+      nimbus kill wordcount --wait 5
+    """
+    click.echo(call(client_for(config).kill, name, wait_secs))
+
+
+@main.command()
+@click.argument("name")
+@config_option
+def activate(name: str, config: str | None) -> None:
+    """Activate a topology's spouts.
+
+    \b
+    Example:
+      nimbus activate wordcount
+    """
+    click.echo(call(client_for(config).activate, name))
+
+
+@main.command()
+@click.argument("name")
+@config_option
+def deactivate(name: str, config: str | None) -> None:
+    """Deactivate a topology's spouts (bolts keep draining in-flight tuples).
+
+    \b
+    Example:
+      nimbus deactivate wordcount
+    """
+    click.echo(call(client_for(config).deactivate, name))
+
+
+@main.command()
+@click.argument("name")
+@click.option("-n", "--num-workers", type=int, help="New number of workers.")
+@click.option("-e", "--executors", "executors", multiple=True, metavar="COMPONENT=N",
+              help="New executor count for a component, repeatable.")
+@click.option("--wait", "wait_secs", type=int, default=None, help="Seconds spouts are paused before re-planning.")
+@config_option
+def rebalance(name: str, num_workers: int | None, executors: tuple[str, ...], wait_secs: int | None,
+              config: str | None) -> None:
+    """Re-plan a topology with new worker/executor counts.
+
+    \b
+    Example:
+      nimbus rebalance wordcount -n 2 -e split=4 --wait 5
+    """
+    parsed = {}
+    for item in executors:
+        comp, sep, n = item.partition("=")
+        if not sep or not n.strip().isdigit():
+            fail(f"-e expects COMPONENT=N with N a positive integer, got {item!r}")
+        parsed[comp.strip()] = int(n)
+    click.echo(call(client_for(config).rebalance, name, wait_secs, num_workers, parsed))
+
+
+# ----------------------------------------------------------------------------- local mode
+
+
+@main.command()
+@click.argument("topology_file", type=click.Path(dir_okay=False))
+@click.option("--duration", type=float, default=10.0, show_default=True, help="Seconds to run.")
+@conf_option
+@json_option
+@click.option("--name", help="Topology name (default: the topology's own name, else the file name).")
+def local(topology_file: str, duration: float, overrides: tuple[str, ...], as_json: bool, name: str | None) -> None:
+    """Run a topology inside this process for a while, then print every component's stats.
+
+    \b
+    Example:
+      nimbus local examples/word_count.py --duration 10 -c topology.max.spout.pending=1000
+    """
+    from nimbus.local_cmd import run_local
+
+    extra = topology_overrides(overrides)
+    try:
+        code = run_local(topology_file, duration, extra, as_json, name)
+    except GaleError as exc:
+        fail(str(exc))
+    sys.exit(code)
+
+
+# ----------------------------------------------------------------------------- dev cluster
+
+
+@main.command("dev-cluster")
+@click.option("--supervisors", type=int, default=2, show_default=True, help="Number of supervisors.")
+@click.option("--slots", type=int, default=2, show_default=True, help="Worker slots per supervisor.")
+@click.option("--dir", "base_dir", type=click.Path(file_okay=False), default=None,
+              help="Working directory (default: a new temp directory).")
+@click.option("--http-port", type=int, default=8080, show_default=True, help="nimbus HTTP port (0: any free).")
+@click.option("--demo", is_flag=True, help="Submit the flagship demo topology and show its results live.")
+@click.option("--demo-duration", type=float, default=0, help="With --demo: stop after this many seconds (0: Ctrl-C).")
+def dev_cluster(supervisors: int, slots: int, base_dir: str | None, http_port: int, demo: bool,
+                demo_duration: float) -> None:
+    """Start a real ZooKeeper, a nimbus and N supervisors with M slots each; Ctrl-C stops all.
+
+    \b
+    Example:
+      nimbus dev-cluster --supervisors 2 --slots 2
+    """
+    from nimbus.devcluster import run_dev_cluster
+
+    try:
+        sys.exit(run_dev_cluster(supervisors, slots, base_dir, http_port, demo, demo_duration))
+    except GaleError as exc:
+        fail(str(exc))
+
+
+if __name__ == "__main__":  # python -m nimbus.cli
+    main()

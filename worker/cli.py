@@ -1,4 +1,4 @@
-"""The ``worker``  command."""
+"""The ``worker`` command (started by a supervisor, not by people)."""
 
 from __future__ import annotations
 
@@ -6,14 +6,38 @@ import sys
 
 import click
 
+from common import config as gconfig
+from common.errors import GaleError
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 def main() -> None:
-    """Gale worker daemon."""
+    """Gale worker process. Supervisors start workers; you do not need to run this by hand."""
 
 
 @main.command()
-def serve() -> None:
-    """[placeholder] Not implemented yet (issue 4); exits non-zero."""
-    click.echo("worker: not implemented yet (see issue 4)", err=True)
-    sys.exit(2)
+@click.argument("topology_id")
+@click.argument("supervisor_id")
+@click.argument("port", type=click.IntRange(1, 65535))
+@click.argument("worker_id")
+@click.option("--config", "config", type=click.Path(dir_okay=False), default=None,
+              help="The supervisor's config file (written to <storm.local.dir>/supervisor/worker-conf.yaml).")
+def run(topology_id: str, supervisor_id: str, port: int, worker_id: str, config: str | None) -> None:
+    """Run the executors assigned to SUPERVISOR_ID:PORT for TOPOLOGY_ID as worker WORKER_ID.
+
+    \b
+    Example (what a supervisor runs):
+      worker run wordcount-1-1700000000 5f0c...-host 6700 0b8e... --config storm-local/supervisor/worker-conf.yaml
+    """
+    from worker.daemon import run_worker
+
+    try:
+        conf = gconfig.daemon_config(config)
+    except GaleError as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(2)
+    sys.exit(run_worker(conf, topology_id, supervisor_id, port, worker_id))
+
+
+if __name__ == "__main__":  # python -m worker.cli
+    main()

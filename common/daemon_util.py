@@ -1,0 +1,57 @@
+"""Shared plumbing of the nimbus and supervisor processes: signals, readiness, logging setup."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import threading
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from common import log as glog
+
+
+def log_dir(conf: Mapping[str, Any]) -> Path:
+    return Path(conf.get("storm.log.dir") or Path(conf["storm.local.dir"]) / "logs")
+
+
+def configure_daemon_logging(conf: Mapping[str, Any], daemon: str, to_file: bool = False, **context: Any) -> None:
+    file = log_dir(conf) / f"{daemon}.log" if to_file else None
+    glog.configure(fmt=conf.get("storm.log.format", "json"), file=file, daemon=daemon, **context)
+
+
+def wait_for_signal(stop: threading.Event | None = None) -> int:
+    """Block until SIGTERM/SIGINT (or ``stop`` is set); return the signal number (0 for ``stop``)."""
+    stop = stop or threading.Event()
+    received: list[int] = []
+
+    def handler(signum: int, _frame: Any) -> None:
+        received.append(signum)
+        stop.set()
+
+    old = {s: signal.signal(s, handler) for s in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        while not stop.wait(0.5):
+            pass
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+    return received[0] if received else 0
+
+
+def sd_notify(message: str) -> bool:
+    """Tell systemd (Type=notify) about readiness/stopping; a no-op outside systemd."""
+    addr = os.environ.get("NOTIFY_SOCKET")
+    if not addr:
+        return False
+    if addr.startswith("@"):
+        addr = "\0" + addr[1:]
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sock:
+            sock.connect(addr)
+            sock.sendall(message.encode())
+        return True
+    except OSError:
+        return False

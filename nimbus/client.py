@@ -1,0 +1,127 @@
+"""HTTP client for nimbus's API, used by the CLI and by supervisors (code download).
+
+Nimbus is found from ``nimbus.seeds`` (host or host:port; port defaults to ``nimbus.http.port``);
+a standby answers 409 with the leader's address and the client retries there once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import httpx
+
+from common.errors import GaleError
+
+
+class NimbusUnavailable(GaleError):
+    pass
+
+
+class ApiCallError(GaleError):
+    def __init__(self, status: int, message: str, body: Any = None):
+        self.status = status
+        self.body = body
+        super().__init__(message)
+
+
+def seed_addresses(conf: Mapping[str, Any]) -> list[str]:
+    port = conf["nimbus.http.port"]
+    out = []
+    for seed in conf["nimbus.seeds"]:
+        out.append(seed if ":" in seed else f"{seed}:{port}")
+    return out
+
+
+class NimbusClient:
+    def __init__(self, conf: Mapping[str, Any], addresses: list[str] | None = None, timeout: float = 30.0):
+        self.addresses = addresses or seed_addresses(conf)
+        token = conf.get("nimbus.api.token")
+        self.headers = {"Authorization": f"Bearer {token}"} if token else {}
+        self.timeout = timeout
+        self._http = httpx.Client(timeout=timeout, headers=self.headers, trust_env=False)
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> NimbusClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def request(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        errors = []
+        tried: set[str] = set()
+        queue = list(self.addresses)
+        while queue:
+            address = queue.pop(0)
+            if address in tried:
+                continue
+            tried.add(address)
+            try:
+                resp = self._http.request(method, f"http://{address}{path}", **kwargs)
+            except httpx.TransportError as exc:
+                errors.append(f"{address}: {type(exc).__name__}")
+                continue
+            if resp.status_code == 409:
+                body = _json(resp)
+                leader = body.get("leader") if isinstance(body, dict) else None
+                if leader and leader not in tried:
+                    queue.insert(0, leader)
+                    continue
+            if resp.status_code >= 400:
+                body = _json(resp)
+                message = body.get("error") if isinstance(body, dict) else None
+                raise ApiCallError(resp.status_code, message or f"HTTP {resp.status_code} from nimbus {address}", body)
+            return resp
+        raise NimbusUnavailable(
+            "nimbus is unreachable (tried " + ", ".join(errors or self.addresses)
+            + "); is it running? check nimbus.seeds and nimbus.http.port in your config"
+        )
+
+    def get(self, path: str, **kwargs: Any) -> Any:
+        return self.request("GET", path, **kwargs).json()
+
+    def post(self, path: str, json: Any = None, **kwargs: Any) -> Any:
+        return self.request("POST", path, json=json, **kwargs).json()
+
+    # --------------------------------------------------------------- API
+
+    def submit(self, name: str, bundle: bytes, inactive: bool = False) -> str:
+        resp = self.request("POST", "/api/v1/topologies", params={"name": name, "inactive": str(inactive).lower()},
+                            content=bundle, headers={"Content-Type": "application/gzip"})
+        return resp.json()["id"]
+
+    def topologies(self) -> list[dict[str, Any]]:
+        return self.get("/api/v1/topologies")
+
+    def topology(self, name: str, window: str = ":all-time") -> dict[str, Any]:
+        return self.get(f"/api/v1/topologies/{name}", params={"window": window})
+
+    def cluster(self) -> dict[str, Any]:
+        return self.get("/api/v1/cluster")
+
+    def kill(self, name: str, wait_secs: int | None = None) -> str:
+        return self.post(f"/api/v1/topologies/{name}/kill", json={"wait_secs": wait_secs})["id"]
+
+    def activate(self, name: str) -> str:
+        return self.post(f"/api/v1/topologies/{name}/activate")["id"]
+
+    def deactivate(self, name: str) -> str:
+        return self.post(f"/api/v1/topologies/{name}/deactivate")["id"]
+
+    def rebalance(self, name: str, wait_secs: int | None = None, num_workers: int | None = None,
+                  executors: Mapping[str, int] | None = None) -> str:
+        body = {"wait_secs": wait_secs, "num_workers": num_workers, "executors": dict(executors or {})}
+        return self.post(f"/api/v1/topologies/{name}/rebalance", json=body)["id"]
+
+    def code(self, topology_id: str) -> bytes:
+        return self.request("GET", f"/api/v1/topologies/{topology_id}/code").content
+
+
+def _json(resp: httpx.Response) -> Any:
+    try:
+        return resp.json()
+    except ValueError:
+        return None

@@ -1,0 +1,433 @@
+"""The nimbus daemon: submission, the topology state machine, scheduling rounds, cleanup.
+
+One lock serializes everything that writes cluster state (submit, user actions, scheduling
+rounds), the way Storm's ``submitLock``/``schedLock`` do. The pure decisions live in
+:mod:`nimbus.scheduler` and :mod:`nimbus.transitions`; this module reads ZooKeeper, calls them and
+writes the results. Leadership (several nimbus processes, one leader) is in :mod:`nimbus.leader`;
+only the leader schedules or accepts writes, and its writes to ``storms``/``assignments`` are
+fenced by the leader epoch.
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+import threading
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from kazoo.exceptions import KazooException
+from kazoo.protocol.states import KazooState
+
+from common import config as gconfig
+from common.bundle import BundleError, read_bundle
+from common.clock import REAL_CLOCK
+from common.cluster_state import ClusterState, FencedError
+from common.errors import ConfigError, CorruptRecordError, GaleError, NotFoundError, TopologyError
+from common.layout import Layout
+from common.log import get_logger
+from common.records import Assignment, NimbusSummary, StormBase, TopologyStatus
+from common.topology.definition import TopologyDef, TopologyLayout, component_parallelism
+from common.zk import start_client
+from nimbus import transitions
+from nimbus.blobstore import BlobStore
+from nimbus.scheduler import HeartbeatCache, TopologySnapshot, compute_assignments, start_times_for
+
+log = get_logger("nimbus")
+
+NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,127}$")
+
+
+class NotLeaderError(GaleError):
+    def __init__(self, leader: str | None):
+        self.leader = leader
+        super().__init__(f"this nimbus is not the leader; the leader is {leader or 'unknown (election in progress)'}")
+
+
+class Nimbus:
+    def __init__(self, conf: Mapping[str, Any], *, host: str | None = None, clock: Any = REAL_CLOCK,
+                 metrics: Any = None):
+        self.conf = dict(conf)
+        self.clock = clock
+        self.host = host or conf.get("storm.local.hostname") or "127.0.0.1"
+        self.port = int(conf["nimbus.http.port"])
+        self.layout = Layout(conf["storm.zookeeper.root"])
+        self.blobs = BlobStore(conf["storm.local.dir"])
+        self.cache = HeartbeatCache()
+        self.lock = threading.RLock()
+        self.wakeup = threading.Event()
+        self.stopping = threading.Event()
+        self.started_at = clock.time()
+        self.client = None
+        self.state: ClusterState | None = None
+        self.leader = None  # nimbus.leader.Leadership, set in start()
+        self.metrics = metrics
+        self._defs: dict[str, tuple[str, TopologyDef, dict[str, Any]]] = {}
+        self._submitted = 0
+        self._monitor: threading.Thread | None = None
+        self.rounds = 0
+        self.corrupt_seen: list[str] = []
+
+    # ------------------------------------------------------------------ lifecycle
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    def connect(self) -> None:
+        self.client = start_client(self.conf)
+        self.client.add_listener(self._on_zk_state)
+        self.state = ClusterState(self.client, self.layout, on_corrupt=self._on_corrupt)
+        self.state.ensure_layout()
+
+    def start(self) -> None:
+        """Connect, register, join the leader election and start the monitor loop."""
+        from nimbus.leader import Leadership
+
+        if self.client is None:
+            self.connect()
+        self.register()
+        self.leader = Leadership(self)
+        self.leader.start()
+        self._monitor = threading.Thread(target=self._monitor_loop, name="nimbus-monitor", daemon=True)
+        self._monitor.start()
+        log.info("nimbus-started", address=self.address, root=self.layout.root)
+
+    def stop(self) -> None:
+        self.stopping.set()
+        self.wakeup.set()
+        if self._monitor is not None:
+            self._monitor.join(10)
+        if self.leader is not None:
+            self.leader.stop()
+        if self.client is not None:
+            try:
+                self.state.remove_nimbus_summary(self.address)
+            except Exception:  # noqa: BLE001 - best effort on the way out
+                pass
+            self.client.stop()
+            self.client.close()
+        log.info("nimbus-stopped", address=self.address)
+
+    def _on_zk_state(self, state: KazooState) -> None:
+        # never do ZooKeeper I/O in a listener: hand it to the monitor loop
+        if state == KazooState.CONNECTED:
+            self._needs_register = True
+            self.wakeup.set()
+
+    _needs_register = False
+
+    def _on_corrupt(self, err: CorruptRecordError) -> None:
+        log.error("corrupt-znode", path=err.path, problem=err.problem)
+        self.corrupt_seen.append(err.path)
+        del self.corrupt_seen[:-100]
+        if self.metrics is not None:
+            self.metrics.corrupt_znodes.inc()
+
+    def is_leader(self) -> bool:
+        return self.leader is not None and self.leader.is_leader()
+
+    def summary(self) -> NimbusSummary:
+        return NimbusSummary(
+            host=self.host, port=self.port, uptime_secs=int(self.clock.time() - self.started_at),
+            is_leader=self.is_leader(), start_time_secs=int(self.started_at),
+            leader_epoch=self.leader.epoch if self.leader is not None and self.is_leader() else None,
+        )
+
+    def register(self) -> None:
+        self.state.set_nimbus_summary(self.address, self.summary())
+        for tid in self.blobs.ids():
+            digest = self.blobs.checksum(tid)
+            if digest:
+                self.state.set_blob_holder(tid, self.address, digest)
+
+    def internal_headers(self) -> dict[str, str]:
+        """Headers for nimbus-to-nimbus requests (the API token when one is configured)."""
+        token = self.conf.get("nimbus.api.token")
+        return {"Authorization": f"Bearer {token}"} if token else {}
+
+    def require_leader(self) -> None:
+        if not self.is_leader():
+            raise NotLeaderError(self.leader.current_leader() if self.leader else None)
+
+    # ------------------------------------------------------------------ topology lookup
+
+    def topology_id(self, name_or_id: str) -> str:
+        bases = self.state.storm_bases()
+        if name_or_id in bases:
+            return name_or_id
+        matches = [tid for tid, b in bases.items() if b.name == name_or_id]
+        if not matches:
+            raise NotFoundError(f"no topology named {name_or_id!r}; running: {sorted(b.name for b in bases.values()) or 'none'}")
+        return sorted(matches)[-1]
+
+    def definition(self, topology_id: str) -> tuple[TopologyDef, dict[str, Any]]:
+        digest = self.blobs.checksum(topology_id)
+        cached = self._defs.get(topology_id)
+        if cached is not None and cached[0] == digest:
+            return cached[1], cached[2]
+        if digest is None:
+            raise NotFoundError(f"code of topology {topology_id} is not on this nimbus")
+        defn = TopologyDef.model_validate_json(self.blobs.definition_json(topology_id))
+        conf = self.topology_conf(self.blobs.conf(topology_id))
+        self._defs[topology_id] = (digest, defn, conf)
+        return defn, conf
+
+    def topology_conf(self, topology_conf: Mapping[str, Any]) -> dict[str, Any]:
+        conf = dict(self.conf)
+        conf.update(topology_conf)
+        return conf
+
+    # ------------------------------------------------------------------ submit
+
+    def submit(self, name: str, bundle: bytes, *, initial_status: str = "ACTIVE") -> str:
+        """Validate and store a topology, write its znodes and schedule it. Returns its id.
+
+        Everything is validated before anything is written to ZooKeeper.
+        """
+        self.require_leader()
+        if not isinstance(name, str) or not NAME_RE.match(name):
+            raise TopologyError(
+                f"invalid topology name {name!r}: use letters, digits, '.', '_' or '-' (at most 128 characters)"
+            )
+        try:
+            definition_json, topo_conf = read_bundle(bundle)
+        except BundleError as exc:
+            raise TopologyError(f"invalid code bundle: {exc}") from None
+        defn = TopologyDef.from_json(definition_json, "topology definition in the bundle")
+        try:
+            gconfig.validate(topo_conf, where="topology configuration", allow_user_keys=True)
+        except ConfigError as exc:
+            raise TopologyError(str(exc)) from None
+        status = TopologyStatus(initial_status)
+        with self.lock:
+            bases = self.state.storm_bases()
+            if any(b.name == name and b.status != TopologyStatus.KILLED for b in bases.values()):
+                raise TopologyError(f"a topology named {name!r} is already running; kill it first or pick another name")
+            now = self.clock.time()
+            self._submitted += 1
+            topology_id = f"{name}-{self._submitted}-{int(now)}"
+            while topology_id in bases:
+                self._submitted += 1
+                topology_id = f"{name}-{self._submitted}-{int(now)}"
+            stored_conf = dict(topo_conf)
+            stored_conf["topology.name"] = name
+            stored_conf.setdefault("topology.secret", secrets.token_hex(16))
+            conf = self.topology_conf(stored_conf)
+            num_workers = int(conf["topology.workers"])
+            digest = self.blobs.put(topology_id, bundle, definition_json, stored_conf)
+            self.replicate(topology_id, digest)
+            self.state.setup_heartbeats(topology_id)
+            self.client.ensure_path(self.layout.errors_dir(topology_id))
+            self.state.set_blob_holder(topology_id, self.address, digest)
+            base = StormBase(
+                name=name, status=status, num_workers=num_workers,
+                component_executors=component_parallelism(defn, conf, num_workers),
+                launch_time_secs=int(now), owner=conf.get("topology.submitter.user", "") or "",
+            )
+            self.state.set_storm_base(topology_id, base)
+            log.info("topology-submitted", topology=topology_id, workers=num_workers, checksum=digest[:12])
+            self.mk_assignments()
+        return topology_id
+
+    def replicate(self, topology_id: str, digest: str) -> None:
+        """Hook for nimbus HA: wait for standbys to copy the code (see nimbus.leader)."""
+        if self.leader is not None:
+            self.leader.replicate(topology_id, digest)
+
+    # ------------------------------------------------------------------ user actions
+
+    def _update_base(self, name_or_id: str, fn) -> tuple[str, StormBase]:
+        self.require_leader()
+        with self.lock:
+            tid = self.topology_id(name_or_id)
+            base = self.state.storm_base(tid)
+            if base is None:
+                raise NotFoundError(f"topology {name_or_id!r} disappeared")
+            new = fn(base)
+            if new != base:
+                self.state.set_storm_base(tid, new)
+            return tid, new
+
+    def activate(self, name: str) -> str:
+        tid, _ = self._update_base(name, transitions.activate)
+        log.info("topology-activated", topology=tid)
+        return tid
+
+    def deactivate(self, name: str) -> str:
+        tid, _ = self._update_base(name, transitions.deactivate)
+        log.info("topology-deactivated", topology=tid)
+        return tid
+
+    def kill(self, name: str, wait_secs: int | None = None) -> str:
+        def fn(base: StormBase) -> StormBase:
+            _, conf = self.definition(self.topology_id(name))
+            wait = wait_secs if wait_secs is not None else conf.get("topology.kill.wait.secs")
+            if wait is None:
+                wait = conf["topology.message.timeout.secs"]
+            return transitions.kill(base, int(wait), self.clock.time())
+
+        tid, new = self._update_base(name, fn)
+        log.info("topology-killed", topology=tid, wait_secs=new.topology_action_options.kill.wait_secs)
+        self.wakeup.set()
+        return tid
+
+    def rebalance(self, name: str, wait_secs: int | None = None, num_workers: int | None = None,
+                  num_executors: Mapping[str, int] | None = None) -> str:
+        tid = self.topology_id(name)
+        defn, conf = self.definition(tid)
+        executors = dict(num_executors or {})
+        for comp, n in executors.items():
+            if comp not in defn.components:
+                raise TopologyError(f"rebalance: unknown component {comp!r}; components: {sorted(defn.components)}")
+            if not isinstance(n, int) or n < 1:
+                raise TopologyError(f"rebalance: executors for {comp!r} must be an integer >= 1, got {n!r}")
+            if n > defn.components[comp].tasks:
+                raise TopologyError(
+                    f"rebalance: component {comp!r} has {defn.components[comp].tasks} tasks; it cannot run "
+                    f"{n} executors (each executor needs at least one task)"
+                )
+        if num_workers is not None and num_workers < 1:
+            raise TopologyError(f"rebalance: number of workers must be >= 1, got {num_workers}")
+        wait = wait_secs if wait_secs is not None else conf["topology.message.timeout.secs"]
+
+        def fn(base: StormBase) -> StormBase:
+            return transitions.rebalance(base, int(wait), self.clock.time(), num_workers, executors)
+
+        tid, _ = self._update_base(tid, fn)
+        log.info("topology-rebalancing", topology=tid, wait_secs=wait, workers=num_workers, executors=executors)
+        self.wakeup.set()
+        return tid
+
+    # ------------------------------------------------------------------ monitor loop
+
+    def _monitor_loop(self) -> None:
+        period = float(self.conf["nimbus.monitor.freq.secs"])
+        while not self.stopping.is_set():
+            try:
+                if self._needs_register:
+                    self._needs_register = False
+                    self.register()
+                if self.is_leader():
+                    self.monitor_round()
+                else:
+                    self.sync_code()
+            except (KazooException, FencedError) as exc:
+                log.warning("monitor-round-failed", error=f"{type(exc).__name__}: {exc}")
+            except Exception:  # noqa: BLE001 - a bug: log it, count it, keep the loop alive
+                log.exception("monitor-round-crashed")
+                if self.metrics is not None:
+                    self.metrics.round_errors.inc()
+            self.wakeup.wait(period)
+            self.wakeup.clear()
+
+    def monitor_round(self) -> None:
+        with self.lock:
+            self.run_due_actions()
+            self.mk_assignments()
+            self.cleanup()
+
+    def sync_code(self) -> None:
+        if self.leader is not None:
+            self.leader.sync_code()
+
+    def run_due_actions(self) -> None:
+        now = self.clock.time()
+        for tid, base in self.state.storm_bases().items():
+            action = transitions.due_action(base, now)
+            if action == "remove":
+                self.remove(tid)
+            elif action == "do-rebalance":
+                new = transitions.do_rebalance(base)
+                self.state.set_storm_base(tid, new)
+                self.cache.forget(tid)
+                log.info("topology-rebalanced", topology=tid, workers=new.num_workers)
+                self.mk_assignments(scratch=tid)
+
+    def remove(self, topology_id: str) -> None:
+        self.state.remove_assignment(topology_id)
+        self.state.remove_storm_base(topology_id)
+        self.cache.forget(topology_id)
+        log.info("topology-removed", topology=topology_id)
+        self.cleanup()
+
+    def cleanup(self) -> None:
+        """Remove heartbeats, errors and code of topologies that no longer exist."""
+        live = set(self.state.storm_ids())
+        for tid in self.state.heartbeat_topologies():
+            if tid not in live:
+                self.state.teardown_heartbeats(tid)
+        for tid in self.state.error_topologies():
+            if tid not in live:
+                self.state.teardown_errors(tid)
+        for tid in self.state.blob_topologies():
+            if tid not in live:
+                self.state.teardown_blobs(tid)
+        for tid in self.blobs.ids():
+            if tid not in live:
+                self.blobs.delete(tid)
+                self._defs.pop(tid, None)
+
+    def mk_assignments(self, scratch: str | None = None) -> dict[str, Assignment]:
+        """One scheduling round: judge liveness, place executors, write changed assignments."""
+        t0 = time.perf_counter()
+        now = self.clock.time()
+        bases = self.state.storm_bases()
+        supervisors = self.state.supervisor_infos()
+        existing = self.state.assignments()
+        snapshots: list[TopologySnapshot] = []
+        for tid, base in sorted(bases.items()):
+            try:
+                defn, conf = self.definition(tid)
+            except (NotFoundError, OSError, ValueError) as exc:
+                log.error("topology-code-unavailable", topology=tid, error=str(exc))
+                continue
+            layout = TopologyLayout(defn, conf, base.num_workers, base.component_executors)
+            old = existing.get(tid)
+            placements = old.executors() if old else {}
+            starts = old.start_times() if old else {}
+            for (node, port), hb in self.state.worker_heartbeats(tid).items():
+                here = {ex for ex, slot in placements.items() if slot == (node, port)}
+                for ex in hb.executors():
+                    if ex in here:
+                        self.cache.update(tid, ex, hb.time_secs, now)
+            self.cache.retain(tid, layout.executors)
+            snapshots.append(TopologySnapshot(tid, layout.executors, base.num_workers, placements, starts,
+                                              scratch=(tid == scratch)))
+        slots = {sid: list(info.meta) for sid, info in supervisors.items()}
+        new_placements, dead = compute_assignments(
+            snapshots, slots, self.cache, now,
+            launch_secs=float(self.conf["nimbus.task.launch.secs"]),
+            timeout_secs=float(self.conf["nimbus.task.timeout.secs"]),
+        )
+        written: dict[str, Assignment] = {}
+        for snap in snapshots:
+            tid = snap.topology_id
+            placements = new_placements.get(tid, {})
+            old = existing.get(tid)
+            starts = start_times_for(placements, snap.placements, snap.start_times, int(now))
+            node_host = {}
+            for node, _ in placements.values():
+                info = supervisors.get(node)
+                node_host[node] = info.hostname if info else (old.node_host.get(node, node) if old else node)
+            assignment = Assignment.build(
+                master_code_dir=str(self.blobs.dir(tid)),
+                code_checksum=self.blobs.checksum(tid),
+                node_host=node_host,
+                executor_node_port=placements,
+                executor_start_time_secs=starts,
+                owner=bases[tid].owner,
+            )
+            moved = {ex for ex in placements if snap.placements.get(ex) != placements[ex]}
+            if old is None or assignment != old:
+                self.state.set_assignment(tid, assignment)
+                written[tid] = assignment
+                log.info("assignment-written", topology=tid, executors=len(placements),
+                         slots=len(set(placements.values())), moved=len(moved), dead=len(dead.get(tid, ())))
+                if self.metrics is not None and moved and old is not None:
+                    self.metrics.executors_reassigned.labels(reason="dead" if dead.get(tid) else "rebalance").inc(len(moved))
+        self.rounds += 1
+        if self.metrics is not None:
+            self.metrics.observe_round(time.perf_counter() - t0)
+        return written

@@ -1,0 +1,331 @@
+"""A real local cluster for development, demos and tests: ZooKeeper, nimbus(es), supervisors.
+
+Every daemon is a separate process started exactly as in production (``nimbus serve``,
+``supervisor serve`` with a YAML config each); only the machine is shared. ``nimbus dev-cluster``
+runs one until Ctrl-C; tests use :class:`DevCluster` directly to inject faults.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import yaml
+
+from common import config as gconfig
+from common.errors import GaleError
+from common.zkserver import ZooKeeperServer, free_port
+
+
+def free_port_pair(offset: int) -> int:
+    """A free port p such that p + offset is free too (worker slot + its metrics port)."""
+    for _ in range(200):
+        p = free_port()
+        if p + offset > 65535:
+            continue
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", p + offset))
+                return p
+            except OSError:
+                continue
+    raise GaleError("could not find free ports for worker slots")
+
+
+class Daemon:
+    def __init__(self, name: str, args: list[str], log_path: Path, env: dict[str, str] | None = None):
+        self.name = name
+        self.args = args
+        self.log_path = log_path
+        self.env = env
+        self.proc: subprocess.Popen | None = None
+
+    def start(self) -> None:
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.log_path, "ab") as out:
+            self.proc = subprocess.Popen(self.args, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                         env=self.env, start_new_session=True)
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def stop(self, timeout: float = 15.0) -> None:
+        if not self.alive():
+            return
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+    def log_tail(self, lines: int = 40) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except FileNotFoundError:
+            return ""
+
+
+class DevCluster:
+    def __init__(
+        self,
+        base_dir: str | Path | None = None,
+        *,
+        supervisors: int = 2,
+        slots: int = 2,
+        nimbuses: int = 1,
+        http_port: int = 0,
+        zookeeper: ZooKeeperServer | None = None,
+        root: str = "/storm",
+        conf: dict[str, Any] | None = None,
+        log_format: str = "json",
+    ):
+        self._own_dir = base_dir is None
+        self.base = Path(base_dir) if base_dir else Path(tempfile.mkdtemp(prefix="gale-dev-"))
+        self.base.mkdir(parents=True, exist_ok=True)
+        self.n_supervisors = supervisors
+        self.n_slots = slots
+        self.n_nimbuses = nimbuses
+        self._own_zk = zookeeper is None
+        self.zk = zookeeper
+        self.root = root
+        self.extra = dict(conf or {})
+        self.log_format = log_format
+        self.nimbus_ports = [http_port or free_port() for _ in range(nimbuses)] if nimbuses else []
+        if http_port and nimbuses > 1:
+            self.nimbus_ports = [http_port] + [free_port() for _ in range(nimbuses - 1)]
+        self.nimbus_procs: list[Daemon] = []
+        self.supervisor_procs: list[Daemon] = []
+        self.supervisor_confs: list[dict[str, Any]] = []
+
+    # ------------------------------------------------------------------ config
+
+    def base_conf(self) -> dict[str, Any]:
+        conf = {
+            "storm.zookeeper.servers": [self.zk.host],
+            "storm.zookeeper.port": self.zk.port,
+            "storm.zookeeper.root": self.root,
+            "storm.local.hostname": "127.0.0.1",
+            "storm.log.format": self.log_format,
+            "nimbus.seeds": [f"127.0.0.1:{p}" for p in self.nimbus_ports],
+            "nimbus.host": "127.0.0.1",
+        }
+        conf.update(self.extra)
+        return conf
+
+    def client_conf(self) -> dict[str, Any]:
+        """A full config for clients (CLI, NimbusClient) of this cluster."""
+        return gconfig.daemon_config(overrides=self.base_conf())
+
+    def _write_conf(self, name: str, conf: dict[str, Any]) -> Path:
+        gconfig.validate(conf, where=f"dev-cluster config {name}", allow_user_keys=False)
+        path = self.base / "conf" / f"{name}.yaml"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(yaml.safe_dump(conf, sort_keys=True))
+        return path
+
+    def client_config_path(self) -> Path:
+        return self._write_conf("client", self.base_conf())
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def start(self, timeout: float = 60.0) -> DevCluster:
+        if self.zk is None:
+            self.zk = ZooKeeperServer(data_dir=self.base / "zookeeper")
+        if not self.zk.running():
+            self.zk.start()
+        for i in range(self.n_nimbuses):
+            self.add_nimbus(i)
+        self.wait_for_leader(timeout)
+        for _ in range(self.n_supervisors):
+            self.add_supervisor()
+        self.wait_for_supervisors(self.n_supervisors, timeout)
+        return self
+
+    def add_nimbus(self, i: int) -> Daemon:
+        port = self.nimbus_ports[i]
+        conf = self.base_conf()
+        conf.update({"nimbus.http.port": port, "storm.local.dir": str(self.base / f"nimbus-{i}")})
+        path = self._write_conf(f"nimbus-{i}", conf)
+        d = Daemon(f"nimbus-{i}", [sys.executable, "-m", "nimbus.cli", "serve", "--config", str(path)],
+                   self.base / "logs" / f"nimbus-{i}.log")
+        d.start()
+        if i < len(self.nimbus_procs):
+            self.nimbus_procs[i] = d
+        else:
+            self.nimbus_procs.append(d)
+        return d
+
+    def add_supervisor(self, index: int | None = None) -> Daemon:
+        i = len(self.supervisor_procs) if index is None else index
+        offset = int(self.extra.get("worker.metrics.port.offset", gconfig.KEYS["worker.metrics.port.offset"].default))
+        if index is not None and index < len(self.supervisor_confs):
+            conf = self.supervisor_confs[index]
+        else:
+            conf = self.base_conf()
+            conf.update({
+                "storm.local.dir": str(self.base / f"supervisor-{i}"),
+                "supervisor.slots.ports": [free_port_pair(offset) for _ in range(self.n_slots)],
+                "supervisor.id": f"sup{i}-127.0.0.1",
+            })
+            self.supervisor_confs.append(conf)
+        path = self._write_conf(f"supervisor-{i}", conf)
+        d = Daemon(f"supervisor-{i}", [sys.executable, "-m", "supervisor.cli", "serve", "--config", str(path)],
+                   self.base / "logs" / f"supervisor-{i}.log")
+        d.start()
+        if i < len(self.supervisor_procs):
+            self.supervisor_procs[i] = d
+        else:
+            self.supervisor_procs.append(d)
+        return d
+
+    def supervisor_id(self, i: int) -> str:
+        return self.supervisor_confs[i]["supervisor.id"]
+
+    def nimbus_url(self, i: int = 0) -> str:
+        return f"http://127.0.0.1:{self.nimbus_ports[i]}"
+
+    def health(self, i: int = 0) -> dict[str, Any] | None:
+        try:
+            return httpx.get(f"{self.nimbus_url(i)}/api/v1/health", timeout=2.0, trust_env=False).json()
+        except (httpx.HTTPError, ValueError):
+            return None
+
+    def wait_for_leader(self, timeout: float = 60.0) -> int:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            for i, d in enumerate(self.nimbus_procs):
+                if not d.alive():
+                    continue
+                h = self.health(i)
+                if h and h.get("leader"):
+                    return i
+            dead = [d for d in self.nimbus_procs if not d.alive()]
+            if dead and len(dead) == len(self.nimbus_procs):
+                raise GaleError(f"nimbus exited during start:\n{dead[0].log_tail()}")
+            time.sleep(0.1)
+        raise GaleError("no nimbus became leader within "
+                        f"{timeout}s:\n" + "\n".join(d.log_tail(20) for d in self.nimbus_procs))
+
+    def cluster(self) -> dict[str, Any]:
+        for i, d in enumerate(self.nimbus_procs):
+            if d.alive():
+                try:
+                    return httpx.get(f"{self.nimbus_url(i)}/api/v1/cluster", timeout=5.0, trust_env=False).json()
+                except httpx.HTTPError:
+                    continue
+        raise GaleError("no nimbus reachable")
+
+    def wait_for_supervisors(self, n: int, timeout: float = 60.0) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                if len(self.cluster()["supervisors"]) >= n:
+                    return
+            except GaleError:
+                pass
+            for d in self.supervisor_procs:
+                if d.proc is not None and d.proc.poll() is not None:
+                    raise GaleError(f"{d.name} exited during start:\n{d.log_tail()}")
+            time.sleep(0.2)
+        raise GaleError(f"{n} supervisors did not register within {timeout}s")
+
+    def worker_pids(self, i: int | None = None) -> list[int]:
+        """pids of the workers of supervisor ``i`` (or all)."""
+        pids = []
+        confs = self.supervisor_confs if i is None else [self.supervisor_confs[i]]
+        for conf in confs:
+            root = Path(conf["storm.local.dir"]) / "workers"
+            if not root.is_dir():
+                continue
+            for wdir in root.iterdir():
+                for p in (wdir / "pids").glob("*"):
+                    if p.name.isdigit():
+                        pids.append(int(p.name))
+        return sorted(pids)
+
+    def kill_supervisor(self, i: int, with_workers: bool = False) -> None:
+        """kill -9 a supervisor (and optionally its workers)."""
+        pids = self.worker_pids(i) if with_workers else []
+        self.supervisor_procs[i].kill()
+        for pid in pids:
+            try:
+                os.killpg(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+
+    def stop(self) -> None:
+        for d in self.supervisor_procs:
+            if d.alive():
+                # stop workers too: a dev cluster leaves nothing behind
+                d.proc.send_signal(signal.SIGTERM)
+        for d in self.supervisor_procs:
+            d.stop()
+        for pid in self.worker_pids():
+            try:
+                os.killpg(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        for d in self.nimbus_procs:
+            d.stop()
+        if self._own_zk and self.zk is not None:
+            self.zk.stop()
+
+    def cleanup(self) -> None:
+        self.stop()
+        if self._own_dir:
+            shutil.rmtree(self.base, ignore_errors=True)
+
+    def __enter__(self) -> DevCluster:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.cleanup()
+
+
+def run_dev_cluster(supervisors: int, slots: int, base_dir: str | None, http_port: int, demo: bool,
+                    demo_duration: float) -> int:
+    import click
+
+    cluster = DevCluster(base_dir, supervisors=supervisors, slots=slots, http_port=http_port)
+    click.echo(f"starting ZooKeeper, nimbus and {supervisors} supervisors x {slots} slots in {cluster.base} ...")
+    stop = {"flag": False}
+
+    def on_signal(*_):
+        stop["flag"] = True
+
+    signal.signal(signal.SIGINT, on_signal)
+    signal.signal(signal.SIGTERM, on_signal)
+    try:
+        cluster.start()
+        config_path = cluster.client_config_path()
+        click.echo(f"ZooKeeper  {cluster.zk.address} (root {cluster.root})")
+        click.echo(f"nimbus     {cluster.nimbus_url()}  (API /api/v1, UI /)")
+        for i in range(supervisors):
+            click.echo(f"supervisor {cluster.supervisor_id(i)} slots {cluster.supervisor_confs[i]['supervisor.slots.ports']}")
+        click.echo(f"logs       {cluster.base / 'logs'}")
+        click.echo(f"client config: export GALE_CONFIG={config_path}")
+        if demo:
+            from nimbus.demo import run_demo
+
+            return run_demo(cluster, config_path, demo_duration, stop)
+        click.echo("Ctrl-C stops everything.")
+        while not stop["flag"]:
+            time.sleep(0.5)
+        return 0
+    finally:
+        click.echo("stopping the dev cluster ...")
+        cluster.stop()

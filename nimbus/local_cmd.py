@@ -1,0 +1,50 @@
+"""``nimbus local``: run a topology file in this process and print its stats."""
+
+from __future__ import annotations
+
+import json
+import signal
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import click
+
+from common.log import configure
+from common.stats_summary import format_table
+from common.topology.loader import load_topology_file
+from worker.local import LocalCluster
+
+
+def run_local(topology_file: str, duration: float, overrides: dict[str, Any], as_json: bool, name: str | None) -> int:
+    configure(fmt="console", level="WARNING")
+    topology = load_topology_file(topology_file, overrides)
+    name = name or topology.name or Path(topology_file).stem
+    stop = threading.Event()
+    old = signal.signal(signal.SIGINT, lambda *_: stop.set())
+    try:
+        with LocalCluster() as cluster:
+            running = cluster.submit_topology(name, overrides, topology)
+            started = time.monotonic()
+            if not as_json:
+                click.echo(f"running {name} locally for {duration:g}s (Ctrl-C stops early)", err=True)
+            stop.wait(duration)
+            elapsed = time.monotonic() - started
+            running.deactivate()
+            time.sleep(0.2)
+            stats = running.component_stats()
+            errors = {c: errs[-3:] for c, errs in running.errors.items()}
+    finally:
+        signal.signal(signal.SIGINT, old)
+    if as_json:
+        click.echo(json.dumps({"name": name, "seconds": round(elapsed, 3), "components": stats, "errors": errors},
+                              indent=2))
+    else:
+        click.echo(format_table(stats))
+        spouts = [c for c in stats.values() if c["kind"] == "spout"]
+        acked = sum(c["acked"] for c in spouts)
+        click.echo(f"\n{acked} spout tuples acked in {elapsed:.1f}s ({acked / elapsed:.0f}/s)")
+        for comp, errs in errors.items():
+            click.echo(f"errors in {comp}: {errs[-1].strip().splitlines()[-1]}")
+    return 0

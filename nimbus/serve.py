@@ -1,0 +1,56 @@
+"""``nimbus serve``: run the nimbus daemon in the foreground until SIGTERM/SIGINT."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from common.daemon_util import configure_daemon_logging, sd_notify, wait_for_signal
+from common.http_server import HttpServer
+from common.log import get_logger
+from nimbus.api import create_app
+from nimbus.daemon import Nimbus
+
+log = get_logger("nimbus.serve")
+
+
+class NimbusServer:
+    """Nimbus plus its HTTP server (API, code downloads; UI and /metrics when installed)."""
+
+    def __init__(self, conf: Mapping[str, Any]):
+        self.conf = dict(conf)
+        metrics = None
+        try:
+            from nimbus.metrics import NimbusMetrics
+
+            metrics = NimbusMetrics()
+        except ModuleNotFoundError:
+            pass
+        self.nimbus = Nimbus(self.conf, metrics=metrics)
+        if metrics is not None:
+            metrics.bind(self.nimbus)
+        self.http = HttpServer(create_app(self.nimbus), self.conf["nimbus.host"], int(self.conf["nimbus.http.port"]),
+                               name="nimbus")
+
+    def start(self) -> None:
+        # listen first: the port is part of this nimbus's identity (host:port) in ZooKeeper
+        self.http.start()
+        self.nimbus.port = self.http.port
+        self.nimbus.start()
+
+    def stop(self) -> None:
+        self.nimbus.stop()
+        self.http.stop()
+
+
+def serve(conf: Mapping[str, Any]) -> int:
+    configure_daemon_logging(conf, "nimbus")
+    server = NimbusServer(conf)
+    server.start()
+    sd_notify("READY=1")
+    log.info("nimbus-ready", address=server.nimbus.address)
+    signum = wait_for_signal()
+    sd_notify("STOPPING=1")
+    log.info("nimbus-stopping", signal=signum)
+    server.stop()
+    return 0

@@ -1,0 +1,326 @@
+"""The supervisor daemon: registers its node, follows assignments, runs one slot machine per port.
+
+One thread (the loop) owns all slot state. Kazoo watches, the heartbeat timer, code downloads and
+signal handlers only set the loop's wake-up event. Each loop iteration:
+
+1. re-reads ``/storm/assignments`` when a watch fired or every 10 s (on a failed read the last
+   good view is kept — a ZooKeeper outage must not kill healthy workers);
+2. observes each slot's worker (LocalState heartbeat, process alive) and steps its state machine
+   (:mod:`supervisor.slot`), performing the returned actions;
+3. persists ``local-assignments`` and ``approved-workers`` in LocalState when they change, so a
+   restarted supervisor re-adopts running workers and kills the strays.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+import time
+import uuid
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import yaml
+from kazoo.exceptions import KazooException
+from kazoo.protocol.states import KazooState
+
+from common.cluster_state import ClusterState
+from common.layout import Layout
+from common.local_state import LocalState
+from common.log import get_logger
+from common.records import GALE_VERSION, SupervisorInfo
+from common.zk import start_client
+from nimbus.client import NimbusClient, seed_addresses
+from supervisor.container import Containers
+from supervisor.localizer import Localizer
+from supervisor.slot import (
+    Cleanup, Kill, Launch, LocalAssignment, Observation, RequestCode, Slot, State, Timeouts, step,
+)
+
+log = get_logger("supervisor")
+
+ASSIGNMENT_RESYNC_SECS = 10.0
+SUPERVISOR_ID_KEY = "supervisor-id"
+LOCAL_ASSIGNMENTS_KEY = "local-assignments"
+APPROVED_WORKERS_KEY = "approved-workers"
+
+
+def local_hostname(conf: dict[str, Any]) -> str:
+    return conf.get("storm.local.hostname") or socket.gethostname()
+
+
+class Supervisor:
+    def __init__(self, conf: dict[str, Any], metrics: Any = None):
+        self.conf = conf
+        self.metrics = metrics
+        self.local = Path(conf["storm.local.dir"])
+        self.hostname = local_hostname(conf)
+        self.ports = sorted(set(int(p) for p in conf["supervisor.slots.ports"]))
+        self.id_state = LocalState(self.local / "supervisor" / "isupervisor")
+        self.local_state = LocalState(self.local / "supervisor" / "localstate")
+        self.supervisor_id = conf.get("supervisor.id") or self.id_state.get(SUPERVISOR_ID_KEY)
+        if not self.supervisor_id:
+            self.supervisor_id = f"{uuid.uuid4()}-{self.hostname}"
+            self.id_state.put(SUPERVISOR_ID_KEY, self.supervisor_id)
+        self.layout = Layout(conf["storm.zookeeper.root"])
+        self.timeouts = Timeouts(
+            hb_timeout=float(conf["supervisor.worker.timeout.secs"]),
+            start_timeout=float(conf["supervisor.worker.start.timeout.secs"]),
+            shutdown_sleep=float(conf["supervisor.worker.shutdown.sleep.secs"]),
+        )
+        self.config_path = self.local / "supervisor" / "worker-conf.yaml"
+        self.containers = Containers(conf, self.supervisor_id, self.config_path)
+        self.localizer = Localizer(self.local, self._code_sources, on_ready=self.wake, metrics=metrics)
+        self.wakeup = threading.Event()
+        self.stopping = threading.Event()
+        self.started = time.time()
+        self.slots: dict[int, Slot] = {}
+        self.desired: dict[int, LocalAssignment] = {}
+        self._assignments_dirty = True
+        self._last_assignment_read = 0.0
+        self._reregister = False
+        self._last_register = 0.0
+        self.client = None
+        self.state: ClusterState | None = None
+        self._loop_thread: threading.Thread | None = None
+        self.metrics_port: int | None = None
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def start(self) -> None:
+        self.config_path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.config_path.with_suffix(".tmp")
+        tmp.write_text(yaml.safe_dump(self.conf, sort_keys=True))
+        os.replace(tmp, self.config_path)
+        self.client = start_client(self.conf)
+        self.client.add_listener(self._on_zk_state)
+        self.state = ClusterState(self.client, self.layout)
+        self.state.ensure_layout()
+        self._recover()
+        self.register()
+        self._loop_thread = threading.Thread(target=self._loop, name="supervisor-loop", daemon=True)
+        self._loop_thread.start()
+        log.info("supervisor-started", id=self.supervisor_id, host=self.hostname, ports=self.ports)
+
+    def stop(self, kill_workers: bool = False) -> None:
+        """Stop the supervisor. Workers keep running (a restarted supervisor adopts them) unless
+        ``kill_workers``."""
+        self.stopping.set()
+        self.wakeup.set()
+        if self._loop_thread is not None:
+            self._loop_thread.join(15)
+        if kill_workers:
+            self.kill_all_workers()
+        self.localizer.close()
+        if self.client is not None:
+            try:
+                self.state.remove_supervisor_info(self.supervisor_id)
+            except KazooException:
+                pass
+            self.client.stop()
+            self.client.close()
+        log.info("supervisor-stopped", id=self.supervisor_id, workers_killed=kill_workers)
+
+    def wake(self) -> None:
+        self.wakeup.set()
+
+    def _on_zk_state(self, state: KazooState) -> None:
+        if state == KazooState.CONNECTED:
+            # (re)connected, possibly with a new session: re-create the ephemeral node, re-read
+            self._reregister = True
+            self._assignments_dirty = True
+            self.wakeup.set()
+
+    def _on_assignments_changed(self, *_args: Any) -> None:
+        self._assignments_dirty = True
+        self.wakeup.set()
+
+    # ------------------------------------------------------------------ recovery
+
+    def _recover(self) -> None:
+        """Rebuild slots from LocalState; adopt live workers; kill workers nobody owns."""
+        snapshot = self.local_state.snapshot()
+        local_assignments = snapshot.get(LOCAL_ASSIGNMENTS_KEY) or {}
+        approved = snapshot.get(APPROVED_WORKERS_KEY) or {}
+        by_port = {int(port): wid for wid, port in approved.items()}
+        now = time.time()
+        for port in self.ports:
+            slot = Slot(port=port, since=now)
+            entry = local_assignments.get(str(port))
+            wid = by_port.get(port)
+            if entry and wid and self.containers.alive(wid):
+                try:
+                    la = LocalAssignment.from_json(entry)
+                except (KeyError, TypeError, ValueError):
+                    la = None
+                if la is not None:
+                    slot = Slot(port=port, state=State.RUNNING, current=la, worker_id=wid, since=now,
+                                running_since=now)
+                    log.info("worker-adopted", port=port, worker=wid, topology=la.topology_id)
+            self.slots[port] = slot
+        owned = {s.worker_id for s in self.slots.values() if s.worker_id}
+        for wid in self.containers.worker_ids_on_disk():
+            if wid not in owned:
+                if self.containers.alive(wid):
+                    log.warning("stray-worker-killed", worker=wid)
+                    self.containers.kill(wid, force=True)
+                self.containers.cleanup(wid)
+        self._persist()
+
+    def _persist(self) -> None:
+        local = {str(p): s.current.to_json() for p, s in self.slots.items() if s.current and s.worker_id}
+        approved = {s.worker_id: p for p, s in self.slots.items() if s.worker_id}
+        snap = self.local_state.snapshot()
+        if snap.get(LOCAL_ASSIGNMENTS_KEY) != local or snap.get(APPROVED_WORKERS_KEY) != approved:
+            self.local_state.update({LOCAL_ASSIGNMENTS_KEY: local, APPROVED_WORKERS_KEY: approved})
+
+    # ------------------------------------------------------------------ ZooKeeper
+
+    def info(self) -> SupervisorInfo:
+        used = sorted(p for p, s in self.slots.items() if s.current is not None)
+        return SupervisorInfo(
+            time_secs=int(time.time()), hostname=self.hostname, assignment_id=self.supervisor_id,
+            used_ports=used, meta=self.ports, scheduler_meta=self.conf.get("supervisor.scheduler.meta") or {},
+            uptime_secs=int(time.time() - self.started), gale_version=GALE_VERSION,
+            server_port=self.metrics_port,
+        )
+
+    def register(self) -> None:
+        self.state.set_supervisor_info(self.supervisor_id, self.info())
+        self._last_register = time.monotonic()
+
+    def read_assignments(self) -> None:
+        try:
+            assignments = self.state.assignments(watch=self._on_assignments_changed)
+        except KazooException as exc:
+            log.warning("assignments-read-failed", error=type(exc).__name__)
+            return  # keep the last good view
+        desired: dict[int, LocalAssignment] = {}
+        for tid, a in sorted(assignments.items()):
+            for port, executors in a.executors_on(self.supervisor_id).items():
+                if port not in self.slots:
+                    log.error("assignment-for-unknown-port", topology=tid, port=port)
+                    continue
+                if port in desired:
+                    log.error("two-topologies-on-one-port", port=port, topologies=[desired[port].topology_id, tid])
+                    continue
+                desired[port] = LocalAssignment(tid, tuple(executors), a.code_checksum)
+        self.desired = desired
+        self._assignments_dirty = False
+        self._last_assignment_read = time.monotonic()
+        self.localizer.cleanup({la.topology_id for la in desired.values()} |
+                               {s.current.topology_id for s in self.slots.values() if s.current})
+
+    def _code_sources(self, topology_id: str):
+        addresses: list[str] = []
+        try:
+            addresses = sorted(self.state.blob_holders(topology_id))
+            addresses += [a for a in sorted(self.state.nimbus_summaries()) if a not in addresses]
+        except KazooException:
+            pass
+        addresses += [a for a in seed_addresses(self.conf) if a not in addresses]
+        client_conf = self.conf
+
+        def fetcher(address: str):
+            def download() -> bytes:
+                with NimbusClient(client_conf, [address], timeout=60.0) as client:
+                    return client.code(topology_id)
+            return download
+
+        return [(a, fetcher(a)) for a in addresses]
+
+    # ------------------------------------------------------------------ loop
+
+    def _loop(self) -> None:
+        period = min(1.0, float(self.conf["supervisor.monitor.frequency.secs"]))
+        hb_period = float(self.conf["supervisor.heartbeat.frequency.secs"])
+        while not self.stopping.is_set():
+            try:
+                if self._reregister or time.monotonic() - self._last_register >= hb_period:
+                    self._reregister = False
+                    self.register()
+                if self._assignments_dirty or time.monotonic() - self._last_assignment_read >= ASSIGNMENT_RESYNC_SECS:
+                    self.read_assignments()
+                self.step_slots()
+            except KazooException as exc:
+                log.warning("supervisor-loop-zk-error", error=type(exc).__name__)
+            except Exception:  # noqa: BLE001 - a bug: count it and keep supervising
+                log.exception("supervisor-loop-error")
+                if self.metrics is not None:
+                    self.metrics.loop_errors.inc()
+            self.wakeup.wait(period)
+            self.wakeup.clear()
+
+    def observe(self, slot: Slot) -> Observation:
+        desired = self.desired.get(slot.port)
+        hb = self.containers.heartbeat(slot.worker_id)
+        hb_secs = None
+        if hb is not None and hb.get("port") == slot.port and (slot.current is None or hb.get("topology_id") == slot.current.topology_id):
+            hb_secs = float(hb.get("time_secs", 0))
+        return Observation(
+            now=time.time(),
+            assignment=desired,
+            code_ready=desired is not None and self.localizer.ready(desired.topology_id, desired.code_checksum),
+            heartbeat_secs=hb_secs,
+            process_alive=self.containers.alive(slot.worker_id),
+        )
+
+    def step_slots(self) -> None:
+        changed = False
+        for port in self.ports:
+            slot = self.slots[port]
+            for _ in range(4):  # a few immediate transitions (e.g. dead → cleanup → relaunch)
+                obs = self.observe(slot)
+                new, actions = step(slot, obs, self.timeouts)
+                for action in actions:
+                    self.perform(port, new, action)
+                if new.state != slot.state:
+                    log.info("slot-transition", port=port, frm=slot.state.value, to=new.state.value,
+                             topology=new.current.topology_id if new.current else None,
+                             reason=new.kill_reason.value if new.kill_reason else None)
+                if new == slot and not actions:
+                    break
+                changed = changed or new != slot
+                slot = new
+            self.slots[port] = slot
+        if changed:
+            self._persist()
+        if self.metrics is not None:
+            self.metrics.observe_slots(self)
+
+    def perform(self, port: int, slot: Slot, action: Any) -> None:
+        if isinstance(action, RequestCode):
+            self.localizer.request(action.assignment.topology_id, action.assignment.code_checksum)
+        elif isinstance(action, Launch):
+            self.containers.launch(action.assignment, port, action.worker_id)
+            self._persist_slot_worker(port, slot)
+            if self.metrics is not None:
+                self.metrics.worker_launches.labels(reason="restart" if slot.restarts else "new").inc()
+        elif isinstance(action, Kill):
+            self.containers.kill(action.worker_id, action.force)
+            if self.metrics is not None and not action.force:
+                self.metrics.worker_kills.labels(reason=action.reason.value).inc()
+        elif isinstance(action, Cleanup):
+            self.containers.cleanup(action.worker_id)
+
+    def _persist_slot_worker(self, port: int, slot: Slot) -> None:
+        # record the worker id before it can heartbeat: a supervisor crash right now must not orphan it
+        self.slots[port] = slot
+        self._persist()
+
+    def kill_all_workers(self) -> None:
+        for port, slot in self.slots.items():
+            if slot.worker_id and self.containers.alive(slot.worker_id):
+                self.containers.kill(slot.worker_id, force=False)
+        deadline = time.time() + self.timeouts.shutdown_sleep
+        while time.time() < deadline and any(self.containers.alive(s.worker_id) for s in self.slots.values()):
+            time.sleep(0.1)
+        for port, slot in self.slots.items():
+            if slot.worker_id:
+                if self.containers.alive(slot.worker_id):
+                    self.containers.kill(slot.worker_id, force=True)
+                self.containers.cleanup(slot.worker_id)
+            self.slots[port] = replace(slot, state=State.EMPTY, current=None, worker_id=None)
+        self._persist()

@@ -1,0 +1,33 @@
+"""``supervisor serve``: run the supervisor daemon in the foreground until SIGTERM/SIGINT."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from common.daemon_util import configure_daemon_logging, sd_notify, wait_for_signal
+from common.log import get_logger
+from supervisor.daemon import Supervisor
+
+log = get_logger("supervisor.serve")
+
+
+def serve(conf: Mapping[str, Any], kill_workers_on_exit: bool = False) -> int:
+    configure_daemon_logging(conf, "supervisor")
+    metrics = None
+    try:
+        from supervisor.metrics import SupervisorMetrics
+
+        metrics = SupervisorMetrics()
+    except ModuleNotFoundError:
+        pass
+    sup = Supervisor(dict(conf), metrics=metrics)
+    if metrics is not None:
+        sup.metrics_port = metrics.serve(conf.get("supervisor.metrics.port", 0), sup)
+    sup.start()
+    sd_notify("READY=1")
+    signum = wait_for_signal()
+    sd_notify("STOPPING=1")
+    log.info("supervisor-stopping", signal=signum)
+    sup.stop(kill_workers=kill_workers_on_exit)
+    return 0

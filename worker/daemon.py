@@ -1,0 +1,335 @@
+"""The worker process: runs the executors its assignment places on (supervisor, port).
+
+Started only by a supervisor (``worker run TOPOLOGY_ID SUPERVISOR_ID PORT WORKER_ID``). Threads:
+
+* heartbeat — writes the LocalState heartbeat every ``worker.heartbeat.frequency.secs`` from the
+  moment the process starts (before ZooKeeper, code loading or Spark), so slow starts and busy
+  user code never starve it;
+* beats — rolls executor stats and writes ``/storm/workerbeats/<id>/<node>-<port>`` every
+  ``task.heartbeat.frequency.secs``;
+* refresh — follows ``/storm/storms/<id>`` (activate/deactivate spouts) and the assignment (watch
+  plus a poll every ``task.refresh.poll.secs``): new peer locations update the transfer routes; if
+  this worker's executors changed or the assignment is gone, the worker exits (Storm's suicide
+  rule, so a zombie never keeps running an old plan);
+* errors — reports executor errors to ``/storm/errors`` off the executor threads;
+* executor threads and the transfer threads (see :mod:`worker.runtime` and :mod:`worker.transfer`).
+
+SIGTERM: deactivate spouts, stop executors, flush transfers, delete the workerbeat node, exit 0.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from kazoo.exceptions import KazooException, NoNodeError
+
+from common import log as glog
+from common.cluster_state import ClusterState
+from common.errors import GaleError
+from common.layout import Layout
+from common.local_state import LocalState
+from common.records import ErrorInfo, TopologyStatus, WorkerHeartbeat
+from common.topology.builder import Topology
+from common.topology.definition import TopologyDef, TopologyLayout
+from common.zk import start_client
+from worker.runtime.runtime import WorkerRuntime
+from worker.transfer import Transfer
+
+log = glog.get_logger("worker")
+
+HEARTBEAT_KEY = "worker-heartbeat"
+EXIT_OK, EXIT_REASSIGNED, EXIT_SETUP_FAILED, EXIT_CRASHED = 0, 0, 20, 30
+
+
+class Worker:
+    def __init__(self, conf: dict[str, Any], topology_id: str, supervisor_id: str, port: int, worker_id: str):
+        self.conf = conf
+        self.topology_id = topology_id
+        self.supervisor_id = supervisor_id
+        self.port = port
+        self.worker_id = worker_id
+        self.local = Path(conf["storm.local.dir"])
+        self.worker_dir = self.local / "workers" / worker_id
+        self.hb_state = LocalState(self.worker_dir / "heartbeats", keep=60, fsync=False)
+        self.layout = Layout(conf["storm.zookeeper.root"])
+        self.started = time.time()
+        self.stop_event = threading.Event()
+        self.exit_code = EXIT_OK
+        self.exit_reason = ""
+        self.executors: list[tuple[int, int]] = []
+        self.runtime: WorkerRuntime | None = None
+        self.transfer: Transfer | None = None
+        self.client = None
+        self.state: ClusterState | None = None
+        self.errors: queue.Queue = queue.Queue(maxsize=1000)
+        self.host = conf.get("storm.local.hostname") or "127.0.0.1"
+        self.log_path = ""
+        self.metrics = None
+        self._refresh_event = threading.Event()
+
+    # ------------------------------------------------------------------ heartbeats
+
+    def write_local_heartbeat(self) -> None:
+        self.hb_state.put(HEARTBEAT_KEY, {
+            "time_secs": time.time(), "topology_id": self.topology_id, "port": self.port,
+            "executors": [list(e) for e in self.executors], "pid": os.getpid(),
+        }, cleanup=False)
+        self.hb_state.cleanup(keep=5)
+
+    def _heartbeat_loop(self) -> None:
+        period = float(self.conf["worker.heartbeat.frequency.secs"])
+        while not self.stop_event.is_set():
+            try:
+                self.write_local_heartbeat()
+            except OSError:
+                log.exception("local-heartbeat-failed")
+            self.stop_event.wait(period)
+
+    def _beats_loop(self) -> None:
+        period = float(self.conf["task.heartbeat.frequency.secs"])
+        while not self.stop_event.wait(period):
+            try:
+                self.write_zk_heartbeat()
+            except NoNodeError:
+                # nimbus removed the topology: the refresh loop will notice and stop us
+                self._refresh_event.set()
+            except KazooException as exc:
+                log.warning("workerbeat-failed", error=type(exc).__name__)
+            except Exception:  # noqa: BLE001
+                log.exception("workerbeat-crashed")
+
+    def heartbeat_record(self) -> WorkerHeartbeat:
+        assert self.runtime is not None
+        self.runtime.roll_stats()
+        stats = self.runtime.executor_stats()
+        if self.transfer is not None and stats:
+            # transport counters ride along on the first executor's extras (the UI sums extras)
+            first = next(iter(stats.values()))
+            first.extra.update({f"transfer_{k}": float(v) for k, v in self.transfer.stats.items()})
+        return WorkerHeartbeat(
+            storm_id=self.topology_id, executor_stats=stats, time_secs=int(time.time()),
+            uptime_secs=int(time.time() - self.started), start_time_secs=int(self.started), host=self.host,
+            port=self.port, pid=os.getpid(), supervisor_id=self.supervisor_id, worker_id=self.worker_id,
+            log_path=self.log_path, metrics_port=self.metrics.port if self.metrics is not None else None,
+        )
+
+    def write_zk_heartbeat(self) -> None:
+        self.state.set_worker_heartbeat(self.topology_id, self.supervisor_id, self.port, self.heartbeat_record())
+
+    # ------------------------------------------------------------------ errors
+
+    def error_sink(self, component: str, text: str) -> None:
+        try:
+            self.errors.put_nowait((component, text, int(time.time())))
+        except queue.Full:
+            pass
+
+    def _errors_loop(self) -> None:
+        while not self.stop_event.is_set():
+            try:
+                component, text, when = self.errors.get(timeout=0.5)
+            except queue.Empty:
+                continue
+            try:
+                self.state.report_error(self.topology_id, component,
+                                        ErrorInfo(error=text[-16000:], error_time_secs=when, host=self.host, port=self.port))
+            except KazooException as exc:
+                log.warning("error-report-failed", component=component, error=type(exc).__name__)
+
+    # ------------------------------------------------------------------ assignment & status
+
+    def _my_executors(self, assignment) -> list[tuple[int, int]]:
+        return assignment.executors_on(self.supervisor_id, self.port).get(self.port, []) if assignment else []
+
+    def _routes(self, assignment) -> dict[int, str]:
+        routes = {}
+        for (start, end), (node, port) in assignment.executors().items():
+            if node == self.supervisor_id and port == self.port:
+                continue
+            host = assignment.node_host.get(node, node)
+            for task in range(start, end + 1):
+                routes[task] = f"{host}:{port}"
+        return routes
+
+    def _watch(self, *_args: Any) -> None:
+        self._refresh_event.set()
+
+    def refresh(self) -> None:
+        assignment = self.state.assignment(self.topology_id, watch=self._watch)
+        mine = self._my_executors(assignment)
+        if assignment is None or mine != self.executors:
+            self.exit_reason = "assignment removed" if assignment is None else "executors reassigned"
+            log.info("worker-reassigned-exiting", reason=self.exit_reason)
+            self.exit_code = EXIT_REASSIGNED
+            self.stop_event.set()
+            return
+        self.transfer.set_routes(self._routes(assignment))
+        base = self.state.storm_base(self.topology_id, watch=self._watch)
+        active = base is not None and base.status == TopologyStatus.ACTIVE
+        if active != self.runtime.active:
+            log.info("spouts-" + ("activated" if active else "deactivated"))
+            self.runtime.set_active(active)
+
+    def _refresh_loop(self) -> None:
+        period = float(self.conf["task.refresh.poll.secs"])
+        while not self.stop_event.is_set():
+            self._refresh_event.wait(period)
+            self._refresh_event.clear()
+            if self.stop_event.is_set():
+                break
+            try:
+                self.refresh()
+            except KazooException as exc:
+                log.warning("refresh-failed", error=type(exc).__name__)
+            except Exception:  # noqa: BLE001
+                log.exception("refresh-crashed")
+
+    # ------------------------------------------------------------------ setup
+
+    def load_topology(self) -> tuple[TopologyDef, dict[str, Any], Path]:
+        code_root = self.local / "supervisor" / "stormdist" / self.topology_id
+        defn = TopologyDef.from_json((code_root / "topology.json").read_text(), f"{code_root}/topology.json")
+        topo_conf = json.loads((code_root / "conf.json").read_text())
+        code_dir = code_root / "code"
+        sys.path.insert(0, str(code_dir))
+        return defn, topo_conf, code_dir
+
+    def setup(self) -> None:
+        self.client = start_client(self.conf)
+        self.state = ClusterState(self.client, self.layout)
+        assignment = self.state.assignment(self.topology_id, watch=self._watch)
+        self.executors = self._my_executors(assignment)
+        if not self.executors:
+            raise GaleError(f"no executors assigned to {self.supervisor_id}:{self.port} for {self.topology_id}")
+        base = self.state.storm_base(self.topology_id, watch=self._watch)
+        if base is None:
+            raise GaleError(f"topology {self.topology_id} does not exist")
+        defn, topo_conf, _code_dir = self.load_topology()
+        conf = dict(self.conf)
+        conf.update(topo_conf)
+        layout = TopologyLayout(defn, conf, base.num_workers, base.component_executors)
+        secret = str(conf.get("topology.secret") or self.topology_id).encode()
+        self.transfer = Transfer(
+            bind_host="0.0.0.0",
+            port=self.port, secret=secret, deliver=self._deliver, fields_for=self._fields_for,
+            batch_size=int(conf["topology.transfer.batch.size"]),
+            flush_secs=float(conf["topology.transfer.flush.millis"]) / 1000.0,
+        )
+        self.transfer.set_routes(self._routes(assignment))
+        self.runtime = WorkerRuntime(
+            Topology(defn), topology_id=self.topology_id, conf=conf, layout=layout, executors=self.executors,
+            remote=self.transfer, error_sink=self.error_sink, worker_port=self.port,
+            local_dir=str(self.worker_dir), on_crash=self._crashed,
+        )
+        self._fields = self.runtime._stream_fields
+        self.transfer.start()
+        self.runtime.start(active=base.status == TopologyStatus.ACTIVE)
+        log.info("worker-running", executors=len(self.executors), active=self.runtime.active,
+                 peers=len(set(self.transfer.routes.values())))
+
+    def _deliver(self, task: int, payload: Any) -> bool:
+        return self.runtime.deliver(task, payload) if self.runtime is not None else False
+
+    def _fields_for(self, component: str, stream: str):
+        return self._fields.get((component, stream))
+
+    def _crashed(self, exc: BaseException) -> None:
+        self.exit_code = EXIT_CRASHED
+        self.exit_reason = f"executor thread crashed: {exc!r}"
+        self.stop_event.set()
+
+    # ------------------------------------------------------------------ run
+
+    def _start_thread(self, target, name: str) -> threading.Thread:
+        t = threading.Thread(target=target, name=name, daemon=True)
+        t.start()
+        return t
+
+    def run(self) -> int:
+        pids = self.worker_dir / "pids"
+        pids.mkdir(parents=True, exist_ok=True)
+        (pids / str(os.getpid())).touch()
+        self.write_local_heartbeat()
+        self._start_thread(self._heartbeat_loop, "heartbeat")
+        signal.signal(signal.SIGTERM, lambda *_: self.stop_event.set())
+        signal.signal(signal.SIGINT, lambda *_: self.stop_event.set())
+        try:
+            self.setup()
+        except Exception as exc:  # noqa: BLE001 - report why and let the supervisor relaunch
+            log.exception("worker-setup-failed")
+            self._report_setup_failure(exc)
+            self.stop_event.set()
+            self._shutdown()
+            return EXIT_SETUP_FAILED
+        self._start_metrics()
+        self._start_thread(self._errors_loop, "errors")
+        try:
+            self.write_zk_heartbeat()
+        except KazooException:
+            pass
+        self._start_thread(self._beats_loop, "workerbeats")
+        self._start_thread(self._refresh_loop, "refresh")
+        while not self.stop_event.wait(1.0):
+            pass
+        log.info("worker-stopping", reason=self.exit_reason or "signal")
+        self._shutdown()
+        return self.exit_code
+
+    def _start_metrics(self) -> None:
+        try:
+            from worker.metrics import WorkerMetrics
+        except ModuleNotFoundError:
+            return
+        offset = int(self.conf.get("worker.metrics.port.offset", 0))
+        if offset:
+            try:
+                self.metrics = WorkerMetrics(self)
+                self.metrics.serve(self.port + offset)
+            except OSError as exc:
+                log.warning("worker-metrics-unavailable", error=str(exc))
+                self.metrics = None
+
+    def _report_setup_failure(self, exc: Exception) -> None:
+        if self.state is None:
+            return
+        try:
+            self.state.report_error(self.topology_id, "__worker",
+                                    ErrorInfo(error=f"worker setup failed: {type(exc).__name__}: {exc}",
+                                              error_time_secs=int(time.time()), host=self.host, port=self.port))
+        except Exception:  # noqa: BLE001
+            pass
+
+    def _shutdown(self) -> None:
+        if self.runtime is not None:
+            self.runtime.stop()
+        if self.transfer is not None:
+            self.transfer.close()
+        if self.metrics is not None:
+            self.metrics.stop()
+        if self.state is not None:
+            try:
+                self.state.remove_worker_heartbeat(self.topology_id, self.supervisor_id, self.port)
+            except KazooException:
+                pass
+            self.client.stop()
+            self.client.close()
+        log.info("worker-stopped", code=self.exit_code)
+
+
+def run_worker(conf: dict[str, Any], topology_id: str, supervisor_id: str, port: int, worker_id: str) -> int:
+    log_dir = os.environ.get("GALE_WORKER_LOG_DIR")
+    log_file = Path(log_dir) / "worker.log" if log_dir else None
+    glog.configure(fmt="json", file=log_file, max_bytes=int(conf["worker.log.max.bytes"]),
+                   backups=int(conf["worker.log.backups"]), daemon="worker", topology=topology_id, port=port,
+                   worker=worker_id)
+    worker = Worker(conf, topology_id, supervisor_id, port, worker_id)
+    worker.log_path = str(log_file) if log_file else ""
+    return worker.run()
