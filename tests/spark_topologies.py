@@ -1,0 +1,170 @@
+"""Components of the Spark-stage tests (module level, so workers can import them)."""
+
+from __future__ import annotations
+
+from common.api import Bolt, Spout
+from worker.spark import ROW_ID, SparkBolt, SparkSink
+
+
+class RowSpout(Spout):
+    """Emits ``rows`` (lists of values, fields ``fields``) with their index as message id and
+    replays the ones that fail. ``acked``/``failed`` record the spout's view."""
+
+    def __init__(self, rows=(), fields=("id", "word")):
+        self.rows = [list(r) for r in rows]
+        self.fields = list(fields)
+
+    def declare_output_fields(self, declarer):
+        declarer.declare(self.fields)
+
+    def open(self, conf, context, collector):
+        super().open(conf, context, collector)
+        self.next = 0
+        self.replay: list[int] = []
+        self.acked: set[int] = set()
+        self.failed: list[int] = []
+        self.emits = 0
+
+    def next_tuple(self):
+        if self.replay:
+            i = self.replay.pop(0)
+        elif self.next < len(self.rows):
+            i = self.next
+            self.next += 1
+        else:
+            return
+        self.emits += 1
+        self.collector.emit(self.rows[i], msg_id=i)
+
+    def ack(self, msg_id):
+        self.acked.add(msg_id)
+
+    def fail(self, msg_id):
+        self.failed.append(msg_id)
+        if msg_id not in self.acked:
+            self.replay.append(msg_id)
+
+    def done(self) -> bool:
+        return len(self.acked) == len(self.rows)
+
+
+class CountWords(SparkBolt):
+    """Counts words per batch; raises on the batches numbered in ``fail_batches`` (0-based)."""
+
+    output_fields = ["word", "count"]
+
+    def __init__(self, fail_batches=()):
+        self.fail_batches = set(fail_batches)
+
+    def prepare(self, conf, context, collector):
+        super().prepare(conf, context, collector)
+        self.batches = 0
+
+    def transform(self, df):
+        n = self.batches
+        self.batches += 1
+        if n in self.fail_batches:
+            raise RuntimeError(f"injected failure in batch {n}")
+        return df.groupBy("word").count()
+
+
+class UpperWords(SparkBolt):
+    """Row-wise: keeps the hidden row id through withColumn/filter."""
+
+    output_fields = ["id", "up"]
+
+    def transform(self, df):
+        from pyspark.sql import functions as F
+
+        return df.withColumn("up", F.upper("word")).filter(F.col("word") != "skip")
+
+
+class UpperNoLineage(SparkBolt):
+    """A select that drops the row id: lineage is lost, outputs anchor to the whole batch."""
+
+    output_fields = ["up"]
+
+    def transform(self, df):
+        from pyspark.sql import functions as F
+
+        return df.select(F.upper("word").alias("up"))
+
+
+class UpperUdf(SparkBolt):
+    """Row-wise through a Python UDF (starts Spark's Python workers)."""
+
+    output_fields = ["id", "up"]
+
+    def transform(self, df):
+        from pyspark.sql import functions as F
+
+        upper = F.udf(lambda s: s.upper(), "string")
+        return df.select(ROW_ID, "id", upper("word").alias("up"))
+
+
+class NotAFrame(SparkBolt):
+    output_fields = ["word"]
+
+    def transform(self, df):
+        return df.collect()
+
+
+class MissingField(SparkBolt):
+    output_fields = ["word", "score"]
+
+    def transform(self, df):
+        return df.select("word")
+
+
+class Totals(Bolt):
+    """Running totals per word (fields-grouped): emits (word, total) anchored to the input."""
+
+    def declare_output_fields(self, declarer):
+        declarer.declare(["word", "total"])
+
+    def prepare(self, conf, context, collector):
+        super().prepare(conf, context, collector)
+        self.totals: dict[str, int] = {}
+
+    def execute(self, tup):
+        word, count = tup[0], tup[1]
+        self.totals[word] = self.totals.get(word, 0) + count
+        self.collector.emit([word, self.totals[word]], anchors=tup)
+        self.collector.ack(tup)
+
+
+class FailField(Bolt):
+    """Fails tuples whose field ``field`` is in ``bad``; acks the rest."""
+
+    def __init__(self, field="word", bad=()):
+        self.field = field
+        self.bad = set(bad)
+
+    def execute(self, tup):
+        if tup[self.field] in self.bad:
+            self.collector.fail(tup)
+        else:
+            self.collector.ack(tup)
+
+
+class FailFirstAttempt(Bolt):
+    """Fails the first tuple it sees for each id in ``ids`` (forcing a replay); acks the rest."""
+
+    def __init__(self, ids=()):
+        self.ids = set(ids)
+
+    def prepare(self, conf, context, collector):
+        super().prepare(conf, context, collector)
+        self.seen: set = set()
+
+    def execute(self, tup):
+        key = tup["id"]
+        if key in self.ids and key not in self.seen:
+            self.seen.add(key)
+            self.collector.fail(tup)
+        else:
+            self.collector.ack(tup)
+
+
+class WordSink(SparkSink):
+    """Parquet sink keyed by id (the path comes from the constructor arguments)."""

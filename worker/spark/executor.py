@@ -1,0 +1,385 @@
+"""SparkBatchExecutor: runs Spark bolts and sinks in micro-batches, keeping the acker's guarantee.
+
+Threads. Everything that touches a collector (emit, ack, fail, reset_timeout) happens on the
+executor thread, in :meth:`run_batch` and :meth:`on_timer`. A batch's Spark work runs on a job
+thread (one per task at most); its outcome is queued and applied by the executor thread.
+
+Flow per task: tuples move from the input deque into a :class:`~worker.spark.batching.Batcher`
+(at most ``topology.spark.batch.size``); a due batch (full, or its oldest tuple waited
+``topology.spark.batch.millis``) starts a job when Spark is ready and no other batch of the task
+is running. Meanwhile the next batch fills; when it is full the executor stops draining, the
+input deque grows, and the runtime's backpressure pauses the spouts. So a task holds at most two
+batches (one running, one filling) plus one being emitted.
+
+Reliability. A batch's outputs are emitted anchored to their inputs (lineage), then every input
+is acked; if the job raises, every input fails and the error is reported. If Spark failed to
+start, or has not started within ``topology.spark.start.timeout.secs`` (default 300), due batches
+fail with that error, at the batch pace (so a replaying spout does not spin). A batch running
+longer than ``topology.spark.batch.timeout.secs`` (default max(120, 4 × message timeout)) is
+interrupted and its tuples fail. While tuples are held, their tuple trees' timeouts are reset
+every half ``topology.message.timeout.secs`` so a slow Spark start does not replay them.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections import deque
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from common.errors import TopologyError
+from common.topology.tuple import TICK_STREAM
+from worker.runtime.collector import BoltOutputCollector
+from worker.runtime.executor import BoltExecutor, format_error
+from worker.spark.batching import Batcher, BatchPolicy
+
+if TYPE_CHECKING:  # pragma: no cover
+    from worker.runtime.runtime import WorkerRuntime
+
+MAX_ERROR_CHARS = 4000
+
+
+@dataclass
+class BatchResult:
+    """What a Spark job returns for one batch."""
+
+    #: output rows (Spark bolts) and, per row, its anchors (``worker.spark.lineage.Anchoring``)
+    values: list[list[Any]] = field(default_factory=list)
+    anchoring: Any = None
+    lineage: Any = None
+    #: sinks: rows written, rows skipped as already committed, batches committed
+    written: int = 0
+    deduped: int = 0
+    committed: int = 0
+
+
+class _Task:
+    """Batching state of one task."""
+
+    __slots__ = ("task", "bolt", "collector", "batcher", "running", "generation", "started_at", "tag")
+
+    def __init__(self, task: int, bolt: Any, collector: BoltOutputCollector, policy: BatchPolicy):
+        self.task = task
+        self.bolt = bolt
+        self.collector = collector
+        self.batcher = Batcher(policy)
+        self.running: list | None = None  # the batch whose job is running
+        self.generation = 0
+        self.started_at = 0.0
+        self.tag = ""
+
+
+class _Emitting:
+    """A successful batch whose output rows are being emitted (across rounds when large)."""
+
+    __slots__ = ("st", "batch", "result", "cursor")
+
+    def __init__(self, st: _Task, batch: list, result: BatchResult):
+        self.st = st
+        self.batch = batch
+        self.result = result
+        self.cursor = 0
+
+
+STAT_KEYS = (
+    "spark_ready", "spark_start_secs", "spark_batches", "spark_batches_failed", "spark_batch_rows_in",
+    "spark_batch_rows_out", "spark_batch_size_avg", "spark_batch_latency_ms_sum", "spark_batch_latency_ms_avg",
+    "spark_batch_latency_ms_max", "spark_held_tuples", "spark_lineage_fallback_batches",
+    "spark_lineage_fallback_rows", "spark_sink_rows_written", "spark_sink_rows_deduped",
+    "spark_sink_batches_committed",
+)
+
+
+class SparkBatchExecutor(BoltExecutor):
+    """The executor of a Spark component (named by its class as ``executor_class``)."""
+
+    def __init__(self, runtime: WorkerRuntime, executor_id: tuple[int, int], component: str):
+        super().__init__(runtime, executor_id, component)
+        self.policy = BatchPolicy.from_conf(self.conf)
+        self.timeout = float(self.conf["topology.message.timeout.secs"])
+        self.timeouts_enabled = bool(self.conf["topology.enable.message.timeouts"])
+        self.start_timeout = float(self.conf.get("topology.spark.start.timeout.secs") or 300)
+        self.batch_timeout = float(self.conf.get("topology.spark.batch.timeout.secs") or max(120.0, 4 * self.timeout))
+        self.spark: Any = None
+        self.states: dict[int, _Task] = {}
+        self.outcomes: deque = deque()  # appended by job threads, popped by the executor thread
+        self.emitting: _Emitting | None = None
+        self.pool: ThreadPoolExecutor | None = None
+        self.closing = False
+        self.prepared_at = 0.0
+        self.next_reset = 0.0
+        self.warned: set[str] = set()
+        self.stats.extra.update({k: 0.0 for k in STAT_KEYS})
+
+    # ------------------------------------------------------------------ lifecycle
+    def input_fields(self) -> list[str]:
+        """The fields of the subscribed stream(s); a Spark component takes one schema."""
+        defn = self.runtime.defn
+        found: dict[tuple[str, ...], str] = {}
+        for inp in defn.components[self.component].inputs:
+            fields = tuple(defn.components[inp.component].streams[inp.stream].fields)
+            found.setdefault(fields, f"{inp.component}:{inp.stream}")
+        if len(found) != 1:
+            shown = "; ".join(f"{src} has {list(f)}" for f, src in found.items())
+            raise TopologyError(
+                f"Spark component {self.component!r} subscribes to streams with different fields ({shown}); "
+                "a micro-batch is one DataFrame with one schema"
+            )
+        return list(next(iter(found)))
+
+    def prepare(self) -> None:
+        fields = self.input_fields()
+        routes = self.runtime.routes_for(self.component)
+        for task in self.tasks:
+            bolt = self.runtime.instantiate(self.component)
+            if not callable(getattr(bolt, "spark_job", None)):
+                raise TopologyError(f"component {self.component!r}: {type(bolt).__name__} is not a Spark component")
+            bolt.input_fields = list(fields)
+            collector = BoltOutputCollector(self, task, routes)
+            self.bolts[task] = bolt
+            self.collectors[task] = collector
+            self.basic[task] = False
+            bolt.prepare(self.runtime.task_conf(self.component), self.context(task), collector)
+            self.states[task] = _Task(task, bolt, collector, self.policy)
+        self.spark = self.runtime.resources.get("spark")
+        if self.spark is None:  # a definition that did not flag the component as Spark
+            from worker.spark.session import start_spark_for
+
+            self.spark = self.runtime.resources["spark"] = start_spark_for(self.runtime)
+        self.pool = ThreadPoolExecutor(max_workers=len(self.tasks), thread_name_prefix=f"spark-{self.component}")
+        self.prepared_at = self.clock.monotonic()
+        self.next_reset = self.prepared_at + self.timeout / 2
+        self.spark.future.add_done_callback(lambda _f: self._wake())
+
+    def shutdown(self) -> None:
+        self.closing = True
+        for st in self.states.values():
+            if st.running is not None and st.tag:
+                self._interrupt(st.tag)
+        if self.pool is not None:
+            self.pool.shutdown(wait=False, cancel_futures=True)
+        super().shutdown()
+
+    def _wake(self) -> None:
+        thread = self.thread
+        if thread is not None and thread.sleeping:
+            thread.wake()
+
+    # ------------------------------------------------------------------ executor thread
+    def run_batch(self, budget: int) -> int:
+        now = self.clock.monotonic()
+        work = self._apply_outcomes(budget)
+        executed = self.stats.executed
+        for task, queue in self.queues.items():
+            st = self.states[task]
+            batcher = st.batcher
+            n = min(len(queue), batcher.room(), budget)
+            if n > 0:
+                pop, add = queue.popleft, batcher.add
+                for _ in range(n):
+                    tup = pop()
+                    if tup.stream == TICK_STREAM and tup.is_tick():
+                        continue
+                    add(tup, now)
+                    executed[tup.fields.source_key] += 1
+                work += n
+            if st.running is None and batcher.due(now):
+                work += self._launch(st, now)
+        return work
+
+    def on_timer(self, now: float) -> None:
+        if self.spark is None:
+            return
+        extra = self.stats.extra
+        if self.spark.future.done():
+            extra["spark_ready"] = 1.0 if self.spark.ready() else 0.0
+            extra["spark_start_secs"] = round(self.spark.start_secs or 0.0, 3)
+        for st in self.states.values():
+            if st.running is None:
+                if st.batcher.due(now):
+                    self._launch(st, now)
+            elif now - st.started_at > self.batch_timeout:
+                self._abandon(st, now)
+        if self.timeouts_enabled and now >= self.next_reset:
+            self.next_reset = now + self.timeout / 2
+            if self.pending_count():
+                self._reset_timeouts()
+
+    def stats_record(self):
+        self.stats.extra["spark_held_tuples"] = float(self.pending_count())
+        return super().stats_record()
+
+    def pending_count(self) -> int:
+        held = sum(len(st.batcher) + len(st.running or ()) for st in self.states.values())
+        if self.emitting is not None:
+            held += len(self.emitting.batch)
+        return held
+
+    def _reset_timeouts(self) -> None:
+        for st in self.states.values():
+            for batch in (st.batcher.items, st.running or ()):
+                for tup in batch:
+                    st.collector.reset_timeout(tup)
+        if self.emitting is not None:
+            reset = self.emitting.st.collector.reset_timeout
+            for tup in self.emitting.batch:
+                reset(tup)
+
+    def _launch(self, st: _Task, now: float) -> int:
+        """Start the task's due batch on Spark; or fail it if Spark cannot run it."""
+        spark = self.spark
+        if not spark.future.done():
+            if now - self.prepared_at < self.start_timeout:
+                return 0  # Spark is starting: hold the batch (and, once full, stop draining)
+            error: BaseException = TimeoutError(
+                f"Spark did not start within {self.start_timeout:.0f} s (topology.spark.start.timeout.secs)"
+            )
+        elif spark.failed():
+            error = spark.error
+        else:
+            batch = st.batcher.take()
+            st.running = batch
+            st.generation += 1
+            st.started_at = now
+            st.tag = f"gale-{self.component}-{st.task}-{uuid.uuid4().hex[:12]}"
+            self.pool.submit(self._job, st, st.generation, st.tag, batch)
+            return len(batch)
+        batch = st.batcher.take()
+        self._fail_batch(st, batch, error, what="Spark is not available")
+        return len(batch)
+
+    def _abandon(self, st: _Task, now: float) -> None:
+        batch, st.running = st.running, None
+        st.generation += 1  # its outcome, if it ever comes, is ignored
+        self._interrupt(st.tag)
+        self._fail_batch(st, batch, TimeoutError(
+            f"batch ran longer than {self.batch_timeout:.0f} s (topology.spark.batch.timeout.secs); interrupted"
+        ))
+
+    def _interrupt(self, tag: str) -> None:
+        try:
+            if self.spark is not None and self.spark.ready():
+                self.spark.session.interruptTag(tag)
+        except Exception:  # noqa: BLE001 - best effort
+            self.log.debug("spark-interrupt-failed", tag=tag)
+
+    # ------------------------------------------------------------------ job thread
+    def _job(self, st: _Task, generation: int, tag: str, batch: list) -> None:
+        t0 = time.perf_counter()
+        result: BatchResult | None = None
+        error: BaseException | None = None
+        try:
+            spark = self.spark.session
+            spark.addTag(tag)
+            try:
+                result = st.bolt.spark_job(spark, batch)
+            finally:
+                spark.removeTag(tag)
+        except BaseException as exc:  # noqa: BLE001 - the batch's outcome
+            error = exc
+        self.outcomes.append((st, generation, batch, result, error, (time.perf_counter() - t0) * 1000.0))
+        self._wake()
+
+    # ------------------------------------------------------------------ outcomes (executor thread)
+    def _apply_outcomes(self, budget: int) -> int:
+        work = 0
+        edge_budget = max(1024, budget * 8)
+        while True:
+            if self.emitting is None:
+                if not self.outcomes:
+                    return work
+                st, generation, batch, result, error, latency_ms = self.outcomes.popleft()
+                if generation != st.generation or st.running is not batch or self.closing:
+                    continue  # abandoned after a timeout (its tuples already failed)
+                st.running = None
+                self._record_latency(len(batch), latency_ms)
+                if error is not None:
+                    self._fail_batch(st, batch, error)
+                    work += len(batch)
+                    continue
+                self._record_result(st, result)
+                self.emitting = _Emitting(st, batch, result)
+            spent = self._emit_some(self.emitting, edge_budget)
+            work += spent
+            if self.emitting is not None:
+                return work  # a large result: continue next round
+            edge_budget -= spent
+            if edge_budget <= 0:
+                return work
+
+    def _emit_some(self, em: _Emitting, edge_budget: int) -> int:
+        """Emit rows from the cursor until ``edge_budget`` acker edges are spent; ack the batch's
+        inputs after its last row. Returns the edges spent."""
+        batch, values = em.batch, em.result.values
+        anchors = em.result.anchoring.anchors if em.result.anchoring is not None else None
+        emit = em.st.collector.emit
+        n_in = len(batch)
+        spent = 0
+        i = em.cursor
+        try:
+            while i < len(values) and spent < edge_budget:
+                anchor = anchors[i] if anchors is not None else None
+                if anchor is None:
+                    emit(values[i], anchors=batch)
+                    spent += n_in
+                elif anchor.__class__ is int:
+                    emit(values[i], anchors=batch[anchor])
+                    spent += 1
+                else:
+                    emit(values[i], anchors=[batch[j] for j in anchor])
+                    spent += len(anchor)
+                i += 1
+        except Exception as exc:  # noqa: BLE001 - e.g. a value the grouping cannot hash
+            self.emitting = None
+            self._fail_batch(em.st, batch, exc, what="emitting the batch's output failed")
+            return spent + 1
+        em.cursor = i
+        if i < len(values):
+            return spent
+        ack = em.st.collector.ack
+        for tup in batch:
+            ack(tup)
+        self.emitting = None
+        return spent + n_in
+
+    def _fail_batch(self, st: _Task, batch: list, error: BaseException, what: str = "") -> None:
+        fail = st.collector.fail
+        for tup in batch:
+            fail(tup)
+        self.stats.extra["spark_batches_failed"] += 1
+        what = what or "the Spark batch failed"
+        text = format_error(error)
+        if len(text) > MAX_ERROR_CHARS:
+            text = text[:MAX_ERROR_CHARS // 2] + "\n...\n" + text[-MAX_ERROR_CHARS // 2:]
+        self.report_error(f"component {self.component!r} task {st.task}: {what}; failed its {len(batch)} "
+                          f"tuple(s) (they replay from their spouts):\n{text}")
+
+    def _record_latency(self, n_in: int, latency_ms: float) -> None:
+        extra = self.stats.extra
+        extra["spark_batches"] += 1
+        extra["spark_batch_rows_in"] += n_in
+        extra["spark_batch_latency_ms_sum"] += latency_ms
+        extra["spark_batch_latency_ms_max"] = max(extra["spark_batch_latency_ms_max"], round(latency_ms, 3))
+        extra["spark_batch_latency_ms_avg"] = round(extra["spark_batch_latency_ms_sum"] / extra["spark_batches"], 3)
+        extra["spark_batch_size_avg"] = round(extra["spark_batch_rows_in"] / extra["spark_batches"], 3)
+
+    def _record_result(self, st: _Task, result: BatchResult) -> None:
+        extra = self.stats.extra
+        extra["spark_batch_rows_out"] += len(result.values)
+        extra["spark_sink_rows_written"] += result.written
+        extra["spark_sink_rows_deduped"] += result.deduped
+        extra["spark_sink_batches_committed"] += result.committed
+        lineage = result.lineage
+        if lineage is not None and lineage.mode == "batch" and result.values:
+            extra["spark_lineage_fallback_batches"] += 1
+        if result.anchoring is not None and result.anchoring.fallback_rows:
+            extra["spark_lineage_fallback_rows"] += result.anchoring.fallback_rows
+            if lineage is not None and lineage.mode not in self.warned:
+                self.warned.add(lineage.mode)
+                self.log.warning(
+                    "spark-lineage-lost", task=st.task, mode=lineage.mode, rows=result.anchoring.fallback_rows,
+                    reason=lineage.reason or "some output rows have no resolvable row ids or keys",
+                    effect="those rows are anchored to their whole batch (a failure replays the batch)",
+                )

@@ -1,0 +1,60 @@
+"""Tuples ⇄ Arrow tables: how a micro-batch enters Spark and how result rows come back.
+
+A batch becomes a ``pyarrow.Table`` with one column per input field plus the hidden row-id
+column (``spark.createDataFrame`` takes it without a per-row Python step); a result comes back
+with ``DataFrame.toArrow()`` and is turned into value lists here. Pure: pyarrow only, no Spark.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import pyarrow as pa
+
+from worker.spark.lineage import ROW_ID
+
+
+class SparkStageError(Exception):
+    """A Spark stage cannot run a batch; the message names the component and the problem."""
+
+
+def tuples_to_arrow(
+    component: str,
+    tuples: Sequence[Any],
+    fields: Sequence[str],
+    arrow_types: Mapping[str, pa.DataType] | None = None,
+    row_ids: bool = True,
+) -> pa.Table:
+    """One column per field (types inferred, or from ``arrow_types``), plus :data:`ROW_ID`."""
+    arrays: list[pa.Array] = []
+    names: list[str] = []
+    for i, name in enumerate(fields):
+        values = [t.values[i] for t in tuples]
+        wanted = arrow_types.get(name) if arrow_types else None
+        try:
+            arrays.append(pa.array(values, type=wanted))
+        except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, TypeError, ValueError) as exc:
+            kinds = sorted({type(v).__name__ for v in values})
+            raise SparkStageError(
+                f"component {component!r}: input field {name!r} cannot become a Spark column "
+                f"(value types {kinds}): {exc}. Emit one type per field, or declare input_schema "
+                f"on the Spark component"
+            ) from exc
+        names.append(name)
+    if row_ids:
+        arrays.append(pa.array(range(len(tuples)), type=pa.int64()))
+        names.append(ROW_ID)
+    return pa.Table.from_arrays(arrays, names=names)
+
+
+def table_columns(table: pa.Table, columns: Sequence[str]) -> list[list[Any]]:
+    """The named columns of ``table`` as Python lists."""
+    return [table.column(c).to_pylist() for c in columns]
+
+
+def rows_of(columns: Sequence[list[Any]], n_rows: int) -> list[list[Any]]:
+    """Column lists → row value lists."""
+    if not columns:
+        return [[] for _ in range(n_rows)]
+    return [list(r) for r in zip(*columns)]

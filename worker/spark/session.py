@@ -1,0 +1,434 @@
+"""The worker's Spark application: started in the background, shared by the worker's Spark
+components, stopped with the worker leaving no process behind.
+
+``WorkerRuntime.attach_resources`` calls :func:`start_spark_for` when the worker hosts a Spark
+component. It returns a :class:`SparkHandle` at once; the application starts on a ``spark-start``
+thread (15–20 s for ``local[N]``) while executors keep queueing tuples and the worker keeps
+heartbeating. Readiness and failure are on ``handle.future``; ``handle.close()`` (called by
+``WorkerRuntime.stop``) stops the application.
+
+Settings come from the topology config:
+
+* ``topology.spark.master`` — ``local[N]`` (default ``local[2]``), any Spark master URL, or
+  ``sc://host:port`` for a Spark Connect server.
+* ``topology.spark.conf`` — Spark settings passed through as they are; they override Gale's
+  defaults (UI off, console progress off, Arrow on, WARN log level, Python workers on this
+  interpreter, shuffle partitions = local cores).
+
+No orphans: the driver JVM is a child of the worker reading its stdin; it exits when the pipe
+closes, which the kernel does when the worker dies, even by SIGKILL. The JVM's Python workers
+(``pyspark.daemon``) exit when the JVM closes their stdin. :meth:`SparkApplication.stop` does all
+of that explicitly, then kills whatever of that process tree is still alive. Every process of
+the application carries a marker: ``-Dgale.spark.marker=<id>`` on the JVM's command line and
+``GALE_SPARK_MARKER=<id>`` in its Python workers' environment.
+
+PySpark allows one SparkContext per process, so the application is per process too: handles
+with the same settings share it (reference counted, as when several local-mode topologies run in
+one process); a handle asking for different settings fails with a clear error.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Mapping
+from concurrent.futures import Future
+from dataclasses import dataclass
+from typing import Any
+
+import psutil
+
+from common.log import get_logger
+
+log = get_logger("spark")
+
+CONNECT_PREFIX = "sc://"
+MARKER_PROPERTY = "gale.spark.marker"
+MARKER_ENV = "GALE_SPARK_MARKER"
+DEFAULT_STOP_WAIT_SECS = 60.0
+
+
+class SparkStartError(Exception):
+    """The Spark application could not start; the message says why."""
+
+
+def local_cores(master: str) -> int | None:
+    """Cores of a ``local``, ``local[N]``, ``local[*]`` or ``local[N,F]`` master; None otherwise."""
+    if master == "local":
+        return 1
+    m = re.fullmatch(r"local\[(\*|\d+)(?:,\s*\d+)?\]", master)
+    if not m:
+        return None
+    return (os.cpu_count() or 1) if m.group(1) == "*" else int(m.group(1))
+
+
+def _conf_text(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+@dataclass(frozen=True)
+class SparkSettings:
+    """Everything that decides which Spark application a worker needs."""
+
+    master: str
+    conf: tuple[tuple[str, str], ...]
+    app_name: str = "gale"
+
+    @property
+    def connect(self) -> bool:
+        return self.master.startswith(CONNECT_PREFIX)
+
+    @property
+    def identity(self) -> tuple[str, tuple[tuple[str, str], ...]]:
+        """Two handles may share an application when their identities are equal."""
+        return (self.master, self.conf)
+
+    def conf_dict(self) -> dict[str, str]:
+        return dict(self.conf)
+
+
+def spark_settings(conf: Mapping[str, Any], app_name: str = "gale", local_dir: str = "") -> SparkSettings:
+    """The settings for a topology config (pure: no Spark, no environment)."""
+    master = str(conf.get("topology.spark.master") or "local[2]").strip()
+    user = {str(k): _conf_text(v) for k, v in dict(conf.get("topology.spark.conf") or {}).items()}
+    base: dict[str, str] = {}
+    if not master.startswith(CONNECT_PREFIX):
+        base = {
+            "spark.ui.enabled": "false",
+            "spark.ui.showConsoleProgress": "false",
+            "spark.sql.execution.arrow.pyspark.enabled": "true",
+            "spark.log.level": "WARN",
+            "spark.pyspark.python": sys.executable,
+            "spark.pyspark.driver.python": sys.executable,
+        }
+        cores = local_cores(master)
+        if cores:
+            # micro-batches are small: Spark's 200 shuffle partitions would be 200 tasks per batch
+            base["spark.sql.shuffle.partitions"] = str(max(1, cores))
+        if local_dir:
+            base["spark.local.dir"] = os.path.join(local_dir, "spark")
+    merged = {**base, **user}
+    return SparkSettings(master, tuple(sorted(merged.items())), app_name)
+
+
+# ------------------------------------------------------------------------------ the application
+
+
+class SparkApplication:
+    """One Spark application (driver in this process), started on a background thread."""
+
+    def __init__(self, settings: SparkSettings, stop_wait_secs: float = DEFAULT_STOP_WAIT_SECS):
+        self.settings = settings
+        self.marker = uuid.uuid4().hex
+        self.future: Future = Future()
+        self.session: Any = None
+        self.jvm_pid: int | None = None
+        self.start_secs: float | None = None
+        self.stop_wait_secs = stop_wait_secs
+        self._stopping = False
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+        self._started_at = 0.0
+
+    # ------------------------------------------------------------------ start
+    def start(self) -> None:
+        self._started_at = time.monotonic()
+        self._thread = threading.Thread(target=self._start, name="spark-start", daemon=True)
+        self._thread.start()
+
+    def _start(self) -> None:
+        log.info("spark-starting", master=self.settings.master, marker=self.marker)
+        try:
+            session = self._launch()
+        except BaseException as exc:  # noqa: BLE001 - any failure is the start's result
+            self.start_secs = time.monotonic() - self._started_at
+            log.error("spark-start-failed", master=self.settings.master, error=f"{type(exc).__name__}: {exc}")
+            self._teardown(None)
+            self.future.set_exception(
+                SparkStartError(f"Spark failed to start (master {self.settings.master!r}): {type(exc).__name__}: {exc}")
+            )
+            return
+        self.start_secs = time.monotonic() - self._started_at
+        with self._lock:
+            self.session = session
+            stopping = self._stopping
+        if stopping:
+            self.future.set_exception(SparkStartError("the worker stopped while Spark was starting"))
+            return
+        log.info("spark-ready", master=self.settings.master, start_secs=round(self.start_secs, 2), jvm_pid=self.jvm_pid)
+        self.future.set_result(session)
+
+    def _launch(self) -> Any:
+        settings = self.settings
+        if settings.connect:
+            try:
+                import grpc  # noqa: F401 - Spark Connect's client transport
+            except ImportError as exc:
+                raise SparkStartError(
+                    f"master {settings.master!r} is a Spark Connect endpoint, which needs the Spark Connect "
+                    "client: pip install 'pyspark[connect]' (grpcio, grpcio-status, googleapis-common-protos)"
+                ) from exc
+            from pyspark.sql import SparkSession
+
+            builder = SparkSession.builder.remote(settings.master).appName(settings.app_name)
+            for key, value in settings.conf:
+                builder = builder.config(key, value)
+            return builder.getOrCreate()
+
+        from pyspark import SparkContext
+        from pyspark.sql import SparkSession
+
+        conf = settings.conf_dict()
+        # Python workers run PYSPARK_PYTHON (read by PySpark from the environment). This process
+        # has one interpreter, so every Spark application it starts uses the same value.
+        os.environ["PYSPARK_PYTHON"] = conf.get("spark.pyspark.python", sys.executable)
+        java_opts = conf.get("spark.driver.extraJavaOptions", "")
+        conf["spark.driver.extraJavaOptions"] = f"{java_opts} -D{MARKER_PROPERTY}={self.marker}".strip()
+        conf[f"spark.executorEnv.{MARKER_ENV}"] = self.marker
+        builder = SparkSession.builder.master(settings.master).appName(settings.app_name)
+        for key, value in conf.items():
+            builder = builder.config(key, value)
+        try:
+            session = builder.getOrCreate()
+        finally:
+            gateway = SparkContext._gateway
+            proc = getattr(gateway, "proc", None)
+            if proc is not None:
+                self.jvm_pid = proc.pid
+        return session
+
+    # ------------------------------------------------------------------ state
+    def ready(self) -> bool:
+        return self.future.done() and self.future.exception() is None
+
+    def failed(self) -> bool:
+        return self.future.done() and self.future.exception() is not None
+
+    # ------------------------------------------------------------------ stop
+    def stop(self) -> None:
+        """Stop the application and every process it started. Waits for a start in progress
+        (up to ``stop_wait_secs``), then kills what is left of the process tree."""
+        with self._lock:
+            self._stopping = True
+        thread = self._thread
+        if thread is not None and thread.is_alive() and thread is not threading.current_thread():
+            thread.join(self.stop_wait_secs)
+        with self._lock:
+            session, self.session = self.session, None
+        self._teardown(session)
+
+    def _teardown(self, session: Any) -> None:
+        if session is not None:
+            try:
+                if self.settings.connect:
+                    session.interruptAll()
+                else:
+                    session.sparkContext.cancelAllJobs()
+            except Exception:  # noqa: BLE001 - best effort before stop
+                pass
+            try:
+                session.stop()
+            except Exception:  # noqa: BLE001 - the JVM may already be gone
+                log.warning("spark-stop-failed", exc_info=True)
+        if self.settings.connect:
+            return
+        self._stop_gateway()
+
+    def _stop_gateway(self) -> None:
+        """Close the py4j gateway, end the driver JVM and its Python workers."""
+        from pyspark import SparkContext
+
+        with SparkContext._lock:
+            gateway = SparkContext._gateway
+            SparkContext._gateway = None
+            SparkContext._jvm = None
+            SparkContext._active_spark_context = None
+        proc = getattr(gateway, "proc", None)
+        tree: list[psutil.Process] = []
+        pid = proc.pid if proc is not None else self.jvm_pid
+        if pid is not None:
+            try:
+                tree = psutil.Process(pid).children(recursive=True)
+            except psutil.Error:
+                tree = []
+        tree += self.marked_processes()
+        if gateway is not None:
+            try:
+                gateway.shutdown()
+            except Exception:  # noqa: BLE001
+                pass
+        if proc is not None:
+            try:
+                if proc.stdin is not None:
+                    proc.stdin.close()  # the JVM exits on EOF of its stdin
+            except OSError:
+                pass
+            try:
+                proc.wait(15)
+            except Exception:  # noqa: BLE001 - still alive after 15 s
+                log.warning("spark-jvm-kill", pid=proc.pid)
+                proc.kill()
+                proc.wait(10)
+        _, alive = psutil.wait_procs(list({p.pid: p for p in tree}.values()), timeout=5)
+        for p in alive:
+            try:
+                log.warning("spark-process-kill", pid=p.pid)
+                p.kill()
+            except psutil.Error:
+                pass
+        psutil.wait_procs(alive, timeout=5)
+
+    def marked_processes(self) -> list[psutil.Process]:
+        """Live descendants of this process that belong to this application (by marker)."""
+        return find_marked(self.marker, psutil.Process(os.getpid()).children(recursive=True))
+
+
+def process_marker(proc: psutil.Process) -> str | None:
+    """The Gale Spark marker a process carries (JVM command line or Python worker environment)."""
+    try:
+        for arg in proc.cmdline():
+            if arg.startswith(f"-D{MARKER_PROPERTY}="):
+                return arg.split("=", 1)[1]
+        return proc.environ().get(MARKER_ENV)
+    except psutil.Error:
+        return None
+
+
+def find_marked(marker: str, procs: list[psutil.Process] | None = None) -> list[psutil.Process]:
+    """The processes (all of the machine's by default) that carry ``marker``."""
+    out = []
+    for p in procs if procs is not None else psutil.process_iter():
+        if p.pid != os.getpid() and process_marker(p) == marker:
+            out.append(p)
+    return out
+
+
+# ------------------------------------------------------------------------------ handles
+
+
+class _ProcessSpark:
+    """The one Spark application of this process and how many handles hold it."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.app: SparkApplication | None = None
+        self.refs = 0
+
+    def acquire(self, settings: SparkSettings) -> SparkApplication:
+        with self.lock:
+            if self.app is None:
+                self.app = SparkApplication(settings)
+                self.refs = 0
+                self.app.start()
+            elif self.app.settings.identity != settings.identity:
+                raise SparkStartError(
+                    f"this process already runs a Spark application with other settings (master "
+                    f"{self.app.settings.master!r}); one worker process runs one Spark application, so all "
+                    "its topologies' Spark components must use the same topology.spark.master and topology.spark.conf"
+                )
+            self.refs += 1
+            return self.app
+
+    def release(self, app: SparkApplication) -> None:
+        with self.lock:
+            if app is not self.app:
+                return
+            self.refs -= 1
+            if self.refs > 0:
+                return
+            self.app = None
+        app.stop()
+
+
+_PROCESS_SPARK = _ProcessSpark()
+
+
+class SparkHandle:
+    """A worker's reference to the Spark application (``context.resources["spark"]``)."""
+
+    def __init__(self, app: SparkApplication | None, error: BaseException | None = None):
+        self._app = app
+        self._closed = False
+        if app is not None:
+            self.future: Future = app.future
+        else:
+            self.future = Future()
+            self.future.set_exception(error or SparkStartError("Spark is not available"))
+
+    @property
+    def settings(self) -> SparkSettings | None:
+        return self._app.settings if self._app is not None else None
+
+    @property
+    def marker(self) -> str | None:
+        return self._app.marker if self._app is not None else None
+
+    @property
+    def jvm_pid(self) -> int | None:
+        return self._app.jvm_pid if self._app is not None else None
+
+    @property
+    def start_secs(self) -> float | None:
+        return self._app.start_secs if self._app is not None else None
+
+    def ready(self) -> bool:
+        return not self._closed and self.future.done() and self.future.exception() is None
+
+    def failed(self) -> bool:
+        return self.future.done() and self.future.exception() is not None
+
+    @property
+    def error(self) -> BaseException | None:
+        return self.future.exception() if self.future.done() else None
+
+    def status(self) -> str:
+        if self._closed:
+            return "closed"
+        if not self.future.done():
+            return "starting"
+        return "failed" if self.failed() else "ready"
+
+    @property
+    def session(self) -> Any:
+        """The SparkSession; raises :class:`SparkStartError` unless ready."""
+        if self._closed:
+            raise SparkStartError("the Spark application was closed")
+        if not self.future.done():
+            raise SparkStartError("Spark is still starting")
+        return self.future.result()
+
+    def wait(self, timeout: float | None = None) -> Any:
+        """Block until Spark is ready (tests, benchmarks, tools; never an executor thread)."""
+        return self.future.result(timeout)
+
+    def close(self) -> None:
+        """Release this worker's reference; the last one stops Spark and its processes."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._app is not None:
+            _PROCESS_SPARK.release(self._app)
+
+
+def acquire_spark(settings: SparkSettings) -> SparkHandle:
+    """A handle on this process's Spark application, starting it (in the background) if needed.
+    Never raises: a failure is on the handle's future."""
+    try:
+        return SparkHandle(_PROCESS_SPARK.acquire(settings))
+    except SparkStartError as exc:
+        log.error("spark-unavailable", error=str(exc))
+        return SparkHandle(None, exc)
+
+
+def start_spark_for(runtime: Any) -> SparkHandle:
+    """The worker runtime's hook: Spark for the topology's Spark components (background start)."""
+    name = f"gale-{runtime.topology_id}"
+    if getattr(runtime, "worker_port", 0):
+        name += f"-{runtime.worker_port}"
+    return acquire_spark(spark_settings(runtime.conf, app_name=name, local_dir=getattr(runtime, "local_dir", "")))
