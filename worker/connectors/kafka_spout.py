@@ -1,0 +1,505 @@
+"""KafkaSpout: reads Kafka topics; its tasks form a ZooKeeper consumer group (seed 004).
+
+::
+
+    from worker.connectors.kafka_spout import KafkaSpout
+    builder.set_spout("sentences", KafkaSpout, 2, kwargs={"fields": ["value"]})
+    conf = {"kafka.bootstrap.servers": "127.0.0.1:9092", "kafka.topic": "sentences", "kafka.group": "wc"}
+
+Each task is one member of the group ``kafka.group`` (see :mod:`worker.connectors.kafka_member`):
+it owns a contiguous range of each topic's partitions and reads them with kafka-python by manual
+assignment (``assign``/``seek``; no broker-side group coordinator). Every record is emitted with
+the message id ``(topic, partition, offset)``:
+
+* ack → the offset is done; the committed offset (``/consumers/<group>/offsets/<topic>/<p>``, every
+  ``kafka.commit.interval.ms`` and on deactivate/close) is the lowest offset not yet acked.
+* fail → the offset is re-read from the broker and re-emitted after a backoff
+  (``kafka.retry.*``); with ``kafka.retry.limit`` >= 0 it is dropped after that many retries
+  (counted in ``kafka_dropped`` and logged).
+* A committed offset outside the broker's range (below the log start, past the high watermark)
+  is reset by ``kafka.offset.reset`` (``earliest``/``latest``) and counted in
+  ``kafka_offset_out_of_range``. Tansu never answers OFFSET_OUT_OF_RANGE and its ListOffsets(latest)
+  is wrong after multi-record batches, so both bounds are checked here: the log start with
+  ListOffsets(earliest), the high watermark from fetch responses.
+* On a rebalance the spout stops emitting, its offsets are committed and the partitions released;
+  acks of tuples from partitions it lost are ignored (the new owner resumes from the committed
+  offset, so they are replayed there: at-least-once).
+
+Output fields are chosen with ``fields`` from topic, partition, offset, key, value, timestamp;
+``decode`` turns key and value bytes into ``utf-8`` text (default), parsed ``json``, or leaves
+``bytes``. ``config`` holds ``kafka.*`` keys for this component that override the topology's.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+from collections import deque
+from typing import Any
+
+from common.clock import REAL_CLOCK
+from common.errors import ConfigError, GaleError
+from common.log import get_logger
+from common.topology.components import Spout
+from common.zk import start_client
+from worker.connectors.kafka_config import SPOUT_KEYS, merged, spout_settings
+from worker.connectors.kafka_group import (
+    BrokerPaths,
+    ConsumerGroupPaths,
+    TopicPartition,
+    broker_address,
+    consumer_id_string,
+    parse_topic_partitions,
+)
+from worker.connectors.kafka_member import Assignment, GroupMember
+from worker.connectors.kafka_offsets import DROP, EARLIEST, EMIT_RETRY, SKIP, OffsetTracker
+from worker.connectors.metrics import TaskCounters
+
+log = get_logger("kafka.spout")
+
+RECORD_FIELDS = ("topic", "partition", "offset", "key", "value", "timestamp")
+DECODERS = ("utf-8", "json", "bytes")
+COUNTERS = (
+    "kafka_retried", "kafka_dropped", "kafka_lost", "kafka_offset_out_of_range", "kafka_decode_errors",
+    "kafka_rebalances", "kafka_rebalance_failures", "kafka_commit_writes", "kafka_owned_partitions",
+)
+HOUSEKEEPING_SECS = 0.02
+APPLY_RETRY_SECS = 1.0
+
+
+def _decoder(kind: str):
+    if kind == "bytes":
+        return lambda b: b
+    if kind == "json":
+        return lambda b: None if b is None else json.loads(b)
+    return lambda b: None if b is None else b.decode("utf-8", errors="replace")
+
+
+def discover_brokers(client: Any, paths: BrokerPaths) -> list[str]:
+    """PLAINTEXT ``host:port`` of every broker registered under ``<root>/brokers/ids``."""
+    found = []
+    try:
+        ids = client.get_children(paths.ids_dir)
+    except Exception as exc:  # noqa: BLE001 - NoNode and friends: say where we looked
+        raise ConfigError(f"kafka.zookeeper.discovery: cannot list brokers at {paths.ids_dir}: {exc!r}") from None
+    for broker_id in sorted(ids):
+        path = paths.broker(broker_id)
+        try:
+            data, _ = client.get(path)
+        except Exception:  # noqa: BLE001 - broker left meanwhile
+            continue
+        address = broker_address(data, path)
+        if address:
+            found.append(address)
+    if not found:
+        raise ConfigError(f"kafka.zookeeper.discovery: no broker with a PLAINTEXT listener under {paths.ids_dir}")
+    return found
+
+
+class KafkaSpout(Spout):
+    def __init__(self, config: dict[str, Any] | None = None, fields: list[str] | tuple[str, ...] = ("value",),
+                 decode: str = "utf-8"):
+        self.config = dict(config or {})
+        merged({}, self.config, SPOUT_KEYS)  # unknown keys fail at build time
+        self.fields = list(fields)
+        bad = [f for f in self.fields if f not in RECORD_FIELDS]
+        if bad or not self.fields:
+            raise ConfigError(f"KafkaSpout fields {self.fields!r}: choose from {', '.join(RECORD_FIELDS)}")
+        if decode not in DECODERS:
+            raise ConfigError(f"KafkaSpout decode {decode!r}: expected one of {', '.join(DECODERS)}")
+        self.decode = decode
+
+    def declare_output_fields(self, declarer):
+        declarer.declare(self.fields)
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def open(self, conf, context, collector):
+        super().open(conf, context, collector)
+        self.settings = s = spout_settings(conf, self.config, conf.get("storm.zookeeper.session.timeout"))
+        self.log = log.bind(group=s.group, task=context.task_id, component=context.component_id)
+        self.counters = TaskCounters(collector, COUNTERS)
+        self._getters = [self._getter(f) for f in self.fields]
+        self._clock = REAL_CLOCK
+        self.zk_client = None
+        self.consumer = None
+        self._member: GroupMember | None = None
+        try:
+            self.zk_client = self._start_zookeeper(conf)
+            broker_paths = BrokerPaths(s.zk_root)
+            bootstrap = s.bootstrap_servers or discover_brokers(self.zk_client, broker_paths)
+            self.consumer = self._start_consumer(bootstrap, context)
+            self._partitions = self._initial_partitions(bootstrap, broker_paths)
+            self.consumer_id = consumer_id_string(s.group, socket.gethostname(), int(self._clock.time() * 1000))
+            self._member = GroupMember(
+                self.zk_client,
+                ConsumerGroupPaths(s.zk_root, s.group),
+                self.consumer_id,
+                s.topics,
+                self._offsets_snapshot,
+                partitions=None if s.zk_discovery else self._topic_partitions,
+                broker_paths=broker_paths if s.zk_discovery else None,
+                commit_interval=s.commit_interval,
+                backoff=s.rebalance_backoff,
+                max_retries=s.rebalance_max_retries,
+                clock=self._clock,
+                name=f"{context.component_id}-{context.task_id}",
+            )
+            self._trackers: dict[TopicPartition, OffsetTracker] = {}
+            self._generation = 0
+            self._buffer: deque = deque()
+            self._probe: set[TopicPartition] = set()
+            self._validate: dict[TopicPartition, int] = {}
+            self._next_housekeeping = 0.0
+            self._next_refresh = self._clock.monotonic() + s.partition_refresh
+            self._apply_retry_at = 0.0
+            self._seen = {"rebalances": 0, "rebalance_failures": 0, "commit_writes": 0}
+            self._member.start()
+        except BaseException:
+            self._close_clients()
+            raise
+        self.log.info("kafka-spout-open", consumer=self.consumer_id, topics=s.topics, bootstrap=bootstrap)
+
+    def _start_zookeeper(self, conf):
+        s = self.settings
+        zk_conf = dict(conf)
+        if s.zk_servers:
+            zk_conf["storm.zookeeper.servers"] = s.zk_servers
+            zk_conf.pop("storm.zookeeper.auth.scheme", None)
+            zk_conf.pop("storm.zookeeper.auth.payload", None)
+        if s.zk_session_timeout_ms:
+            zk_conf["storm.zookeeper.session.timeout"] = s.zk_session_timeout_ms
+        try:
+            return start_client(zk_conf)
+        except Exception as exc:  # noqa: BLE001 - kazoo's timeout says too little
+            hosts = s.zk_servers or zk_conf.get("storm.zookeeper.servers")
+            raise GaleError(f"Kafka spout: cannot connect to ZooKeeper {hosts} for consumer group {s.group!r}: "
+                            f"{type(exc).__name__}: {exc}") from exc
+
+    def _start_consumer(self, bootstrap, context):
+        from kafka import KafkaConsumer
+        from kafka.errors import KafkaError
+
+        s = self.settings
+        options = dict(
+            bootstrap_servers=bootstrap,
+            group_id=None,
+            enable_auto_commit=False,
+            auto_offset_reset="none",
+            allow_auto_create_topics=False,
+            bootstrap_timeout_ms=s.bootstrap_timeout_ms,
+            max_poll_records=s.fetch_max_records,
+            metadata_max_age_ms=int(s.partition_refresh * 1000),
+            client_id=f"gale-{context.topology_id}-{context.task_id}",
+        )
+        options.update(s.consumer_config)
+        try:
+            return KafkaConsumer(**options)
+        except KafkaError as exc:
+            raise GaleError(
+                f"Kafka spout: cannot reach the Kafka brokers {','.join(bootstrap)} (kafka.bootstrap.servers) "
+                f"within {s.bootstrap_timeout_ms} ms: {type(exc).__name__}: {exc}"
+            ) from exc
+
+    def _initial_partitions(self, bootstrap, broker_paths: BrokerPaths) -> dict[str, list[int]]:
+        s = self.settings
+        out = {}
+        for topic in s.topics:
+            if s.zk_discovery:
+                path = broker_paths.topic(topic)
+                stat = self.zk_client.exists(path)
+                parts = parse_topic_partitions(self.zk_client.get(path)[0], path) if stat else []
+                where = f"ZooKeeper {path}"
+            else:
+                parts = sorted(self.consumer.partitions_for_topic(topic) or ())
+                where = f"the brokers {','.join(bootstrap)}"
+            if not parts:
+                raise ConfigError(
+                    f"kafka.topic: topic {topic!r} does not exist on {where}; create it first "
+                    f"(the spout never creates topics)"
+                )
+            out[topic] = parts
+        return out
+
+    def _close_clients(self) -> None:
+        if self.consumer is not None:
+            try:
+                self.consumer.close()
+            except Exception:  # noqa: BLE001
+                pass
+            self.consumer = None
+        if self.zk_client is not None:
+            try:
+                self.zk_client.stop()
+                self.zk_client.close()
+            except Exception:  # noqa: BLE001
+                pass
+
+    def deactivate(self):
+        if self._member is not None and not self._member.commit(wait=5.0):
+            self.log.warning("kafka-commit-on-deactivate-timed-out")
+
+    def close(self):
+        if self._member is not None:
+            self._member.stop()
+            self._publish_member_counters()
+        self._close_clients()
+        self.log.info("kafka-spout-closed", consumer=getattr(self, "consumer_id", None))
+
+    # ------------------------------------------------------------------ emitting
+
+    def next_tuple(self):
+        member = self._member
+        if member.paused:
+            return
+        assignment = member.assignment
+        now = self._clock.monotonic()
+        if assignment.generation != self._generation:
+            if now >= self._apply_retry_at:
+                self._apply(assignment, now)
+            return
+        if now >= self._next_housekeeping:
+            self._housekeeping(now)
+        buf = self._buffer
+        if not buf:
+            self._fill()
+            if not buf:
+                return
+        with member.lock:
+            if member.paused or member.assignment.generation != self._generation:
+                return
+            trackers = self._trackers
+            while buf:
+                rec = buf.popleft()
+                tracker = trackers.get((rec.topic, rec.partition))
+                if tracker is None:
+                    continue
+                verdict = tracker.on_record(rec.offset, now)
+                if verdict == SKIP:
+                    continue
+                try:
+                    values = [get(rec) for get in self._getters]
+                except ValueError as exc:  # undecodable: a poison record is done, not retried forever
+                    tracker.ack(rec.offset)
+                    self.counters.incr("kafka_decode_errors")
+                    self.collector.report_error(f"Kafka record {rec.topic}-{rec.partition}@{rec.offset} "
+                                                f"cannot be decoded as {self.decode}: {exc}")
+                    continue
+                self.collector.emit(values, msg_id=(rec.topic, rec.partition, rec.offset))
+                if verdict == EMIT_RETRY:
+                    self.counters.incr("kafka_retried")
+                return
+
+    def ack(self, msg_id):
+        topic, partition, offset = msg_id
+        with self._member.lock:
+            tracker = self._trackers.get((topic, partition))
+            if tracker is not None:
+                tracker.ack(offset)
+
+    def fail(self, msg_id):
+        topic, partition, offset = msg_id
+        with self._member.lock:
+            tracker = self._trackers.get((topic, partition))
+            verdict = tracker.fail(offset, self._clock.monotonic()) if tracker is not None else None
+        if verdict == DROP:
+            self.counters.incr("kafka_dropped")
+            self.log.warning("kafka-tuple-dropped", topic=topic, partition=partition, offset=offset,
+                             retry_limit=self.settings.retry.limit)
+
+    def _getter(self, name: str):
+        decode = _decoder(self.decode)
+        if name == "value":
+            return lambda r: decode(r.value)
+        if name == "key":
+            return lambda r: decode(r.key)
+        return lambda r: getattr(r, name)
+
+    # ------------------------------------------------------------------ consumer upkeep
+
+    def _fill(self) -> None:
+        from kafka.errors import KafkaError, OffsetOutOfRangeError
+
+        try:
+            batches = self.consumer.poll(timeout_ms=0, max_records=self.settings.fetch_max_records)
+        except OffsetOutOfRangeError as exc:
+            # a real Kafka broker: the fetch position is outside the log
+            for tp, offset in (exc.args[0] if exc.args and isinstance(exc.args[0], dict) else {}).items():
+                self._out_of_range((tp.topic, tp.partition), offset)
+            return
+        except KafkaError as exc:
+            self.log.warning("kafka-poll-failed", error=f"{type(exc).__name__}: {exc}")
+            return
+        for ktp, records in batches.items():
+            tp = (ktp.topic, ktp.partition)
+            self._validate.pop(tp, None)  # records at the stored offset: it was in range
+            if tp in self._probe:
+                continue
+            self._buffer.extend(records)
+        if self._probe or self._validate:
+            self._check_watermarks()
+
+    def _check_watermarks(self) -> None:
+        """Resolve 'latest' starts and validate stored offsets against the fetched high watermark."""
+        from kafka import TopicPartition as KTP
+
+        for tp in list(self._probe):
+            hw = self.consumer.highwater(KTP(*tp))
+            if hw is not None:
+                self._probe.discard(tp)
+                self._start(tp, hw)
+        for tp, stored in list(self._validate.items()):
+            hw = self.consumer.highwater(KTP(*tp))
+            if hw is not None:
+                del self._validate[tp]
+                if stored > hw:
+                    self._out_of_range(tp, stored, high_watermark=hw)
+
+    def _start(self, tp: TopicPartition, offset: int) -> None:
+        from kafka import TopicPartition as KTP
+
+        tracker = OffsetTracker(offset, self.settings.retry)
+        with self._member.lock:
+            self._trackers = {**self._trackers, tp: tracker}
+        self.consumer.seek(KTP(*tp), offset)
+        self._purge(tp)
+
+    def _purge(self, tp: TopicPartition) -> None:
+        if self._buffer:
+            self._buffer = deque(r for r in self._buffer if (r.topic, r.partition) != tp)
+
+    def _out_of_range(self, tp: TopicPartition, position: int, log_start: int | None = None,
+                      high_watermark: int | None = None) -> None:
+        from kafka import TopicPartition as KTP
+
+        ktp = KTP(*tp)
+        policy = self.settings.offset_reset
+        if policy == EARLIEST:
+            target = log_start if log_start is not None else self.consumer.beginning_offsets([ktp], 5000)[ktp]
+        else:
+            target = high_watermark if high_watermark is not None else self.consumer.end_offsets([ktp], 5000)[ktp]
+        with self._member.lock:
+            tracker = self._trackers.get(tp)
+            lost = tracker.reset(target) if tracker is not None else 0
+        if tracker is None:
+            self._start(tp, target)
+        else:
+            self.consumer.seek(ktp, target)
+            self._purge(tp)
+        self.counters.incr("kafka_offset_out_of_range")
+        self.counters.incr("kafka_lost", lost)
+        self.log.warning("kafka-offset-out-of-range", topic=tp[0], partition=tp[1], offset=position,
+                         log_start=log_start, high_watermark=high_watermark, policy=policy, reset_to=target,
+                         lost_failed=lost)
+
+    def _apply(self, a: Assignment, now: float) -> None:
+        """Take over a new assignment: drop lost partitions, position the new ones."""
+        from kafka import TopicPartition as KTP
+        from kafka.errors import KafkaError
+
+        self._apply_retry_at = now + APPLY_RETRY_SECS  # if anything below fails, try again later
+        keep = {tp: t for tp, t in self._trackers.items() if tp in a.retained}
+        fresh = sorted(a.partitions - set(keep))
+        ends: dict = {}
+        try:
+            if set(self._trackers) - set(keep):
+                # forget the consumer's state (high watermark) of every partition we did not keep
+                self.consumer.assign([KTP(*tp) for tp in sorted(keep)])
+            self.consumer.assign([KTP(*tp) for tp in sorted(a.partitions)])
+            starts: dict[TopicPartition, int] = {}
+            probe, validate = set(), {}
+            if fresh:
+                ktps = [KTP(*tp) for tp in fresh]
+                log_start = {(k.topic, k.partition): v for k, v in self.consumer.beginning_offsets(ktps, 5000).items()}
+                for tp in fresh:
+                    stored = a.start_offsets.get(tp)
+                    if stored is not None and stored < log_start[tp]:
+                        self.counters.incr("kafka_offset_out_of_range")
+                        self.log.warning("kafka-offset-out-of-range", topic=tp[0], partition=tp[1], offset=stored,
+                                         log_start=log_start[tp], policy=self.settings.offset_reset)
+                        stored = None
+                    if stored is not None:
+                        starts[tp] = stored
+                        validate[tp] = stored
+                    elif self.settings.offset_reset == EARLIEST:
+                        starts[tp] = log_start[tp]
+                    else:
+                        probe.add(tp)
+                if probe:
+                    ends = self.consumer.end_offsets([KTP(*tp) for tp in sorted(probe)], 5000)
+        except KafkaError as exc:
+            self.log.warning("kafka-assign-failed", error=f"{type(exc).__name__}: {exc}")
+            return
+        trackers = dict(keep)
+        for tp, offset in starts.items():
+            trackers[tp] = OffsetTracker(offset, self.settings.retry)
+        self._buffer.clear()
+        for tp, tracker in keep.items():
+            self.consumer.seek(KTP(*tp), tracker.fetch_position)
+        for tp, offset in starts.items():
+            self.consumer.seek(KTP(*tp), offset)
+        for ktp, end in ends.items():
+            # 'latest': read from ListOffsets(latest) until a fetch reports the true high watermark
+            self.consumer.seek(ktp, end)
+        self._probe, self._validate = probe, validate
+        dropped = len(self._trackers) - len(keep)
+        with self._member.lock:
+            self._trackers = trackers
+            self._generation = a.generation
+        self.counters.incr("kafka_owned_partitions", len(a.partitions) - self.counters["kafka_owned_partitions"])
+        self.log.info("kafka-assignment", generation=a.generation, owned=[f"{t}-{p}" for t, p in sorted(a.partitions)],
+                      kept=len(keep), dropped=dropped, probing=len(probe))
+
+    def _housekeeping(self, now: float) -> None:
+        from kafka import TopicPartition as KTP
+
+        self._next_housekeeping = now + HOUSEKEEPING_SECS
+        with self._member.lock:
+            seeks = [(tp, t.seek_target(now)) for tp, t in self._trackers.items() if t.failed]
+            seeks = [(tp, o) for tp, o in seeks if o is not None]
+            for tp, offset in seeks:
+                self._trackers[tp].seek(offset)
+        for tp, offset in seeks:
+            self.consumer.seek(KTP(*tp), offset)
+            self._purge(tp)
+        self._publish_member_counters()
+        if not self.settings.zk_discovery and now >= self._next_refresh:
+            self._next_refresh = now + self.settings.partition_refresh
+            self._refresh_partitions()
+
+    def _refresh_partitions(self) -> None:
+        current = dict(self._partitions)
+        for topic in self.settings.topics:
+            parts = sorted(self.consumer.partitions_for_topic(topic) or ())
+            if parts and parts != current[topic]:
+                self.log.info("kafka-partitions-changed", topic=topic, before=len(current[topic]), after=len(parts))
+                current[topic] = parts
+        if current != self._partitions:
+            self._partitions = current
+            self._member.partitions_changed()
+
+    def _topic_partitions(self, topic: str) -> list[int]:
+        """Partitions of ``topic`` as last seen in Kafka's metadata (read by the member thread)."""
+        return self._partitions[topic]
+
+    def _publish_member_counters(self) -> None:
+        m = self._member
+        for attr, name in (("rebalances", "kafka_rebalances"), ("rebalance_failures", "kafka_rebalance_failures"),
+                           ("commit_writes", "kafka_commit_writes")):
+            value = getattr(m, attr)
+            self.counters.incr(name, value - self._seen[attr])
+            self._seen[attr] = value
+
+    def _offsets_snapshot(self):
+        """Called by the group member, under its lock: the offsets to commit."""
+        return self._generation, {tp: t.committed() for tp, t in self._trackers.items()}
+
+    # ------------------------------------------------------------------ introspection (tests, UI)
+
+    @property
+    def member(self) -> GroupMember:
+        return self._member
+
+    def committed_offsets(self) -> dict[TopicPartition, int]:
+        with self._member.lock:
+            return {tp: t.committed() for tp, t in self._trackers.items()}
