@@ -168,3 +168,24 @@ class FailFirstAttempt(Bolt):
 
 class WordSink(SparkSink):
     """Parquet sink keyed by id (the path comes from the constructor arguments)."""
+
+
+class PythonCount(SparkBolt):
+    """Counts words per batch in plain Python, standing in for a Spark job, so executor tests run
+    without a JVM. With ``hang`` (an Event) set, batches containing the word "hang" block on it."""
+
+    output_fields = ["word", "count"]
+    hang = None
+
+    def spark_job(self, spark, tuples):
+        from worker.spark.executor import BatchResult
+        from worker.spark.lineage import Anchoring, Lineage
+
+        if self.hang is not None and any(t["word"] == "hang" for t in tuples):
+            self.hang.wait(60)
+        groups: dict[str, list[int]] = {}
+        for i, t in enumerate(tuples):
+            groups.setdefault(t["word"], []).append(i)
+        values = [[w, len(ix)] for w, ix in groups.items()]
+        anchors = [ix[0] if len(ix) == 1 else tuple(ix) for ix in groups.values()]
+        return BatchResult(values=values, anchoring=Anchoring(anchors), lineage=Lineage("keys"))
