@@ -24,7 +24,7 @@ SPOUT_KEYS: dict[str, tuple[Any, str]] = {
     "kafka.group": (None, "consumer group id: names /consumers/<group> in ZooKeeper"),
     "kafka.zookeeper.root": ("/", "root of the Kafka layout (/consumers, /brokers) in ZooKeeper"),
     "kafka.zookeeper.servers": (None, "ZooKeeper of the group (default: storm.zookeeper.servers)"),
-    "kafka.zookeeper.session.timeout.ms": (None, "session timeout (default: storm.zookeeper.session.timeout)"),
+    "kafka.zk.session.timeout.ms": (None, "session timeout (default: storm.zookeeper.session.timeout)"),
     "kafka.zookeeper.discovery": (False, "read brokers and partitions from <root>/brokers (ZooKeeper-mode Kafka)"),
     "kafka.offset.reset": ("earliest", "where to start without a committed offset, or when it is out of range"),
     "kafka.commit.interval.ms": (2000, "period of offset commits to ZooKeeper"),
@@ -165,8 +165,8 @@ def spout_settings(conf: Mapping[str, Any], overrides: Mapping[str, Any] | None 
     if c["kafka.zookeeper.servers"] is not None:
         zk_servers = servers("kafka.zookeeper.servers", c["kafka.zookeeper.servers"])
     zk_timeout = None
-    if c["kafka.zookeeper.session.timeout.ms"] is not None:
-        zk_timeout = _int(c, "kafka.zookeeper.session.timeout.ms", 1)
+    if c["kafka.zk.session.timeout.ms"] is not None:
+        zk_timeout = _int(c, "kafka.zk.session.timeout.ms", 1)
     reset = c["kafka.offset.reset"]
     if reset not in RESET_POLICIES:
         raise _fail("kafka.offset.reset", reset, "one of " + ", ".join(RESET_POLICIES))

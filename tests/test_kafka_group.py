@@ -1,0 +1,290 @@
+"""The ZooKeeper consumer group: pure range assignment and layout, then GroupMember on a real ZooKeeper."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from common.config import validate
+from worker.connectors.kafka_config import BOLT_KEYS, SPOUT_KEYS
+from worker.connectors.kafka_group import (
+    BrokerPaths,
+    ConsumerGroupPaths,
+    GroupDataError,
+    Registration,
+    broker_address,
+    consumer_id_string,
+    parse_offset,
+    parse_registration,
+    parse_topic_partitions,
+    range_assign,
+    registration_json,
+)
+from worker.connectors.kafka_member import GroupMember
+
+# ------------------------------------------------------------------------------------ range assignment
+
+
+def test_range_assignment_example_from_the_kafka_source():
+    # 5 partitions, 2 consumers x 2 streams: C1-0 p0,p1; C1-1 p2; C2-0 p3; C2-1 p4
+    got = range_assign({"t": range(5)}, {"C1": {"t": 2}, "C2": {"t": 2}})
+    assert got == {
+        "C1-0": [("t", 0), ("t", 1)],
+        "C1-1": [("t", 2)],
+        "C2-0": [("t", 3)],
+        "C2-1": [("t", 4)],
+    }
+
+
+def test_thread_ids_sort_as_strings():
+    # "c-10" sorts before "c-2": with 3 partitions and 11 threads only c-0, c-1, c-10 get one
+    got = range_assign({"t": [0, 1, 2]}, {"c": {"t": 11}})
+    assert got["c-0"] == [("t", 0)] and got["c-1"] == [("t", 1)] and got["c-10"] == [("t", 2)]
+    assert got["c-2"] == [] and got["c-9"] == []
+
+
+def test_partitions_sort_numerically_and_topics_are_independent():
+    got = range_assign({"a": [10, 2, 1], "b": [0, 1]}, {"x": {"a": 1, "b": 1}, "y": {"a": 1}})
+    assert got == {"x-0": [("a", 1), ("a", 2), ("b", 0), ("b", 1)], "y-0": [("a", 10)]}
+
+
+def test_more_members_than_partitions_leaves_some_idle():
+    got = range_assign({"t": [0, 1]}, {f"m{i}": {"t": 1} for i in range(4)})
+    assert [got[f"m{i}-0"] for i in range(4)] == [[("t", 0)], [("t", 1)], [], []]
+
+
+def test_wildcard_members_count_for_matching_topics():
+    regs = {"java": Registration({"lo.*": 1}, "white_list"), "gale": Registration({"logs": 1}, "static")}
+    got = range_assign({"logs": range(4)}, regs)
+    assert sorted(got) == ["gale-0", "java-0"]
+    black = {"java": Registration({"lo.*": 1}, "black_list"), "gale": Registration({"logs": 1}, "static")}
+    assert sorted(range_assign({"logs": range(4)}, black)) == ["gale-0"]
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    n_parts=st.integers(0, 40),
+    members=st.dictionaries(st.text("abcxyz-_0123456789", min_size=1, max_size=12), st.integers(1, 4),
+                            min_size=1, max_size=8),
+)
+def test_range_assignment_properties(n_parts, members):
+    got = range_assign({"t": range(n_parts)}, {m: {"t": n} for m, n in members.items()})
+    threads = sorted(got)
+    assert len(threads) == sum(members.values())
+    # every partition exactly once
+    flat = [p for t in threads for (_, p) in got[t]]
+    assert sorted(flat) == list(range(n_parts))
+    # contiguous ranges in thread order, sizes differing by at most one, bigger ones first
+    assert flat == list(range(n_parts))
+    sizes = [len(got[t]) for t in threads]
+    assert max(sizes) - min(sizes) <= 1
+    assert sizes == sorted(sizes, reverse=True)
+
+
+# ------------------------------------------------------------------------------------ layout and payloads
+
+
+def test_paths_under_the_default_and_a_custom_root():
+    p = ConsumerGroupPaths("/", "g")
+    assert p.member("c1") == "/consumers/g/ids/c1"
+    assert p.owner("t", 3) == "/consumers/g/owners/t/3"
+    assert p.offset("t", 3) == "/consumers/g/offsets/t/3"
+    q = ConsumerGroupPaths("/kafka/", "g")
+    assert q.ids_dir == "/kafka/consumers/g/ids"
+    b = BrokerPaths("/kafka")
+    assert b.broker(1) == "/kafka/brokers/ids/1"
+    assert b.partition_state("t", 0) == "/kafka/brokers/topics/t/partitions/0/state"
+    with pytest.raises(ValueError, match="legal Kafka name"):
+        ConsumerGroupPaths("/", "bad/group")
+
+
+def test_consumer_id_and_registration_payload():
+    cid = consumer_id_string("g", "host1", 1700000000123, "0123456789abcdef")
+    assert cid == "g_host1-1700000000123-01234567"
+    doc = json.loads(registration_json({"t": 1}, 1700000000123))
+    assert doc == {"version": 1, "subscription": {"t": 1}, "pattern": "static", "timestamp": "1700000000123"}
+    assert parse_registration(registration_json({"t": 1}, 5)).streams_for("t") == 1
+    with pytest.raises(GroupDataError, match="/x"):
+        parse_registration(b"{nope", "/x")
+    assert parse_offset(b"42") == 42
+    with pytest.raises(GroupDataError, match="not a decimal"):
+        parse_offset(b"{\"offset\": 1}", "/o")
+
+
+def test_broker_and_topic_payloads():
+    v1 = json.dumps({"version": 1, "host": "h", "port": 9092, "jmx_port": -1, "timestamp": "1"}).encode()
+    assert broker_address(v1) == "h:9092"
+    v4 = json.dumps({"version": 4, "host": None, "port": -1, "endpoints": ["CLIENT://a:1", "SSL://b:2"],
+                     "listener_security_protocol_map": {"CLIENT": "PLAINTEXT", "SSL": "SSL"}}).encode()
+    assert broker_address(v4) == "a:1"
+    ssl_only = json.dumps({"version": 4, "host": None, "port": -1, "endpoints": ["SSL://b:2"],
+                           "listener_security_protocol_map": {"SSL": "SSL"}}).encode()
+    assert broker_address(ssl_only) is None
+    assert parse_topic_partitions(b'{"version":1,"partitions":{"1":[0],"0":[0],"10":[0]}}') == [0, 1, 10]
+
+
+def test_connector_keys_are_accepted_as_topology_config():
+    # user keys must not look like typos of Gale's own keys
+    validate({k: "x" for k in {*SPOUT_KEYS, *BOLT_KEYS, "kafka.spout.parallelism"}}, allow_user_keys=True)
+
+
+# ------------------------------------------------------------------------------------ GroupMember on ZooKeeper
+
+
+class FakeSpout:
+    """Stands in for the spout: reports offsets for the member's current generation."""
+
+    def __init__(self):
+        self.member = None
+        self.offsets = {}
+
+    def snapshot(self):
+        return self.member.assignment.generation, dict(self.offsets)
+
+
+def make_member(client, topics=("t",), partitions=4, backoff=0.1, name="m", **kwargs):
+    fake = FakeSpout()
+    n = {"t": partitions} if isinstance(partitions, int) else partitions
+    member = GroupMember(
+        client, ConsumerGroupPaths("/", "g"), consumer_id_string("g", "host", int(time.time() * 1000)),
+        list(topics), fake.snapshot, partitions=kwargs.pop("parts_fn", lambda t: list(range(n[t]))),
+        commit_interval=kwargs.pop("commit_interval", 0.2), backoff=backoff, max_retries=3, name=name, **kwargs,
+    )
+    fake.member = member
+    return member, fake
+
+
+def wait_for(predicate, timeout=20.0, what="condition"):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.02)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def ready(*members):
+    return all(not m.paused for m in members)
+
+
+@pytest.mark.timeout(60)
+def test_members_split_partitions_and_a_leaving_member_hands_them_over(zk, zk_client_factory):
+    a, _ = make_member(zk_client_factory(), name="a")
+    b, _ = make_member(zk_client_factory(), name="b")
+    a.start()
+    b.start()
+    try:
+        wait_for(lambda: ready(a, b) and len(a.owned) + len(b.owned) == 4, what="2+2 split")
+        first, second = sorted([a, b], key=lambda m: m.thread_id)
+        assert sorted(first.owned) == [("t", 0), ("t", 1)] and sorted(second.owned) == [("t", 2), ("t", 3)]
+        owners = {p: zk.get(f"/consumers/g/owners/t/{p}")[0].decode() for p in range(4)}
+        assert owners == {0: first.thread_id, 1: first.thread_id, 2: second.thread_id, 3: second.thread_id}
+        a.stop()
+        wait_for(lambda: ready(b) and len(b.owned) == 4, what="b owning everything")
+        assert zk.get_children("/consumers/g/ids") == [b.consumer_id]
+        assert {zk.get(f"/consumers/g/owners/t/{p}")[0].decode() for p in range(4)} == {b.thread_id}
+    finally:
+        a.stop()
+        b.stop()
+
+
+@pytest.mark.timeout(60)
+def test_claim_conflict_releases_and_retries_until_the_old_owner_is_gone(zk, zk_client_factory):
+    stale = zk_client_factory()
+    stale.create("/consumers/g/owners/t/3", b"g_dead-1-deadbeef-0", ephemeral=True, makepath=True)
+    m, _ = make_member(zk_client_factory(), backoff=0.1)
+    m.start()
+    try:
+        wait_for(lambda: m.rebalance_failures >= 3, what="failed claim attempts")
+        # it released what it had claimed in each failed attempt and does not emit
+        assert m.paused and m.owned == frozenset()
+        assert sorted(zk.get_children("/consumers/g/owners/t")) == ["3"]
+        stale.stop()  # the dead owner's session ends: its ephemeral owner node vanishes
+        wait_for(lambda: ready(m) and len(m.owned) == 4, what="claim after the stale owner left")
+        assert zk.get("/consumers/g/owners/t/3")[0].decode() == m.thread_id
+    finally:
+        m.stop()
+
+
+@pytest.mark.timeout(60)
+def test_session_expiry_re_registers_and_rebalances(zk, zk_client_factory, expire):
+    a_client = zk_client_factory()
+    a, _ = make_member(a_client, name="a")
+    b, _ = make_member(zk_client_factory(), name="b")
+    a.start()
+    b.start()
+    try:
+        wait_for(lambda: ready(a, b) and len(a.owned) == 2 and len(b.owned) == 2, what="2+2 split")
+        old_session = zk.get(f"/consumers/g/ids/{a.consumer_id}")[1].ephemeralOwner
+        rebalances = b.rebalances
+        expire(a_client)
+        # b sees a's registration vanish and rebalances; a registers again with its new session
+        wait_for(lambda: b.rebalances > rebalances, what="b rebalancing")
+        wait_for(lambda: ready(a, b) and len(a.owned) == 2 and len(b.owned) == 2
+                 and zk.exists(f"/consumers/g/ids/{a.consumer_id}") is not None, what="2+2 split again")
+        assert zk.get(f"/consumers/g/ids/{a.consumer_id}")[1].ephemeralOwner != old_session
+        owners = {zk.get(f"/consumers/g/owners/t/{p}")[0].decode() for p in range(4)}
+        assert owners == {a.thread_id, b.thread_id}
+    finally:
+        a.stop()
+        b.stop()
+
+
+@pytest.mark.timeout(60)
+def test_commits_write_only_changed_offsets_of_owned_partitions(zk, zk_client_factory):
+    m, fake = make_member(zk_client_factory(), partitions=2, commit_interval=60)
+    m.start()
+    try:
+        wait_for(lambda: ready(m) and len(m.owned) == 2, what="ownership")
+        fake.offsets = {("t", 0): 5, ("t", 1): 7, ("t", 9): 100}  # t-9: not owned, never written
+        assert m.commit(wait=5)
+        assert zk.get("/consumers/g/offsets/t/0")[0] == b"5" and zk.get("/consumers/g/offsets/t/1")[0] == b"7"
+        assert zk.exists("/consumers/g/offsets/t/9") is None
+        writes = m.commit_writes
+        assert writes == 2
+        assert m.commit(wait=5)
+        assert m.commit_writes == writes  # unchanged: skipped
+        fake.offsets[("t", 1)] = 8
+        assert m.commit(wait=5)
+        assert m.commit_writes == writes + 1 and zk.get("/consumers/g/offsets/t/1")[0] == b"8"
+    finally:
+        m.stop()
+    # stop committed, released and left
+    assert zk.get_children("/consumers/g/ids") == []
+    assert zk.get_children("/consumers/g/owners/t") == []
+
+
+@pytest.mark.timeout(60)
+def test_watch_events_coalesce_into_one_rebalance(zk_client_factory):
+    m, _ = make_member(zk_client_factory())
+    for _ in range(20):
+        m._on_watch(None)  # what kazoo would call: a burst before the thread runs
+    m.start()
+    try:
+        wait_for(lambda: ready(m), what="first rebalance")
+        time.sleep(0.3)
+        assert m.rebalances == 1
+    finally:
+        m.stop()
+
+
+@pytest.mark.timeout(60)
+def test_zookeeper_discovery_rebalances_when_a_topic_grows(zk, zk_client_factory):
+    zk.create("/brokers/topics/t", b'{"version":1,"partitions":{"0":[1],"1":[1]}}', makepath=True)
+    client = zk_client_factory()
+    fake = FakeSpout()
+    m = GroupMember(client, ConsumerGroupPaths("/", "g"), consumer_id_string("g", "h", 1), ["t"], fake.snapshot,
+                    broker_paths=BrokerPaths("/"), backoff=0.1, commit_interval=1.0)
+    fake.member = m
+    m.start()
+    try:
+        wait_for(lambda: ready(m) and len(m.owned) == 2, what="two partitions")
+        zk.set("/brokers/topics/t", b'{"version":1,"partitions":{"0":[1],"1":[1],"2":[1]}}')
+        wait_for(lambda: ready(m) and len(m.owned) == 3, what="the new partition claimed")
+        assert m.assignment.retained == {("t", 0), ("t", 1)}
+    finally:
+        m.stop()
