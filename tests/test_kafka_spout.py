@@ -61,11 +61,11 @@ def kafka_conf(broker, zk_chroot, topic, group, **extra):
     }
 
 
-def recorder_topology(spout_tasks=2, fail_first=(), spout_config=None):
+def recorder_topology(spout_tasks=2, fail_first=(), spout_config=None, bolts=2):
     b = TopologyBuilder()
     b.set_spout("kafka", KafkaSpout, spout_tasks, kwargs={"fields": ["partition", "offset", "value"],
                                                           "config": spout_config or {}})
-    b.set_bolt("record", Recorder, 2, kwargs={"fail_first": [list(x) for x in fail_first]}).shuffle_grouping("kafka")
+    b.set_bolt("record", Recorder, bolts, kwargs={"fail_first": [list(x) for x in fail_first]}).shuffle_grouping("kafka")
     return b.create_topology(name="rec", conf={"topology.max.spout.pending": 500})
 
 
@@ -188,3 +188,203 @@ def test_word_count_processes_every_record_and_commits_the_high_watermark(kafka_
     assert stats["sentences"]["failed"] == 0
     assert stats["sentences"]["extra"]["kafka_commit_writes"] >= PARTITIONS
     assert committed(zk, "wc", "sentences") == hws
+
+
+def all_offsets(hws):
+    return {(p, o) for p, hw in hws.items() for o in range(hw)}
+
+
+def test_a_member_leaving_hands_its_partitions_over_and_nothing_is_lost(kafka_broker, zk, zk_chroot, conf):
+    kafka_broker.create_topic("handover", PARTITIONS)
+    kafka_broker.produce("handover", [f"a{i}" for i in range(400)], partitions=PARTITIONS)
+    overrides = kafka_conf(kafka_broker, zk_chroot, "handover", "ho")
+    with LocalCluster(conf) as cluster:
+        # two "workers" of one consumer group, one spout task each
+        a = cluster.submit_topology("a", overrides, recorder_topology(1))
+        b = cluster.submit_topology("b", overrides, recorder_topology(1))
+        (sa,), (sb,) = instances(a, "kafka"), instances(b, "kafka")
+        wait_for(lambda: settled(a) and settled(b) and len(sa.member.owned) == 2 and len(sb.member.owned) == 2,
+                 what="a 2+2 split")
+        wait_for(lambda: len(seen(a)) + len(seen(b)) >= 400, what="the first records")
+        seen_a = instances(a, "record")
+        cluster.kill_topology("a")  # a leaves the group (commits, releases, deletes its ids node)
+        wait_for(lambda: settled(b) and len(sb.member.owned) == PARTITIONS, what="b owning every partition")
+        assert zk.get_children("/consumers/ho/ids") == [sb.consumer_id]
+        assert set(owners(zk, "ho", "handover").values()) == {sb.member.thread_id}
+        kafka_broker.produce("handover", [f"b{i}" for i in range(400)], partitions=PARTITIONS)
+        hws = kafka_broker.high_watermarks("handover", PARTITIONS)
+        wait_for(lambda: committed(zk, "ho", "handover") == hws, what="commits at the high watermark")
+        got = set(seen(b)) | {x for bolt in seen_a for x in bolt.seen}
+    assert got == all_offsets(hws)
+
+
+def test_a_restarted_topology_resumes_from_the_committed_offsets(kafka_broker, zk, zk_chroot, conf):
+    kafka_broker.create_topic("resume", PARTITIONS)
+    kafka_broker.produce("resume", [f"x{i}" for i in range(200)], partitions=PARTITIONS)
+    overrides = kafka_conf(kafka_broker, zk_chroot, "resume", "rs", **{"kafka.commit.interval.ms": 60000})
+    with LocalCluster(conf) as cluster:
+        first = cluster.submit_topology("first", overrides, recorder_topology(2))
+        wait_for(lambda: len(set(seen(first))) == 200 and first.component_stats()["kafka"]["acked"] >= 200,
+                 what="200 records acked")
+        cluster.kill_topology("first")  # close commits (the periodic commit is 60 s away)
+    assert committed(zk, "rs", "resume") == {p: 50 for p in range(PARTITIONS)}
+    kafka_broker.produce("resume", [f"y{i}" for i in range(80)], partitions=PARTITIONS)
+    with LocalCluster(conf) as cluster:
+        second = cluster.submit_topology("second", overrides, recorder_topology(2))
+        wait_for(lambda: len(seen(second)) >= 80, what="the new records")
+        wait_for(lambda: second.component_stats()["kafka"]["acked"] >= 80, what="acks")
+        time.sleep(0.3)
+        again = seen(second)
+    # only the records produced after the restart; nothing from offset zero again
+    assert sorted(again) == sorted((p, o) for p in range(PARTITIONS) for o in range(50, 70))
+    assert committed(zk, "rs", "resume") == {p: 70 for p in range(PARTITIONS)}
+
+
+def test_failed_tuples_are_replayed_from_their_offsets(kafka_broker, zk, zk_chroot, conf):
+    kafka_broker.create_topic("replay", PARTITIONS)
+    kafka_broker.produce("replay", [f"v{i}" for i in range(400)], partitions=PARTITIONS)
+    to_fail = [(p, o) for p in range(PARTITIONS) for o in (0, 7, 33, 99)]
+    overrides = kafka_conf(kafka_broker, zk_chroot, "replay", "rp")
+    with LocalCluster(conf) as cluster:
+        # one spout task and one recorder: no startup rebalance, and each failure happens exactly once
+        running = cluster.submit_topology("replay", overrides, recorder_topology(1, fail_first=to_fail, bolts=1))
+        wait_for(lambda: committed(zk, "rp", "replay") == {p: 100 for p in range(PARTITIONS)}, timeout=60,
+                 what="commits past every failed offset")
+        got = Counter(seen(running))
+        stats = running.component_stats()["kafka"]
+    # each failed offset came back (from the broker, at its offset) and was acked the second time
+    assert all(got[x] == 2 for x in to_fail), {x: got[x] for x in to_fail}
+    assert set(got) == all_offsets({p: 100 for p in range(PARTITIONS)})
+    assert stats["failed"] >= len(to_fail)
+    assert stats["extra"]["kafka_retried"] == len(to_fail)
+    assert stats["extra"]["kafka_dropped"] == 0
+
+
+def test_retry_limit_drops_failed_tuples_and_counts_them(kafka_broker, zk, zk_chroot, conf):
+    kafka_broker.create_topic("drops", 1)
+    kafka_broker.produce("drops", [f"v{i}" for i in range(50)], partitions=1)
+    to_fail = [(0, 3), (0, 10)]
+    overrides = kafka_conf(kafka_broker, zk_chroot, "drops", "dr", **{"kafka.retry.limit": 0})
+    with LocalCluster(conf) as cluster:
+        running = cluster.submit_topology("drops", overrides, recorder_topology(1, fail_first=to_fail, bolts=1))
+        wait_for(lambda: committed(zk, "dr", "drops", 1) == {0: 50}, what="commit past the dropped offsets")
+        stats = running.component_stats()["kafka"]
+        got = Counter(seen(running))
+    assert stats["extra"]["kafka_dropped"] == 2
+    assert all(got[x] == 1 for x in to_fail)  # never replayed
+
+
+def test_spout_session_expiry_re_registers_and_rebalances(kafka_broker, zk, zk_chroot, conf, expire):
+    kafka_broker.create_topic("expiry", PARTITIONS)
+    overrides = kafka_conf(kafka_broker, zk_chroot, "expiry", "ex")
+    with LocalCluster(conf) as cluster:
+        running = cluster.submit_topology("expiry", overrides, recorder_topology(2))
+        s0, s1 = instances(running, "kafka")
+        wait_for(lambda: settled(running) and len(s0.member.owned) == 2 and len(s1.member.owned) == 2,
+                 what="2+2 split")
+        old = zk.get(f"/consumers/ex/ids/{s0.consumer_id}")[1].ephemeralOwner
+        kafka_broker.produce("expiry", [f"a{i}" for i in range(200)], partitions=PARTITIONS)
+        expire(s0.zk_client)
+        wait_for(lambda: zk.exists(f"/consumers/ex/ids/{s0.consumer_id}") is not None
+                 and zk.get(f"/consumers/ex/ids/{s0.consumer_id}")[1].ephemeralOwner != old, what="re-registration")
+        wait_for(lambda: settled(running) and len(s0.member.owned) == 2 and len(s1.member.owned) == 2,
+                 what="2+2 split after the expiry")
+        assert s0.member.rebalances >= 2 and s1.member.rebalances >= 2
+        kafka_broker.produce("expiry", [f"b{i}" for i in range(200)], partitions=PARTITIONS)
+        hws = kafka_broker.high_watermarks("expiry", PARTITIONS)
+        wait_for(lambda: committed(zk, "ex", "expiry") == hws, what="commits at the high watermark")
+        assert set(seen(running)) == all_offsets(hws)
+
+
+@pytest.mark.parametrize("policy", ["earliest", "latest"])
+def test_a_committed_offset_past_the_high_watermark_is_reset_by_policy(kafka_broker, zk, zk_chroot, conf, policy):
+    kafka_broker.create_topic("oor", 2)
+    kafka_broker.produce("oor", [f"v{i}" for i in range(40)], partitions=2)
+    for p in range(2):  # e.g. the topic was deleted and created again
+        zk.create(f"/consumers/oor/offsets/oor/{p}", b"10000", makepath=True)
+    overrides = kafka_conf(kafka_broker, zk_chroot, "oor", "oor", **{"kafka.offset.reset": policy})
+    with LocalCluster(conf) as cluster:
+        running = cluster.submit_topology("oor", overrides, recorder_topology(1))
+        wait_for(lambda: running.component_stats()["kafka"]["extra"]["kafka_offset_out_of_range"] == 2,
+                 what="two out-of-range resets")
+        if policy == "earliest":
+            wait_for(lambda: committed(zk, "oor", "oor", 2) == {0: 20, 1: 20}, what="everything read again")
+            assert set(seen(running)) == all_offsets({0: 20, 1: 20})
+        else:
+            wait_for(lambda: committed(zk, "oor", "oor", 2) == {0: 20, 1: 20}, what="reset to the end")
+            assert seen(running) == []
+            kafka_broker.produce("oor", ["n0", "n1"], partitions=2)
+            wait_for(lambda: len(seen(running)) == 2, what="only the new records")
+            assert sorted(seen(running)) == [(0, 20), (1, 20)]
+
+
+def test_offset_reset_latest_without_a_commit_starts_at_the_end(kafka_broker, zk, zk_chroot, conf):
+    kafka_broker.create_topic("late", 2)
+    kafka_broker.produce("late", [f"v{i}" for i in range(300)], partitions=2)  # multi-record batches
+    overrides = kafka_conf(kafka_broker, zk_chroot, "late", "lt", **{"kafka.offset.reset": "latest"})
+    with LocalCluster(conf) as cluster:
+        running = cluster.submit_topology("late", overrides, recorder_topology(1))
+        (spout,) = instances(running, "kafka")
+        wait_for(lambda: settled(running) and len(spout._trackers) == 2, what="start positions resolved")
+        kafka_broker.produce("late", ["n0", "n1", "n2", "n3"], partitions=2)
+        wait_for(lambda: len(seen(running)) >= 4, what="new records")
+        time.sleep(0.3)
+        assert sorted(seen(running)) == [(0, 150), (0, 151), (1, 150), (1, 151)]
+
+
+def test_brokers_and_partitions_discovered_from_the_seed_zookeeper_layout(kafka_broker, zk, zk_chroot, conf):
+    kafka_broker.create_topic("disc", PARTITIONS)
+    kafka_broker.produce("disc", [f"v{i}" for i in range(100)], partitions=PARTITIONS)
+    # what a ZooKeeper-mode Kafka cluster keeps (seed 004): /brokers/ids/<id>, /brokers/topics/<t>
+    zk.create("/brokers/ids/1", json.dumps({
+        "version": 4, "host": None, "port": -1, "jmx_port": -1, "timestamp": "1700000000000",
+        "endpoints": [f"CLIENT://{kafka_broker.bootstrap}"],
+        "listener_security_protocol_map": {"CLIENT": "PLAINTEXT"},
+    }).encode(), makepath=True, ephemeral=True)
+    zk.create("/brokers/topics/disc", json.dumps(
+        {"version": 1, "partitions": {str(p): [1] for p in range(PARTITIONS)}}).encode(), makepath=True)
+    for p in range(PARTITIONS):
+        zk.create(f"/brokers/topics/disc/partitions/{p}/state", json.dumps(
+            {"controller_epoch": 1, "leader": 1, "version": 1, "leader_epoch": 0, "isr": [1]}).encode(),
+            makepath=True)
+    overrides = kafka_conf(kafka_broker, zk_chroot, "disc", "dc", **{"kafka.zookeeper.discovery": True})
+    del overrides["kafka.bootstrap.servers"]
+    with LocalCluster(conf) as cluster:
+        running = cluster.submit_topology("disc", overrides, recorder_topology(2))
+        wait_for(lambda: committed(zk, "dc", "disc") == {p: 25 for p in range(PARTITIONS)}, what="all consumed")
+        assert set(seen(running)) == all_offsets({p: 25 for p in range(PARTITIONS)})
+
+
+# --------------------------------------------------------------------------------------- bad input
+
+
+def submit_error(conf, overrides, topology=None):
+    with LocalCluster(conf) as cluster:
+        with pytest.raises(Exception) as info:
+            cluster.submit_topology("bad", overrides, topology or recorder_topology(1))
+    return str(info.value)
+
+
+def test_bad_configuration_is_named(kafka_broker, zk_chroot, conf):
+    from common.errors import ConfigError
+
+    kafka_broker.create_topic("exists", 1)
+    base = kafka_conf(kafka_broker, zk_chroot, "exists", "bad")
+    no_topic = {k: v for k, v in base.items() if k != "kafka.topic"}
+    assert "kafka.topic is required" in submit_error(conf, no_topic)
+    no_group = {k: v for k, v in base.items() if k != "kafka.group"}
+    assert "kafka.group is required" in submit_error(conf, no_group)
+    msg = submit_error(conf, {**base, "kafka.offset.reset": "smallest"})
+    assert "'kafka.offset.reset'" in msg and "'smallest'" in msg and "earliest, latest" in msg
+    msg = submit_error(conf, {**base, "kafka.topic": "missing-topic"})
+    assert "'missing-topic' does not exist" in msg and kafka_broker.bootstrap in msg
+    msg = submit_error(conf, {**base, "kafka.bootstrap.servers": "127.0.0.1:1", "kafka.bootstrap.timeout.ms": 500})
+    assert "cannot reach the Kafka brokers 127.0.0.1:1" in msg
+    msg = submit_error(conf, {**base, "kafka.bootstrap.servers": "nohostport"})
+    assert "'kafka.bootstrap.servers'" in msg and "host:port" in msg
+    msg = submit_error(conf, {**base, "kafka.rebalance.max.retries": 2, "kafka.rebalance.backoff.ms": 1000})
+    assert "must exceed the ZooKeeper session timeout (6000 ms)" in msg
+    with pytest.raises(ConfigError, match="unknown Kafka setting 'kafka.topik'"):
+        KafkaSpout(config={"kafka.topik": "x"})
+    with pytest.raises(ConfigError, match="kafka.topic is required"):
+        kafka_word_count.topology({"kafka.bootstrap.servers": "h:1", "kafka.group": "g"})
