@@ -15,7 +15,8 @@
   applied on the executor thread, in ``execute`` and on tick tuples (every 0.1 s, requested by
   :meth:`component_configuration`). ``cleanup`` flushes the producer and applies what completed.
 * ``prepare`` fails with a clear error when the brokers cannot be reached or the topic does not
-  exist (the bolt never creates topics).
+  exist (checked with DescribeTopics, which never creates it: Tansu auto-creates topics on a
+  producer's metadata request).
 
 Counters in the executor stats: ``kafka_produced``, ``kafka_produce_errors``.
 """
@@ -68,7 +69,7 @@ class KafkaBolt(Bolt):
     def prepare(self, conf, context, collector):
         super().prepare(conf, context, collector)
         from kafka import KafkaProducer
-        from kafka.errors import KafkaError, KafkaTimeoutError
+        from kafka.errors import KafkaError
 
         self.settings = s = bolt_settings(conf, self.config)
         self.log = log.bind(task=context.task_id, component=context.component_id, topic=s.topic)
@@ -93,13 +94,31 @@ class KafkaBolt(Bolt):
                 f"(kafka.bootstrap.servers) within {s.bootstrap_timeout_ms} ms: {type(exc).__name__}: {exc}"
             ) from exc
         try:
-            self.producer.partitions_for(s.topic)
-        except KafkaTimeoutError:
+            exists = self._topic_exists(options)
+        except KafkaError as exc:
+            self.producer.close(timeout=1)
+            raise GaleError(f"Kafka bolt: cannot describe topic {s.topic!r} on {','.join(s.bootstrap_servers)}: "
+                            f"{type(exc).__name__}: {exc}") from exc
+        if not exists:
             self.producer.close(timeout=1)
             raise ConfigError(
-                f"kafka.topic: topic {s.topic!r} does not exist on the brokers {','.join(s.bootstrap_servers)} "
-                f"(no metadata within kafka.producer.max.block.ms={s.max_block_ms}); create it first"
-            ) from None
+                f"kafka.topic: topic {s.topic!r} does not exist on the brokers {','.join(s.bootstrap_servers)}; "
+                f"create it first (the bolt never creates topics)"
+            )
+
+    def _topic_exists(self, options: dict[str, Any]) -> bool:
+        """Ask with DescribeTopics: a producer's metadata request may auto-create the topic (Tansu does)."""
+        from kafka.admin import KafkaAdminClient
+
+        admin_options = {k: v for k, v in options.items()
+                         if k in ("bootstrap_servers", "bootstrap_timeout_ms", "client_id")
+                         or k.startswith(("security_", "ssl_", "sasl_"))}
+        admin = KafkaAdminClient(**admin_options)
+        try:
+            (desc,) = admin.describe_topics([self.settings.topic])
+        finally:
+            admin.close()
+        return desc.get("error_code") == 0 and bool(desc.get("partitions"))
 
     def execute(self, tup):
         if tup.stream == TICK_STREAM:
