@@ -189,3 +189,51 @@ class PythonCount(SparkBolt):
         values = [[w, len(ix)] for w, ix in groups.items()]
         anchors = [ix[0] if len(ix) == 1 else tuple(ix) for ix in groups.values()]
         return BatchResult(values=values, anchoring=Anchoring(anchors), lineage=Lineage("keys"))
+
+
+class LowerCount(SparkBolt):
+    """An aggregation over a computed key, carrying lineage with collect_row_ids()."""
+
+    output_fields = ["word", "count"]
+
+    def transform(self, df):
+        from pyspark.sql import functions as F
+
+        from worker.spark import collect_row_ids
+
+        return df.groupBy(F.lower("word").alias("word")).agg(F.count("*").alias("count"), collect_row_ids())
+
+
+def child_main(mode: str) -> None:
+    """A worker-like process for the orphan tests: run a topology with a Python-UDF Spark stage
+    until its first batch is done, print its Spark processes as JSON, then wait to be killed
+    (``mode="kill"``) or stop the runtime and print what is left (``mode="stop"``)."""
+    import json
+    import sys
+    import time
+
+    import psutil
+
+    from common.api import TopologyBuilder
+    from worker.local import LocalTopology, local_conf
+    from worker.spark.session import find_marked
+
+    rows = [[i, f"w{i}"] for i in range(10)]
+    b = TopologyBuilder()
+    b.set_spout("src", RowSpout, 1, kwargs={"rows": rows})
+    b.set_bolt("upper", UpperUdf, 1).shuffle_grouping("src")
+    topo = b.create_topology()
+    lt = LocalTopology("child", topo, local_conf(topo, {"topology.spark.batch.millis": 100}))
+    spout = next(iter(next(ex for ex in lt.runtime.executors.values() if ex.component == "src").spouts.values()))
+    deadline = time.monotonic() + 120
+    while not spout.done() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    handle = lt.runtime.resources["spark"]
+    tree = [p.pid for p in psutil.Process().children(recursive=True)]
+    print(json.dumps({"acked": len(spout.acked), "marker": handle.marker, "jvm_pid": handle.jvm_pid, "tree": tree}),
+          flush=True)
+    if mode == "kill":
+        time.sleep(600)
+        sys.exit(3)
+    lt.kill()
+    print(json.dumps({"left": [p.pid for p in find_marked(handle.marker)]}), flush=True)

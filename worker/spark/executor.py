@@ -41,6 +41,13 @@ if TYPE_CHECKING:  # pragma: no cover
 MAX_ERROR_CHARS = 4000
 
 
+def _rendered(error: BaseException) -> str:
+    try:
+        return format_error(error)
+    except Exception:  # noqa: BLE001 - e.g. a py4j error whose JVM is gone
+        return f"{type(error).__name__} (its message could not be read)"
+
+
 @dataclass
 class BatchResult:
     """What a Spark job returns for one batch."""
@@ -269,7 +276,7 @@ class SparkBatchExecutor(BoltExecutor):
     def _job(self, st: _Task, generation: int, tag: str, batch: list) -> None:
         t0 = time.perf_counter()
         result: BatchResult | None = None
-        error: BaseException | None = None
+        error: str | None = None
         try:
             spark = self.spark.session
             spark.addTag(tag)
@@ -278,7 +285,7 @@ class SparkBatchExecutor(BoltExecutor):
             finally:
                 spark.removeTag(tag)
         except BaseException as exc:  # noqa: BLE001 - the batch's outcome
-            error = exc
+            error = _rendered(exc)  # py4j errors render by asking the JVM: do it while it is up
         self.outcomes.append((st, generation, batch, result, error, (time.perf_counter() - t0) * 1000.0))
         self._wake()
 
@@ -344,13 +351,13 @@ class SparkBatchExecutor(BoltExecutor):
         self.emitting = None
         return spent + n_in
 
-    def _fail_batch(self, st: _Task, batch: list, error: BaseException, what: str = "") -> None:
+    def _fail_batch(self, st: _Task, batch: list, error: BaseException | str, what: str = "") -> None:
         fail = st.collector.fail
         for tup in batch:
             fail(tup)
         self.stats.extra["spark_batches_failed"] += 1
         what = what or "the Spark batch failed"
-        text = format_error(error)
+        text = error if isinstance(error, str) else _rendered(error)
         if len(text) > MAX_ERROR_CHARS:
             text = text[:MAX_ERROR_CHARS // 2] + "\n...\n" + text[-MAX_ERROR_CHARS // 2:]
         self.report_error(f"component {self.component!r} task {st.task}: {what}; failed its {len(batch)} "

@@ -148,11 +148,17 @@ class SparkApplication:
             session = self._launch()
         except BaseException as exc:  # noqa: BLE001 - any failure is the start's result
             self.start_secs = time.monotonic() - self._started_at
-            log.error("spark-start-failed", master=self.settings.master, error=f"{type(exc).__name__}: {exc}")
-            self._teardown(None)
-            self.future.set_exception(
-                SparkStartError(f"Spark failed to start (master {self.settings.master!r}): {type(exc).__name__}: {exc}")
-            )
+            try:  # py4j renders a Java exception by asking the JVM: do it before the JVM is gone
+                text = f"{type(exc).__name__}: {exc}"
+            except Exception:  # noqa: BLE001
+                text = type(exc).__name__
+            log.error("spark-start-failed", master=self.settings.master, error=text)
+            try:
+                self._teardown(None)
+            finally:
+                self.future.set_exception(
+                    SparkStartError(f"Spark failed to start (master {self.settings.master!r}): {_first_lines(text)}")
+                )
             return
         self.start_secs = time.monotonic() - self._started_at
         with self._lock:
@@ -287,6 +293,12 @@ class SparkApplication:
     def marked_processes(self) -> list[psutil.Process]:
         """Live descendants of this process that belong to this application (by marker)."""
         return find_marked(self.marker, psutil.Process(os.getpid()).children(recursive=True))
+
+
+def _first_lines(text: str, n: int = 3) -> str:
+    """The head of an error text (a Java stack trace is long; its first lines say what happened)."""
+    lines = [ln for ln in text.splitlines() if ln.strip() and not ln.lstrip().startswith("at ")]
+    return "\n".join(lines[:n])
 
 
 def process_marker(proc: psutil.Process) -> str | None:

@@ -1,0 +1,169 @@
+"""Spark stages end to end with real PySpark (local master), one Spark application shared by
+every test of this module (the worker runtimes started here attach to it)."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections import Counter
+
+import pytest
+
+from common.api import TopologyBuilder
+from common.topology.definition import TopologyLayout
+from worker.local import LocalTopology, complete_topology, local_conf
+from worker.spark.commit import BATCH_DIR_PREFIX, TEMP_DIR
+from worker.spark.session import acquire_spark, spark_settings
+from tests.spark_topologies import (
+    CountWords, FailField, FailFirstAttempt, LowerCount, MissingField, NotAFrame, RowSpout, Totals, UpperNoLineage,
+    UpperWords, WordSink,
+)
+
+pytestmark = pytest.mark.spark
+
+WORDS = ["apple", "banana", "cherry", "apple", "date", "banana", "apple", "elder"]
+
+
+@pytest.fixture(scope="module")
+def spark():
+    handle = acquire_spark(spark_settings({}))  # the settings every runtime here asks for
+    try:
+        yield handle.wait(180)
+    finally:
+        handle.close()
+
+
+def _chain(rows, *bolts, fields=("id", "word")):
+    b = TopologyBuilder()
+    b.set_spout("src", RowSpout, 1, kwargs={"rows": rows, "fields": list(fields)})
+    prev = "src"
+    for name, cls, kwargs in bolts:
+        b.set_bolt(name, cls, 1, kwargs=kwargs).shuffle_grouping(prev)
+        prev = name
+    return b.create_topology()
+
+
+def _instances(lt, component):
+    return [obj for ex in lt.runtime.executors.values() if ex.component == component
+            for obj in (getattr(ex, "spouts", None) or ex.bolts).values()]
+
+
+def _run(topo, conf, timeout=120.0):
+    """Run until the (replaying) spout has every row acked; returns the stopped LocalTopology."""
+    lt = LocalTopology("t", topo, local_conf(topo, conf))
+    (spout,) = _instances(lt, "src")
+    try:
+        deadline = time.monotonic() + timeout
+        while not spout.done():
+            assert time.monotonic() < deadline, f"{len(spout.acked)} of {len(spout.rows)} acked; errors {lt.errors}"
+            time.sleep(0.05)
+        lt.stats = lt.component_stats()
+    finally:
+        lt.kill()
+    return lt
+
+
+def test_failing_batches_replay_and_final_counts_are_exact(spark):
+    rows = [[i, WORDS[i % len(WORDS)]] for i in range(400)]
+    b = TopologyBuilder()
+    b.set_spout("src", RowSpout, 1, kwargs={"rows": rows})
+    b.set_bolt("count", CountWords, 1, kwargs={"fail_batches": [0, 2]}).shuffle_grouping("src")
+    b.set_bolt("totals", Totals, 2).fields_grouping("count", ["word"])
+    lt = _run(b.create_topology(), {"topology.spark.batch.size": 50, "topology.spark.batch.millis": 200})
+    (spout,) = _instances(lt, "src")
+    totals = Counter()
+    for bolt in _instances(lt, "totals"):
+        totals.update(bolt.totals)
+    assert totals == Counter(w for _, w in rows)  # every word counted exactly once
+    assert spout.failed and spout.emits == len(rows) + len(spout.failed)
+    errors = lt.errors["count"]
+    assert len(errors) == 2 and "injected failure in batch 0" in errors[0] and "injected failure in batch 2" in errors[1]
+    extra = lt.stats["count"]["extra"]
+    assert extra["spark_batches_failed"] == 2 and extra["spark_batches"] >= 10
+    assert extra["spark_batch_rows_in"] == len(rows) + len(spout.failed)
+    assert extra["spark_batch_latency_ms_avg"] > 0 and extra["spark_start_secs"] > 0
+    assert extra["spark_lineage_fallback_rows"] == 0
+
+
+def test_lineage_through_group_by_replays_only_the_groups_inputs(spark):
+    rows = [[i, WORDS[i % len(WORDS)]] for i in range(40)]
+    topo = _chain(rows, ("count", CountWords, {}), ("check", FailField, {"bad": ["banana"]}))
+    res = complete_topology(topo, {"src": rows}, conf={"topology.spark.batch.millis": 300})
+    bananas = sorted(i for i, w in rows if w == "banana")
+    assert res.failed == bananas and len(bananas) == 10
+    assert res.acked == sorted(set(range(40)) - set(bananas))
+    counted = Counter()
+    for word, n in res.read("count"):
+        counted[word] += n
+    assert counted == Counter(w for _, w in rows)
+    assert res.stats["count"]["extra"]["spark_lineage_fallback_rows"] == 0
+
+
+def test_lineage_through_row_wise_transform_and_collected_row_ids(spark):
+    rows = [[0, "a"], [1, "skip"], [2, "b"], [3, "c"], [4, "d"], [5, "e"], [6, "f"], [7, "g"]]
+    topo = _chain(rows, ("upper", UpperWords, {}), ("check", FailField, {"field": "id", "bad": [6]}))
+    res = complete_topology(topo, {"src": rows}, conf={"topology.spark.batch.millis": 300})
+    assert res.failed == [6]
+    assert res.acked == [0, 1, 2, 3, 4, 5, 7]  # the filtered-out input is acked too
+    assert sorted(res.read("upper")) == [[0, "A"], [2, "B"], [3, "C"], [4, "D"], [5, "E"], [6, "F"], [7, "G"]]
+
+    rows = [[0, "Apple"], [1, "apple"], [2, "pear"], [3, "PEAR"], [4, "fig"]]
+    topo = _chain(rows, ("count", LowerCount, {}), ("check", FailField, {"bad": ["pear"]}))
+    res = complete_topology(topo, {"src": rows}, conf={"topology.spark.batch.size": 5, "topology.spark.batch.millis": 60000})
+    assert res.failed == [2, 3] and res.acked == [0, 1, 4]
+    assert sorted(res.read("count")) == [["apple", 2], ["fig", 1], ["pear", 2]]
+
+
+def test_lost_lineage_falls_back_to_the_whole_batch(spark):
+    rows = [[i, w] for i, w in enumerate("abcdefghij")]
+    topo = _chain(rows, ("upper", UpperNoLineage, {}), ("check", FailField, {"field": "up", "bad": ["B"]}))
+    res = complete_topology(topo, {"src": rows},
+                            conf={"topology.spark.batch.size": 10, "topology.spark.batch.millis": 60000})
+    assert res.failed == list(range(10)) and res.acked == []
+    extra = res.stats["upper"]["extra"]
+    assert extra["spark_lineage_fallback_batches"] == 1 and extra["spark_lineage_fallback_rows"] == 10
+
+
+def test_bad_transforms_and_formats_fail_the_batch_with_a_clear_error(spark, tmp_path):
+    rows = [[0, "a"], [1, "b"]]
+    cases = [
+        (NotAFrame, {}, "transform() must return a pyspark.sql.DataFrame, got list"),
+        (MissingField, {}, "lack the declared output field(s) ['score']"),
+        (WordSink, {"path": str(tmp_path / "x"), "format": "parkay"}, "Spark has no DataFrameWriter format 'parkay'"),
+    ]
+    for cls, kwargs, message in cases:
+        res = complete_topology(_chain(rows, ("stage", cls, kwargs)), {"src": rows},
+                                conf={"topology.spark.batch.millis": 100})
+        assert res.failed == [0, 1] and res.acked == [], cls.__name__
+        (error,) = res.errors["stage"]
+        assert "component 'stage'" in error and message in error, error
+
+
+def test_sink_writes_every_row_exactly_once_despite_replays(spark, tmp_path):
+    out = tmp_path / "words"
+    rows = [[i, WORDS[i % len(WORDS)]] for i in range(300)]
+    replayed = list(range(0, 300, 10))
+    b = TopologyBuilder()
+    b.set_spout("src", RowSpout, 1, kwargs={"rows": rows})
+    b.set_bolt("sink", WordSink, 2, kwargs={"path": str(out), "key_fields": ["id"]}).fields_grouping("src", ["id"])
+    b.set_bolt("check", FailFirstAttempt, 1, kwargs={"ids": replayed}).shuffle_grouping("src")
+    topo = b.create_topology()
+    conf = {"topology.spark.batch.size": 40, "topology.spark.batch.millis": 200}
+    # a crash in the middle of an earlier write left a partial batch of each sink task behind
+    for task in TopologyLayout(topo.definition, local_conf(topo, conf), 1).component_tasks("sink"):
+        stale = out / TEMP_DIR / f"t{task}-0123-dead"
+        stale.mkdir(parents=True)
+        (stale / "part-00000.parquet").write_bytes(b"partial")
+    lt = _run(topo, conf)
+    (spout,) = _instances(lt, "src")
+    assert sorted(set(spout.failed)) == replayed  # every replayed id reached the sink twice
+    extra = lt.stats["sink"]["extra"]
+    assert extra["spark_sink_rows_deduped"] == len(replayed)
+    assert extra["spark_sink_rows_written"] == len(rows)
+    assert os.listdir(out / TEMP_DIR) == []
+    batches = [d for d in os.listdir(out) if d.startswith(BATCH_DIR_PREFIX)]
+    assert len(batches) == extra["spark_sink_batches_committed"] >= 300 / 40
+    written = spark.read.parquet(str(out))
+    assert set(written.columns) == {"id", "word", "gale_batch"}
+    got = sorted((r["id"], r["word"]) for r in written.select("id", "word").collect())
+    assert got == sorted((i, w) for i, w in rows)

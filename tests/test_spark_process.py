@@ -1,0 +1,113 @@
+"""The worker's Spark processes: a start failure is reported and fails tuples (no hang), and no
+Spark JVM or Python worker outlives a stopped or killed worker (checked with psutil by the marker
+every process of the application carries)."""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from worker.local import complete_topology
+from worker.spark.session import find_marked
+from tests.spark_topologies import CountWords, RowSpout
+from common.api import TopologyBuilder
+
+pytestmark = pytest.mark.spark
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def _spark_children():
+    return [p for p in psutil.Process().children(recursive=True)
+            if "org.apache.spark.deploy.SparkSubmit" in " ".join(_cmdline(p))]
+
+
+def _cmdline(p):
+    try:
+        return p.cmdline()
+    except psutil.Error:
+        return []
+
+
+def _alive(pid):
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
+def test_bad_master_is_reported_and_fails_tuples_without_hanging():
+    assert _spark_children() == []
+    rows = [[i, "w"] for i in range(6)]
+    b = TopologyBuilder()
+    b.set_spout("src", RowSpout, 1, kwargs={"rows": rows})
+    b.set_bolt("count", CountWords, 1).shuffle_grouping("src")
+    t0 = time.monotonic()
+    res = complete_topology(b.create_topology(), {"src": rows}, timeout=90,
+                            conf={"topology.spark.master": "local[two]", "topology.spark.batch.millis": 100})
+    assert time.monotonic() - t0 < 90
+    assert res.failed == list(range(6)) and res.acked == []
+    (error, *_) = res.errors["count"]
+    assert "Spark is not available" in error and "Spark failed to start (master 'local[two]')" in error
+    assert "Could not parse Master URL" in error
+    assert _spark_children() == []  # the JVM launched for the failed start was stopped
+
+
+def _child(mode, log):
+    return subprocess.Popen(
+        [sys.executable, "-c", f"from tests.spark_topologies import child_main; child_main({mode!r})"],
+        cwd=REPO, stdout=subprocess.PIPE, stderr=log, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+
+
+def _read_json(proc, log_path, timeout=150.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        ready, _, _ = select.select([proc.stdout], [], [], 1.0)
+        if ready:
+            line = proc.stdout.readline()
+            if line.startswith("{"):
+                return json.loads(line)
+            if not line and proc.poll() is not None:
+                break
+    tail = Path(log_path).read_text()[-3000:]
+    raise AssertionError(f"child printed nothing useful (exit {proc.poll()}); stderr tail:\n{tail}")
+
+
+@pytest.mark.parametrize("mode", ["kill", "stop"])
+def test_no_spark_process_outlives_the_worker(mode, tmp_path):
+    log_path = tmp_path / "child.log"
+    with open(log_path, "w") as log:
+        proc = _child(mode, log)
+        try:
+            info = _read_json(proc, log_path)
+            marker, tree = info["marker"], info["tree"]
+            assert info["acked"] == 10
+            marked = {p.pid for p in find_marked(marker)}
+            # the JVM and Spark's Python workers (the stage uses a Python UDF) carry the marker
+            assert info["jvm_pid"] in marked and len(marked) >= 2, (info, marked)
+            assert marked <= set(tree)
+            if mode == "kill":
+                os.kill(proc.pid, signal.SIGKILL)  # the worker dies without any cleanup
+                proc.wait(10)
+            else:
+                assert _read_json(proc, log_path) == {"left": []}
+                assert proc.wait(60) == 0
+            deadline = time.monotonic() + 30
+            while (find_marked(marker) or any(_alive(p) for p in marked)) and time.monotonic() < deadline:
+                time.sleep(0.2)
+            assert find_marked(marker) == []
+            assert [p for p in marked if _alive(p)] == []
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(10)
