@@ -144,9 +144,17 @@ def submit(topology_file: str, name: str | None, overrides: tuple[str, ...], con
 def _wait_running(client, tid: str, timeout: float) -> None:
     start = time.monotonic()
     last = None
+    shown_errors: set[str] = set()
     while True:
         detail = call(client.topology, tid)
         total, running = detail["executors"], detail["executors_running"]
+        for comp, c in detail["components"].items():
+            for e in c["errors"][:1]:
+                key = f"{comp}:{e['error_time_secs']}"
+                if key not in shown_errors and e["error_time_secs"] >= detail["launch_time_secs"]:
+                    shown_errors.add(key)
+                    last_line = e["error"].strip().splitlines()[-1] if e["error"].strip() else ""
+                    click.echo(f"{tid}: error in {comp} on {e['host']}:{e['port']}: {last_line}", err=True)
         elapsed = time.monotonic() - start
         if total and running >= total:
             click.echo(f"{tid}: {running}/{total} executors running in {detail['workers']} workers ({elapsed:.1f}s)",

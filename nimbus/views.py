@@ -75,7 +75,11 @@ def executor_stats(nimbus: Nimbus, topology_id: str) -> dict[str, tuple[Executor
         return {}
     placements = {executor_key(ex): slot for ex, slot in a.executors().items()}
     out = {}
+    stale_after = float(nimbus.conf["nimbus.task.timeout.secs"])
+    now = time.time()
     for (node, port), hb in state.worker_heartbeats(topology_id).items():
+        if now - hb.time_secs > stale_after:
+            continue  # a dead worker's last beat: its executors are not running
         worker = {"host": hb.host or a.node_host.get(node, node), "port": port, "pid": hb.pid,
                   "worker_id": hb.worker_id, "uptime_secs": hb.uptime_secs, "log": hb.log_path,
                   "heartbeat_secs": hb.time_secs, "metrics_port": hb.metrics_port}

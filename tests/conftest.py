@@ -52,6 +52,7 @@ def zk_server() -> ZooKeeperServer:
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> None:
     outcome = yield
     report = outcome.get_result()
+    setattr(item, f"rep_{report.when}", report)
     if report.failed and _SERVER is not None and "zk_server" in getattr(item, "fixturenames", ()):
         report.sections.append(("ZooKeeper server log (tail)", _SERVER.log_tail(40)))
 

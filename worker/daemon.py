@@ -300,6 +300,18 @@ class Worker:
     def _report_setup_failure(self, exc: Exception) -> None:
         if self.state is None:
             return
+        # errors user code reported while the worker was starting (open/prepare): report them now
+        while True:
+            try:
+                component, text, when = self.errors.get_nowait()
+            except queue.Empty:
+                break
+            try:
+                self.state.report_error(self.topology_id, component,
+                                        ErrorInfo(error=text[-16000:], error_time_secs=when, host=self.host, port=self.port))
+                return
+            except KazooException:
+                break
         try:
             self.state.report_error(self.topology_id, "__worker",
                                     ErrorInfo(error=f"worker setup failed: {type(exc).__name__}: {exc}",

@@ -92,6 +92,15 @@ class Executor:
     def prepare(self) -> None:  # pragma: no cover - abstract
         raise NotImplementedError
 
+    def safe_prepare(self) -> None:
+        """``prepare``; a user exception in open/prepare is reported against the component, then
+        re-raised (the worker cannot run a task that failed to start)."""
+        try:
+            self.prepare()
+        except Exception as exc:
+            self.report_error(exc)
+            raise
+
     def shutdown(self) -> None:
         pass
 

@@ -293,7 +293,7 @@ class WorkerRuntime:
         """Attach resources, then instantiate and open/prepare every task (in the calling thread)."""
         self.attach_resources()
         for ex in self.executors.values():
-            ex.prepare()
+            ex.safe_prepare()
 
     def start(self, active: bool = True, threads: int | None = None, spawn: bool = True) -> None:
         """Prepare every task and start the executor threads.
