@@ -34,7 +34,7 @@ from common.topology.tuple import TICK_STREAM
 from worker.connectors.kafka_config import BOLT_KEYS, bolt_settings, merged
 from worker.connectors.metrics import TaskCounters
 
-log = get_logger("kafka.bolt")
+log = get_logger("connectors.kafka.bolt")
 
 ENCODERS = ("utf-8", "json", "bytes")
 TICK_SECS = 0.1

@@ -35,6 +35,8 @@ SPOUT_KEYS: dict[str, tuple[Any, str]] = {
     "kafka.rebalance.backoff.ms": (2000, "wait between rebalance attempts"),
     "kafka.rebalance.max.retries": (None, "attempts before an error is logged (default: enough to outlast the session timeout)"),
     "kafka.fetch.max.records": (500, "records taken from the consumer per poll"),
+    "kafka.fetch.max.wait.ms": (100, "how long the broker may hold a fetch when there is no data (also delays "
+                                     "ListOffsets queued behind it on the connection)"),
     "kafka.partition.refresh.ms": (30000, "how often Kafka metadata is checked for new partitions"),
     "kafka.bootstrap.timeout.ms": (10000, "how long open() waits for the brokers"),
     "kafka.consumer.config": ({}, "extra kafka-python KafkaConsumer settings (security, sizes)"),
@@ -130,6 +132,7 @@ class SpoutSettings:
     rebalance_backoff: float
     rebalance_max_retries: int
     fetch_max_records: int
+    fetch_max_wait_ms: int
     partition_refresh: float
     bootstrap_timeout_ms: int
     consumer_config: dict[str, Any] = field(default_factory=dict)
@@ -203,6 +206,7 @@ def spout_settings(conf: Mapping[str, Any], overrides: Mapping[str, Any] | None 
         rebalance_backoff=backoff_ms / 1000.0,
         rebalance_max_retries=max_retries,
         fetch_max_records=_int(c, "kafka.fetch.max.records", 1),
+        fetch_max_wait_ms=_int(c, "kafka.fetch.max.wait.ms", 0),
         partition_refresh=_int(c, "kafka.partition.refresh.ms", 1) / 1000.0,
         bootstrap_timeout_ms=_int(c, "kafka.bootstrap.timeout.ms", 1),
         consumer_config=_mapping(c, "kafka.consumer.config"),

@@ -61,7 +61,7 @@ from worker.connectors.kafka_group import (
     thread_id,
 )
 
-log = get_logger("kafka.group")
+log = get_logger("connectors.kafka.group")
 
 #: returns (generation the spout has applied, {(topic, partition): offset to resume from})
 OffsetsSource = Callable[[], "tuple[int, Mapping[TopicPartition, int]]"]

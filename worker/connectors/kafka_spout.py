@@ -55,7 +55,7 @@ from worker.connectors.kafka_member import Assignment, GroupMember
 from worker.connectors.kafka_offsets import DROP, EARLIEST, EMIT_RETRY, SKIP, OffsetTracker
 from worker.connectors.metrics import TaskCounters
 
-log = get_logger("kafka.spout")
+log = get_logger("connectors.kafka.spout")
 
 RECORD_FIELDS = ("topic", "partition", "offset", "key", "value", "timestamp")
 DECODERS = ("utf-8", "json", "bytes")
@@ -189,6 +189,7 @@ class KafkaSpout(Spout):
             allow_auto_create_topics=False,
             bootstrap_timeout_ms=s.bootstrap_timeout_ms,
             max_poll_records=s.fetch_max_records,
+            fetch_max_wait_ms=s.fetch_max_wait_ms,
             metadata_max_age_ms=int(s.partition_refresh * 1000),
             client_id=f"gale-{context.topology_id}-{context.task_id}",
         )
@@ -446,6 +447,7 @@ class KafkaSpout(Spout):
         with self._member.lock:
             self._trackers = trackers
             self._generation = a.generation
+        self._apply_retry_at = 0.0
         self.counters.incr("kafka_owned_partitions", len(a.partitions) - self.counters["kafka_owned_partitions"])
         self.log.info("kafka-assignment", generation=a.generation, owned=[f"{t}-{p}" for t, p in sorted(a.partitions)],
                       kept=len(keep), dropped=dropped, probing=len(probe))

@@ -45,7 +45,7 @@ from common.log import get_logger
 from common.topology.components import Spout
 from worker.connectors.metrics import TaskCounters
 
-log = get_logger("rabbitmq.spout")
+log = get_logger("connectors.rabbitmq.spout")
 
 KEYS: dict[str, tuple[Any, str]] = {
     "rabbitmq.url": (None, "amqp://user:pass@host:port/vhost (overrides host, port, virtual.host, username, password)"),
