@@ -167,3 +167,19 @@ def test_sink_writes_every_row_exactly_once_despite_replays(spark, tmp_path):
     assert set(written.columns) == {"id", "word", "gale_batch"}
     got = sorted((r["id"], r["word"]) for r in written.select("id", "word").collect())
     assert got == sorted((i, w) for i, w in rows)
+
+
+def test_stream_table_join_example_keeps_row_lineage(spark, tmp_path):
+    import examples.spark_join as sj  # noqa: PLC0415 - the example module is the subject
+
+    reference = sj.write_reference(str(tmp_path / "reference"))
+    rows = [[i, f"u{i}", w] for i, w in enumerate(["apple", "salmon", "nope", "leek", "apple", "bread"])]
+    topo = _chain(rows, ("enrich", sj.EnrichClicks, {"reference": reference}),
+                  ("check", FailField, {"field": "id", "bad": [3]}), fields=("id", "user", "word"))
+    res = complete_topology(topo, {"src": rows}, conf={"topology.spark.batch.size": 6, "topology.spark.batch.millis": 60000})
+    assert res.failed == [3] and res.acked == [0, 1, 2, 4, 5]
+    assert sorted(res.read("enrich")) == sorted([
+        [0, "u0", "apple", "fruit", 1.0], [1, "u1", "salmon", "fish", 3.5], [2, "u2", "nope", "unknown", 0.0],
+        [3, "u3", "leek", "vegetable", 1.2], [4, "u4", "apple", "fruit", 1.0], [5, "u5", "bread", "bakery", 1.5],
+    ])
+    assert res.stats["enrich"]["extra"]["spark_lineage_fallback_rows"] == 0

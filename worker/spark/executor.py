@@ -194,7 +194,25 @@ class SparkBatchExecutor(BoltExecutor):
                 work += n
             if st.running is None and batcher.due(now):
                 work += self._launch(st, now)
+        if not work and any(self.queue_list):
+            self._idle_while_holding()
         return work
+
+    def has_work(self) -> bool:
+        """Input this executor can take now (not tuples it leaves queued for backpressure)."""
+        return bool(self.outcomes) or self.emitting is not None or any(
+            q and self.states[t].batcher.room() for t, q in self.queues.items()
+        )
+
+    def _idle_while_holding(self) -> None:
+        # Tuples left in the input deque (backpressure) make the executor thread think there is
+        # work and skip its idle wait; when no other executor of the thread has input either,
+        # wait here as the thread would, instead of spinning a core while Spark starts or runs.
+        thread = self.thread
+        mine = self.queue_list
+        if thread is None or any(q for q in thread.all_queues if q and not any(q is m for m in mine)):
+            return
+        time.sleep(self.runtime.idle_wait)
 
     def on_timer(self, now: float) -> None:
         if self.spark is None:
