@@ -73,6 +73,8 @@ class Containers:
         logs.mkdir(parents=True, exist_ok=True)
         env = dict(os.environ)
         env["PYTHONUNBUFFERED"] = "1"
+        # every worker hashes strings alike, so fields groupings route equal keys to one task
+        env["PYTHONHASHSEED"] = "0"
         env["GALE_WORKER_LOG_DIR"] = str(logs)
         env.pop("NOTIFY_SOCKET", None)  # the worker is not the systemd service
         with open(logs / "worker.out", "ab") as out:

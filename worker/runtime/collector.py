@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from common.topology.tuple import Fields, Tuple
+from common.topology.tuple import Fields, Tuple, new_tuple
 from worker.runtime.acker import ACK, FAIL, INIT, RESET
 from worker.runtime.grouping import DirectGrouper, Grouper
 
@@ -154,14 +154,13 @@ class SpoutOutputCollector(_Collector):
             for target in targets:
                 edge = _rand(64) or 1
                 xor ^= edge
-                send(target, Tuple(values, fields, component, stream, task, {root: edge}))
+                send(target, new_tuple(values, fields, task, {root: edge}))
             self._pending.put(root, (task, msg_id, stream, self._clock.monotonic()))
             self._send_acker(self._acker_task(root), (INIT, root, xor, task))
         else:
             if targets:
-                tup = Tuple(values, fields, component, stream, task, None)
                 for target in targets:
-                    send(target, tup)
+                    send(target, new_tuple(values, fields, task, None))
             if msg_id is not None:
                 # acking disabled (topology.acker.executors = 0): the tuple counts as acked at once
                 self._executor.ack_now(task, msg_id, stream)
@@ -197,11 +196,18 @@ class BoltOutputCollector(_Collector):
             a_anchors = anchors.anchors
             if a_anchors:
                 # the common case, inlined: one tracked anchor
-                fields, component, task, send = route.fields, self.component, self.task, self._send_tuple
-                for target in targets:
-                    edge = _rand(64) or 1
-                    anchors.ack_val ^= edge
-                    send(target, Tuple(values, fields, component, stream, task, fromkeys(a_anchors, edge)))
+                fields, task, send = route.fields, self.task, self._send_tuple
+                if len(a_anchors) == 1:
+                    (root,) = a_anchors
+                    for target in targets:
+                        edge = _rand(64) or 1
+                        anchors.ack_val ^= edge
+                        send(target, new_tuple(values, fields, task, {root: edge}))
+                else:
+                    for target in targets:
+                        edge = _rand(64) or 1
+                        anchors.ack_val ^= edge
+                        send(target, new_tuple(values, fields, task, fromkeys(a_anchors, edge)))
                 return targets
         return self._emit_anchored(route, targets, values, anchors)
 
@@ -230,7 +236,7 @@ class BoltOutputCollector(_Collector):
                     for target in targets:
                         edge = _rand(64) or 1
                         anchors.ack_val ^= edge
-                        send(target, Tuple(values, fields, component, stream, task, fromkeys(a_anchors, edge)))
+                        send(target, new_tuple(values, fields, task, fromkeys(a_anchors, edge)))
                     return targets
             else:
                 anchor_list = [a for a in anchors if a.anchors]
@@ -242,12 +248,11 @@ class BoltOutputCollector(_Collector):
                             a.ack_val ^= edge
                             for r in a.anchors:
                                 ids[r] = ids.get(r, 0) ^ edge
-                        send(target, Tuple(values, fields, component, stream, task, ids))
+                        send(target, new_tuple(values, fields, task, ids))
                     return targets
         if targets:
-            tup = Tuple(values, fields, component, stream, task, None)
             for target in targets:
-                send(target, tup)
+                send(target, new_tuple(values, fields, task, None))
         return targets
 
     def ack(self, tup: Tuple) -> None:

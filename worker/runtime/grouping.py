@@ -8,6 +8,7 @@ it is randomized per process), so equal keys reach the same task wherever they a
 
 from __future__ import annotations
 
+import os
 import random
 import struct
 import zlib
@@ -78,21 +79,46 @@ class ShuffleGrouper(Grouper):
         return self._order[i]
 
 
-class FieldsGrouper(Grouper):
-    __slots__ = ("_tasks", "_idx", "_n", "_single")
+def process_hash_is_shared() -> bool:
+    """True when Python's own ``hash`` gives the same value in every worker process: supervisors
+    start workers with ``PYTHONHASHSEED=0`` (all workers of a cluster must run the same Python)."""
+    return os.environ.get("PYTHONHASHSEED", "random") not in ("random", "")
 
-    def __init__(self, tasks: Sequence[int], source_fields: Fields, group_fields: Sequence[str]):
+
+class FieldsGrouper(Grouper):
+    """Equal values of the grouping fields → the same task, in whichever process they are emitted.
+
+    With ``builtin_hash`` (one process, or workers sharing ``PYTHONHASHSEED``) Python's cached
+    string hash is used; otherwise :func:`stable_hash` (CRC-32 based).
+    """
+
+    __slots__ = ("_tasks", "_idx", "_n", "_single", "_builtin")
+
+    def __init__(self, tasks: Sequence[int], source_fields: Fields, group_fields: Sequence[str],
+                 builtin_hash: bool = False):
         self._tasks = [[t] for t in sorted(tasks)]
         self._n = len(self._tasks)
         self._idx = [source_fields.index(f) for f in group_fields]
         self._single = self._idx[0] if len(self._idx) == 1 else None
+        self._builtin = builtin_hash
 
     def choose(self, values: Sequence[Any]) -> list[int]:
         if self._single is not None:
             v = values[self._single]
+            if self._builtin:
+                try:
+                    return self._tasks[hash(v) % self._n]
+                except TypeError:  # unhashable (a list or dict value)
+                    return self._tasks[stable_hash(v) % self._n]
             h = crc32(v.encode("utf-8", "surrogatepass")) if v.__class__ is str else stable_hash(v)
         else:
-            h = stable_hash([values[i] for i in self._idx])
+            key = [values[i] for i in self._idx]
+            if self._builtin:
+                try:
+                    return self._tasks[hash(tuple(key)) % self._n]
+                except TypeError:
+                    pass
+            h = stable_hash(key)
         return self._tasks[h % self._n]
 
 
@@ -134,6 +160,7 @@ def make_grouper(
     source_fields: Fields,
     local_tasks: frozenset[int] | set[int] = frozenset(),
     rng: random.Random | None = None,
+    builtin_hash: bool = False,
 ) -> Grouper:
     kind = grouping.type
     if kind in ("shuffle", "none"):
@@ -142,7 +169,7 @@ def make_grouper(
         local = [t for t in target_tasks if t in local_tasks]
         return ShuffleGrouper(local or target_tasks, rng)
     if kind == "fields":
-        return FieldsGrouper(target_tasks, source_fields, grouping.fields)
+        return FieldsGrouper(target_tasks, source_fields, grouping.fields, builtin_hash)
     if kind == "all":
         return AllGrouper(target_tasks)
     if kind == "global":

@@ -23,7 +23,7 @@ from common.topology.definition import ACKER_COMPONENT, TopologyLayout
 from common.topology.tuple import Fields
 from worker.runtime.collector import StreamRoute
 from worker.runtime.executor import AckerExecutor, BoltExecutor, Executor, SpoutExecutor
-from worker.runtime.grouping import make_grouper
+from worker.runtime.grouping import make_grouper, process_hash_is_shared
 
 log = get_logger("runtime")
 
@@ -127,6 +127,9 @@ class WorkerRuntime:
         self.idle_wait = max(0.0005, float(self.conf.get("topology.spout.wait.sleep.millis", 1)) / 1000.0)
         self.queue_high_water = int(self.conf["topology.executor.receive.buffer.size"])
 
+        # every task in this process, or workers that share PYTHONHASHSEED: Python's hash routes
+        # fields groupings consistently (and several times faster than the portable hash)
+        self.builtin_hash = remote is None or process_hash_is_shared()
         self.acker_tasks = layout.component_tasks(ACKER_COMPONENT)
         self.acking = bool(self.acker_tasks)
         self._n_ackers = len(self.acker_tasks)
@@ -212,7 +215,8 @@ class WorkerRuntime:
         for sid, stream in comp.streams.items():
             fields = self._stream_fields[(component, sid)]
             groupers = [
-                make_grouper(g, self.layout.component_tasks(cid), fields, self.local_tasks, random.Random(self.rng.random()))
+                make_grouper(g, self.layout.component_tasks(cid), fields, self.local_tasks,
+                             random.Random(self.rng.random()), builtin_hash=self.builtin_hash)
                 for cid, g in subscribers[sid]
             ]
             routes[sid] = StreamRoute(sid, fields, groupers, stream.direct)
