@@ -223,10 +223,13 @@ def test_a_restarted_topology_resumes_from_the_committed_offsets(kafka_broker, z
     kafka_broker.produce("resume", [f"x{i}" for i in range(200)], partitions=PARTITIONS)
     overrides = kafka_conf(kafka_broker, zk_chroot, "resume", "rs", **{"kafka.commit.interval.ms": 60000})
     with LocalCluster(conf) as cluster:
-        first = cluster.submit_topology("first", overrides, recorder_topology(2))
+        first = cluster.submit_topology("first", overrides, recorder_topology(1))  # one task: no rebalance commits
         wait_for(lambda: len(set(seen(first))) == 200 and first.component_stats()["kafka"]["acked"] >= 200,
                  what="200 records acked")
-        cluster.kill_topology("first")  # close commits (the periodic commit is 60 s away)
+        assert committed(zk, "rs", "resume") == {}  # the periodic commit is 60 s away
+        first.deactivate()  # deactivate commits
+        wait_for(lambda: committed(zk, "rs", "resume") == {p: 50 for p in range(PARTITIONS)}, what="commit")
+        cluster.kill_topology("first")
     assert committed(zk, "rs", "resume") == {p: 50 for p in range(PARTITIONS)}
     kafka_broker.produce("resume", [f"y{i}" for i in range(80)], partitions=PARTITIONS)
     with LocalCluster(conf) as cluster:
@@ -353,6 +356,40 @@ def test_brokers_and_partitions_discovered_from_the_seed_zookeeper_layout(kafka_
         running = cluster.submit_topology("disc", overrides, recorder_topology(2))
         wait_for(lambda: committed(zk, "dc", "disc") == {p: 25 for p in range(PARTITIONS)}, what="all consumed")
         assert set(seen(running)) == all_offsets({p: 25 for p in range(PARTITIONS)})
+
+
+def test_one_spout_reads_several_topics_with_a_range_per_topic(kafka_broker, zk, zk_chroot, conf):
+    kafka_broker.create_topic("ta", 2)
+    kafka_broker.create_topic("tb", 3)
+    kafka_broker.produce("ta", [f"a{i}" for i in range(20)], partitions=2)
+    kafka_broker.produce("tb", [f"b{i}" for i in range(30)], partitions=3)
+    overrides = kafka_conf(kafka_broker, zk_chroot, "ta,tb", "multi")
+    b = TopologyBuilder()
+    b.set_spout("kafka", KafkaSpout, 2, kwargs={"fields": ["topic", "partition", "offset"]})
+    b.set_bolt("record", TopicRecorder, 1).shuffle_grouping("kafka")
+    with LocalCluster(conf) as cluster:
+        running = cluster.submit_topology("multi", overrides, b.create_topology(name="multi"))
+        s0, s1 = sorted(instances(running, "kafka"), key=lambda s: s.member.thread_id)
+        wait_for(lambda: settled(running) and len(s0.member.owned) + len(s1.member.owned) == 5, what="ownership")
+        # per topic: ta 1+1, tb 2+1 (the first thread gets the extra partition)
+        assert sorted(s0.member.owned) == [("ta", 0), ("tb", 0), ("tb", 1)]
+        assert sorted(s1.member.owned) == [("ta", 1), ("tb", 2)]
+        doc = json.loads(zk.get(f"/consumers/multi/ids/{s0.consumer_id}")[0])
+        assert doc["subscription"] == {"ta": 1, "tb": 1}
+        wait_for(lambda: committed(zk, "multi", "ta", 2) == {0: 10, 1: 10}
+                 and committed(zk, "multi", "tb", 3) == {0: 10, 1: 10, 2: 10}, what="both topics committed")
+        got = {x for bolt in instances(running, "record") for x in bolt.seen}
+    assert got == {("ta", p, o) for p in range(2) for o in range(10)} | {("tb", p, o) for p in range(3) for o in range(10)}
+
+
+class TopicRecorder(Bolt):
+    def prepare(self, conf, context, collector):
+        super().prepare(conf, context, collector)
+        self.seen = []
+
+    def execute(self, tup):
+        self.seen.append((tup["topic"], tup["partition"], tup["offset"]))
+        self.collector.ack(tup)
 
 
 # --------------------------------------------------------------------------------------- bad input
