@@ -45,6 +45,18 @@ ROTATIONS_KEPT = 3  # Storm's acker keeps 3 buckets
 _MASK64 = (1 << 64) - 1
 
 
+def _load_malloc_trim():
+    try:
+        import ctypes
+
+        return ctypes.CDLL("libc.so.6").malloc_trim
+    except (OSError, AttributeError):
+        return None
+
+
+_malloc_trim = _load_malloc_trim()
+
+
 def _mix(keys: np.ndarray) -> np.ndarray:
     """A cheap 64-bit mixer (keys are random already; this guards against patterned ids)."""
     x = keys ^ (keys >> np.uint64(31))
@@ -227,6 +239,11 @@ class AckerTable:
             self.spout[slots] = spout
             self.gen[slots] = gen
             self.flags[slots] = flags
+        del keys, vals, spout, gen, flags, live
+        if _malloc_trim is not None and cap >= 1 << 16:
+            # the old arrays may have come from the heap (glibc's adaptive mmap threshold): give the
+            # freed pages back, so a table that grew or shrank does not keep its old footprint
+            _malloc_trim(0)
 
     # ------------------------------------------------------------------ timeouts
 

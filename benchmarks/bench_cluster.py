@@ -1,0 +1,141 @@
+"""Cluster benchmark: word count across 2 workers, and recovery times after faults.
+
+Run: ``.venv/bin/python -m benchmarks.bench_cluster [--seconds S]``
+
+Starts its own ZooKeeper, a nimbus and 2 supervisors (processes, as in production) with Storm's
+default timeouts except where printed. Prints ``name: value unit`` lines:
+
+* ``cluster_wordcount_spout_tuples_per_sec`` / ``cluster_wordcount_tuples_per_sec`` — sentences
+  acked and bolt tuples executed per second, over a measurement window after warm-up, with
+  ``topology.workers`` = 2 (one worker per supervisor, 2 cores in all) and acking on;
+* ``worker_kill_to_processing_secs`` — ``kill -9`` of the worker running a spout task, until that
+  spout task acks again (the supervisor sees the process exit and relaunches at once);
+* ``supervisor_loss_to_running_elsewhere_secs`` — ``kill -9`` of a supervisor and its workers,
+  until every executor runs on the other supervisor; printed with its bound
+  ``storm.zookeeper.session.timeout + nimbus.monitor.freq.secs``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from common.zkserver import ZooKeeperServer
+from nimbus.client import NimbusClient
+from nimbus.devcluster import DevCluster
+
+ROOT = Path(__file__).resolve().parent.parent
+WORD_COUNT = ROOT / "examples" / "word_count.py"
+DURABLE_WC = ROOT / "tests" / "cluster_topologies" / "durable_wc.py"
+SESSION_MS = 20000
+MONITOR_SECS = 10
+
+
+def cli(cluster: DevCluster, *args: str) -> str:
+    env = dict(os.environ, GALE_CONFIG=str(cluster.client_config_path()))
+    proc = subprocess.run([sys.executable, "-m", "nimbus.cli", *args], capture_output=True, text=True, env=env,
+                          cwd=ROOT, timeout=300)
+    if proc.returncode != 0:
+        raise RuntimeError(f"nimbus {' '.join(args)}: {proc.stderr.strip()}")
+    return proc.stdout
+
+
+def wait(pred, timeout: float, interval: float = 0.1):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        v = pred()
+        if v:
+            return v
+        time.sleep(interval)
+    raise TimeoutError("condition not met")
+
+
+def totals(client: NimbusClient, name: str) -> tuple[int, int]:
+    d = client.topology(name)
+    c = d["components"]
+    return c["sentences"]["stats"].get("acked", 0), c["split"]["stats"].get("executed", 0) + c["count"]["stats"].get("executed", 0)
+
+
+def throughput(cluster: DevCluster, seconds: float) -> None:
+    client = NimbusClient(cluster.client_conf())
+    cli(cluster, "submit", str(WORD_COUNT), "--name", "wcbench", "--wait", "-c", "topology.workers=2",
+        "-c", "topology.max.spout.pending=5000")
+    time.sleep(10)  # warm up; stats reach nimbus every task.heartbeat.frequency.secs
+    a0, e0 = totals(client, "wcbench")
+    t0 = time.monotonic()
+    time.sleep(seconds)
+    a1, e1 = totals(client, "wcbench")
+    dt = time.monotonic() - t0
+    print(f"cluster_wordcount_spout_tuples_per_sec: {(a1 - a0) / dt:.0f} tuples/s")
+    print(f"cluster_wordcount_tuples_per_sec: {(e1 - e0) / dt:.0f} tuples/s", flush=True)
+    cli(cluster, "kill", "wcbench", "--wait", "0")
+
+
+def recovery(cluster: DevCluster, base: Path) -> None:
+    inp = base / "input.tsv"
+    state = base / "state"
+    corpus = ["the cow jumped over the moon", "an apple a day keeps the doctor away"]
+    inp.write_text("".join(f"{i}\t{corpus[i % 2]}\n" for i in range(300_000)))
+    cli(cluster, "submit", str(DURABLE_WC), "--name", "recovery", "--wait", "-c", f"test.input={inp}",
+        "-c", f"test.state.dir={state}")
+    client = NimbusClient(cluster.client_conf())
+    time.sleep(5)
+    detail = client.topology("recovery")
+    execs = detail["components"]["source"]["executor_list"]
+    victim = execs[0]
+    task_index = sorted(t for e in execs for t in e["tasks"]).index(victim["tasks"][0])
+    log = state / f"acked-{task_index}.log"
+    size = log.stat().st_size
+    os.kill(victim["worker"]["pid"], signal.SIGKILL)
+    killed = time.monotonic()
+    time.sleep(0.5)  # in-flight acks of the dead worker are flushed by now
+    size = log.stat().st_size
+    wait(lambda: log.stat().st_size > size, 120, 0.02)
+    print(f"worker_kill_to_processing_secs: {time.monotonic() - killed:.2f} s", flush=True)
+
+    time.sleep(5)
+    victim_sup = 0
+    dead = cluster.supervisor_id(victim_sup)
+    cluster.kill_supervisor(victim_sup, with_workers=True)
+    lost = time.monotonic()
+
+    def elsewhere():
+        d = client.topology("recovery")
+        nodes = {e["node"] for c in d["components"].values() for e in c["executor_list"]}
+        return dead not in nodes and d["executors_running"] == d["executors"]
+
+    wait(elsewhere, 180, 0.2)
+    took = time.monotonic() - lost
+    bound = SESSION_MS / 1000 + MONITOR_SECS
+    print(f"supervisor_loss_to_running_elsewhere_secs: {took:.2f} s")
+    print(f"supervisor_loss_bound_secs: {bound:.0f} s (storm.zookeeper.session.timeout {SESSION_MS} ms + "
+          f"nimbus.monitor.freq.secs {MONITOR_SECS})", flush=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seconds", type=float, default=20.0)
+    args = parser.parse_args()
+    base = Path(tempfile.mkdtemp(prefix="gale-bench-"))
+    conf = {"storm.zookeeper.session.timeout": SESSION_MS, "nimbus.monitor.freq.secs": MONITOR_SECS,
+            "task.heartbeat.frequency.secs": 1}
+    zk = ZooKeeperServer(data_dir=base / "zk").start()
+    cluster = DevCluster(base / "cluster", supervisors=2, slots=1, zookeeper=zk, conf=conf)
+    try:
+        cluster.start()
+        throughput(cluster, args.seconds)
+        recovery(cluster, base)
+    finally:
+        cluster.cleanup()
+        zk.cleanup()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,24 @@
+"""Run every benchmark (``make bench``): each prints ``name: value unit`` lines."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+BENCHMARKS = ["bench_local", "bench_cluster", "bench_kafka", "bench_spark"]
+
+
+def main() -> int:
+    failed = []
+    for name in BENCHMARKS:
+        print(f"# benchmarks.{name}", flush=True)
+        rc = subprocess.call([sys.executable, "-m", f"benchmarks.{name}"])
+        if rc != 0:
+            failed.append(name)
+    if failed:
+        print(f"# failed: {', '.join(failed)}", flush=True)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
