@@ -19,7 +19,7 @@ from tests.spark_topologies import (
     UpperWords, WordSink,
 )
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.filterwarnings("ignore:PySpark does not yet fully support pandas:FutureWarning")]
 
 WORDS = ["apple", "banana", "cherry", "apple", "date", "banana", "apple", "elder"]
 

@@ -21,7 +21,7 @@ from worker.spark.session import find_marked
 from tests.spark_topologies import CountWords, RowSpout
 from common.api import TopologyBuilder
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.filterwarnings("ignore:PySpark does not yet fully support pandas:FutureWarning")]
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -208,9 +208,9 @@ class SparkBatchExecutor(BoltExecutor):
         # Tuples left in the input deque (backpressure) make the executor thread think there is
         # work and skip its idle wait; when no other executor of the thread has input either,
         # wait here as the thread would, instead of spinning a core while Spark starts or runs.
+        # (A spout of the same thread emits at most one budget per wait meanwhile.)
         thread = self.thread
-        mine = self.queue_list
-        if thread is None or any(q for q in thread.all_queues if q and not any(q is m for m in mine)):
+        if thread is None or any(ex.has_work() for ex in thread.executors if ex is not self):
             return
         time.sleep(self.runtime.idle_wait)
 

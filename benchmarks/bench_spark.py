@@ -1,0 +1,199 @@
+"""Spark stage benchmark: throughput vs batch size, per-batch overhead, latency added.
+
+Run: ``.venv/bin/python -m benchmarks.bench_spark [--quick]``
+
+One Spark application (``local[2]``) serves every measurement. The stage is a word count per
+micro-batch (``groupBy("word").count()`` over a 1000-word vocabulary, lineage proven from the
+plan); the comparison is the same count as an ordinary per-tuple bolt (a dict, one emit per
+input, anchored). Everything runs in one local-mode worker with the acker on. Prints
+``name: value unit`` lines:
+
+* ``spark_start_secs`` — the background start of the Spark application;
+* ``spark_batch_overhead_ms`` — median time of a 1-row batch through the stage's job
+  (createDataFrame from Arrow, the transform, ``toArrow``): the fixed cost of one batch;
+* ``spark_job_rows_per_sec[batch=N]`` — the Spark job alone on an N-row batch;
+* ``spark_stage_rows_per_sec[batch=N]`` — spout → Spark stage → acking bolt, rows acked per
+  second end to end, for N = 1k, 10k, 100k (``topology.max.spout.pending`` = 2 N);
+* ``per_tuple_bolt_rows_per_sec`` — the same topology with the per-tuple bolt;
+* ``spark_stage_complete_latency_ms[millis=M]`` / ``per_tuple_complete_latency_ms`` — spout
+  complete latency at a steady 2000 rows/s with batches cut by time every M ms, and the latency
+  the stage adds over the per-tuple bolt.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import statistics
+import time
+from typing import Any
+
+from common.api import Bolt, Spout, TopologyBuilder
+from common.log import configure
+from common.topology.tuple import Fields, Tuple
+from worker.local import LocalTopology, local_conf
+from worker.spark import SparkBolt
+from worker.spark.session import acquire_spark, spark_settings
+
+VOCABULARY = [f"w{i:04d}" for i in range(1000)]
+
+
+class BenchSpout(Spout):
+    """Emits ``n`` rows (id, word) with message ids, at ``rate`` rows/s (0: as fast as allowed)."""
+
+    def __init__(self, n: int = 0, rate: float = 0.0):
+        self.n = n
+        self.rate = rate
+
+    def declare_output_fields(self, declarer):
+        declarer.declare(["id", "word"])
+
+    def open(self, conf, context, collector):
+        super().open(conf, context, collector)
+        self.i = 0
+        self.acked = 0
+        self.failed = 0
+        self.first_emit = 0.0
+        self.last_ack = 0.0
+
+    def next_tuple(self):
+        if self.i >= self.n:
+            return
+        if self.rate and self.first_emit and self.i >= (time.perf_counter() - self.first_emit) * self.rate:
+            return
+        if not self.first_emit:
+            self.first_emit = time.perf_counter()
+        self.collector.emit([self.i, VOCABULARY[self.i % len(VOCABULARY)]], msg_id=self.i)
+        self.i += 1
+
+    def ack(self, msg_id):
+        self.acked += 1
+        self.last_ack = time.perf_counter()
+
+    def fail(self, msg_id):
+        self.failed += 1
+
+
+class SparkCount(SparkBolt):
+    output_fields = ["word", "count"]
+
+    def transform(self, df):
+        return df.groupBy("word").count()
+
+
+class PythonCount(Bolt):
+    """The same stage tuple by tuple: running count per word, one anchored emit per input."""
+
+    def declare_output_fields(self, declarer):
+        declarer.declare(["word", "count"])
+
+    def prepare(self, conf, context, collector):
+        super().prepare(conf, context, collector)
+        self.counts: dict[str, int] = {}
+
+    def execute(self, tup):
+        word = tup[1]
+        self.counts[word] = self.counts.get(word, 0) + 1
+        self.collector.emit([word, self.counts[word]], anchors=tup)
+        self.collector.ack(tup)
+
+
+class AckAll(Bolt):
+    def execute(self, tup):
+        self.collector.ack(tup)
+
+
+def run_topology(stage: type, n: int, conf: dict[str, Any], rate: float = 0.0, timeout: float = 600.0):
+    """Run ``n`` rows through spout → stage → sink; returns (rows/s, spout stats)."""
+    b = TopologyBuilder()
+    b.set_spout("src", BenchSpout, 1, kwargs={"n": n, "rate": rate})
+    b.set_bolt("stage", stage, 1).shuffle_grouping("src")
+    b.set_bolt("sink", AckAll, 1).shuffle_grouping("stage")
+    topo = b.create_topology()
+    lt = LocalTopology("bench", topo, local_conf(topo, conf))
+    spout = next(s for ex in lt.runtime.executors.values() if ex.component == "src" for s in ex.spouts.values())
+    try:
+        deadline = time.monotonic() + timeout
+        while spout.acked + spout.failed < n and time.monotonic() < deadline:
+            time.sleep(0.01)
+        stats = lt.component_stats()
+    finally:
+        lt.kill()
+    if spout.failed or spout.acked < n:
+        raise RuntimeError(f"{stage.__name__}: {spout.acked} acked, {spout.failed} failed of {n}; errors {lt.errors}")
+    return n / (spout.last_ack - spout.first_emit), stats
+
+
+def job_times(session: Any, sizes: list[int], repeats: int) -> dict[int, float]:
+    """Median seconds of the stage's Spark job on batches of each size (no topology)."""
+    bolt = SparkCount()
+    bolt.input_fields = ["id", "word"]
+    bolt.declared_fields = ["word", "count"]
+    bolt._arrow_types = None
+    bolt.context = type("Ctx", (), {"component_id": "stage"})()
+    fields = Fields(["id", "word"], "src:default")
+    out = {}
+    for size in sizes:
+        batch = [Tuple([i, VOCABULARY[i % len(VOCABULARY)]], fields, "src", "default", 1, None) for i in range(size)]
+        bolt.spark_job(session, batch)  # warm
+        times = []
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            bolt.spark_job(session, batch)
+            times.append(time.perf_counter() - t0)
+        out[size] = statistics.median(times)
+    return out
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="fewer rows (a smoke run, not the published figures)")
+    args = parser.parse_args(argv)
+    configure(fmt="console", level="WARNING")
+    logging.getLogger("py4j").setLevel(logging.ERROR)
+    scale = 0.2 if args.quick else 1.0
+
+    t0 = time.monotonic()
+    handle = acquire_spark(spark_settings({}))
+    try:
+        session = handle.wait(300)
+        print(f"spark_start_secs: {time.monotonic() - t0:.1f} s", flush=True)
+
+        jobs = job_times(session, [1, 1000, 10000, 100000], repeats=3 if args.quick else 7)
+        print(f"spark_batch_overhead_ms: {jobs[1] * 1000:.0f} ms", flush=True)
+        for size in (1000, 10000, 100000):
+            print(f"spark_job_rows_per_sec[batch={size}]: {size / jobs[size]:.0f} rows/s", flush=True)
+
+        for size, n in ((1000, 30000), (10000, 100000), (100000, 300000)):
+            n = max(size, int(n * scale))
+            rate, stats = run_topology(SparkCount, n, {
+                "topology.spark.batch.size": size, "topology.spark.batch.millis": 5000,
+                "topology.max.spout.pending": 2 * size,
+            })
+            extra = stats["stage"]["extra"]
+            print(f"spark_stage_rows_per_sec[batch={size}]: {rate:.0f} rows/s "
+                  f"({int(extra['spark_batches'])} batches, avg {extra['spark_batch_latency_ms_avg']:.0f} ms, "
+                  f"avg size {extra['spark_batch_size_avg']:.0f})", flush=True)
+
+        rate, _ = run_topology(PythonCount, max(10000, int(300000 * scale)), {"topology.max.spout.pending": 20000})
+        print(f"per_tuple_bolt_rows_per_sec: {rate:.0f} rows/s", flush=True)
+
+        n = max(4000, int(30000 * scale))  # 15 s at 2000 rows/s
+        _, stats = run_topology(PythonCount, n, {}, rate=2000)
+        base = stats["src"]["complete_latency_ms"]
+        print(f"per_tuple_complete_latency_ms: {base:.1f} ms", flush=True)
+        for millis in (200, 1000):
+            _, stats = run_topology(SparkCount, n, {
+                "topology.spark.batch.size": 100000, "topology.spark.batch.millis": millis,
+            }, rate=2000)
+            lat = stats["src"]["complete_latency_ms"]
+            print(f"spark_stage_complete_latency_ms[millis={millis}]: {lat:.0f} ms "
+                  f"(adds {lat - base:.0f} ms; avg batch {stats['stage']['extra']['spark_batch_size_avg']:.0f} rows, "
+                  f"{stats['stage']['extra']['spark_batch_latency_ms_avg']:.0f} ms)", flush=True)
+    finally:
+        handle.close()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
