@@ -40,7 +40,7 @@ ENCODERS = ("utf-8", "json", "bytes")
 TICK_SECS = 0.1
 
 
-def _encoder(kind: str):
+def encoder(kind: str):
     if kind == "json":
         return lambda v: json.dumps(v, separators=(",", ":"), default=str).encode()
     if kind == "bytes":
@@ -74,7 +74,7 @@ class KafkaBolt(Bolt):
         self.settings = s = bolt_settings(conf, self.config)
         self.log = log.bind(task=context.task_id, component=context.component_id, topic=s.topic)
         self.counters = TaskCounters(collector, ("kafka_produced", "kafka_produce_errors"))
-        self._encode = _encoder(self.encode)
+        self._encode = encoder(self.encode)
         self._done: deque = deque()
         options = dict(
             bootstrap_servers=s.bootstrap_servers,

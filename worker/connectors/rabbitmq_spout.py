@@ -78,42 +78,40 @@ class RabbitMQSettings:
     reconnect_max: float
 
 
-def _int(c: Mapping[str, Any], key: str, minimum: int) -> int:
+def int_setting(c: Mapping[str, Any], key: str, minimum: int) -> int:
     v = c[key]
     if isinstance(v, bool) or not isinstance(v, int) or v < minimum:
         raise ConfigError(f"invalid value for {key!r}: {v!r}; expected an integer >= {minimum}")
     return v
 
 
-def _str(c: Mapping[str, Any], key: str) -> str:
+def str_setting(c: Mapping[str, Any], key: str) -> str:
     v = c[key]
     if not isinstance(v, str) or not v:
         raise ConfigError(f"invalid value for {key!r}: {v!r}; expected a non-empty string")
     return v
 
 
-def rabbitmq_settings(conf: Mapping[str, Any], overrides: Mapping[str, Any] | None = None) -> RabbitMQSettings:
+def merged(conf: Mapping[str, Any], overrides: Mapping[str, Any] | None, keys: Mapping[str, Any] = KEYS) -> dict:
+    """Defaults ← topology conf ← component ``config``; refuses unknown override keys."""
+    for name in overrides or {}:
+        if name not in keys:
+            raise ConfigError(f"unknown RabbitMQ setting {name!r}; known: {', '.join(sorted(keys))}")
+    c = {k: d for k, (d, _) in keys.items()}
+    c.update({k: v for k, v in conf.items() if k in keys and v is not None})
+    c.update({k: v for k, v in (overrides or {}).items() if v is not None})
+    return c
+
+
+def connection_params(c: Mapping[str, Any]) -> tuple[Any, str]:
+    """pika connection parameters from merged ``rabbitmq.*`` keys, and ``host:port`` for messages."""
     import pika
 
-    for name in overrides or {}:
-        if name not in KEYS:
-            raise ConfigError(f"unknown RabbitMQ setting {name!r}; known: {', '.join(sorted(KEYS))}")
-    c = {k: d for k, (d, _) in KEYS.items()}
-    c.update({k: v for k, v in conf.items() if k in KEYS and v is not None})
-    c.update({k: v for k, v in (overrides or {}).items() if v is not None})
-    if not c["rabbitmq.queue"]:
-        raise ConfigError("rabbitmq.queue is required (the queue to consume), e.g. -c rabbitmq.queue=events")
-    queue = _str(c, "rabbitmq.queue")
-    declare = c["rabbitmq.queue.declare"]
-    if not isinstance(declare, bool):
-        raise ConfigError(f"invalid value for 'rabbitmq.queue.declare': {declare!r}; expected true or false")
-    pending = conf.get("topology.max.spout.pending")
-    prefetch = _int(c, "rabbitmq.prefetch", 1) if c["rabbitmq.prefetch"] is not None else (pending or DEFAULT_PREFETCH)
-    timeout = _int(c, "rabbitmq.connection.timeout.ms", 1) / 1000.0
-    heartbeat = _int(c, "rabbitmq.heartbeat.secs", 0)
+    timeout = int_setting(c, "rabbitmq.connection.timeout.ms", 1) / 1000.0
+    heartbeat = int_setting(c, "rabbitmq.heartbeat.secs", 0)
     if c["rabbitmq.url"] is not None:
         try:
-            params = pika.URLParameters(_str(c, "rabbitmq.url"))
+            params = pika.URLParameters(str_setting(c, "rabbitmq.url"))
         except Exception as exc:  # noqa: BLE001 - pika's parse errors vary
             raise ConfigError(f"invalid value for 'rabbitmq.url': {c['rabbitmq.url']!r}: {exc}") from None
         params.heartbeat = heartbeat
@@ -122,19 +120,33 @@ def rabbitmq_settings(conf: Mapping[str, Any], overrides: Mapping[str, Any] | No
         params.connection_attempts = 1
     else:
         params = pika.ConnectionParameters(
-            host=_str(c, "rabbitmq.host"),
-            port=_int(c, "rabbitmq.port", 1),
-            virtual_host=_str(c, "rabbitmq.virtual.host"),
+            host=str_setting(c, "rabbitmq.host"),
+            port=int_setting(c, "rabbitmq.port", 1),
+            virtual_host=str_setting(c, "rabbitmq.virtual.host"),
             credentials=pika.PlainCredentials(str(c["rabbitmq.username"]), str(c["rabbitmq.password"])),
             heartbeat=heartbeat,
             socket_timeout=timeout,
             blocked_connection_timeout=timeout * 6,
             connection_attempts=1,
         )
-    initial = _int(c, "rabbitmq.reconnect.initial.delay.ms", 1) / 1000.0
-    maximum = _int(c, "rabbitmq.reconnect.max.delay.ms", 1) / 1000.0
-    return RabbitMQSettings(params, f"{params.host}:{params.port}{'' if params.virtual_host == '/' else params.virtual_host}",
-                            queue, declare, int(prefetch), initial, max(initial, maximum))
+    where = f"{params.host}:{params.port}" + ("" if params.virtual_host == "/" else f" (vhost {params.virtual_host})")
+    return params, where
+
+
+def rabbitmq_settings(conf: Mapping[str, Any], overrides: Mapping[str, Any] | None = None) -> RabbitMQSettings:
+    c = merged(conf, overrides)
+    if not c["rabbitmq.queue"]:
+        raise ConfigError("rabbitmq.queue is required (the queue to consume), e.g. -c rabbitmq.queue=events")
+    queue = str_setting(c, "rabbitmq.queue")
+    declare = c["rabbitmq.queue.declare"]
+    if not isinstance(declare, bool):
+        raise ConfigError(f"invalid value for 'rabbitmq.queue.declare': {declare!r}; expected true or false")
+    pending = conf.get("topology.max.spout.pending")
+    prefetch = int_setting(c, "rabbitmq.prefetch", 1) if c["rabbitmq.prefetch"] is not None else (pending or DEFAULT_PREFETCH)
+    params, where = connection_params(c)
+    initial = int_setting(c, "rabbitmq.reconnect.initial.delay.ms", 1) / 1000.0
+    maximum = int_setting(c, "rabbitmq.reconnect.max.delay.ms", 1) / 1000.0
+    return RabbitMQSettings(params, where, queue, declare, int(prefetch), initial, max(initial, maximum))
 
 
 class QueueConsumer:
@@ -263,9 +275,7 @@ class RabbitMQSpout(Spout):
     def __init__(self, config: dict[str, Any] | None = None, fields: list[str] | tuple[str, ...] = ("body",),
                  decode: str = "utf-8"):
         self.config = dict(config or {})
-        for name in self.config:
-            if name not in KEYS:
-                raise ConfigError(f"unknown RabbitMQ setting {name!r}; known: {', '.join(sorted(KEYS))}")
+        merged({}, self.config)  # unknown keys fail at build time
         self.fields = list(fields)
         bad = [f for f in self.fields if f not in FIELDS]
         if bad or not self.fields:
