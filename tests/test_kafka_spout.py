@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+import threading
 import time
 from collections import Counter
 from pathlib import Path
@@ -158,7 +159,8 @@ def test_two_tasks_form_the_seed_consumer_group(kafka_broker, zk, zk_chroot, con
         wait_for(lambda: committed(zk, "g1", "layout") == {p: 10 for p in range(PARTITIONS)},
                  what="offsets committed at the high watermark")
         assert all(zk.get(paths.offset("layout", p))[1].ephemeralOwner == 0 for p in range(PARTITIONS))
-    # a clean shutdown leaves the group: no ids, no owners; offsets stay
+    # a clean shutdown leaves the group: no ids, no owners; offsets stay; the member threads end
+    assert not [t.name for t in threading.enumerate() if t.name.startswith("kafka-group-kafka-")]
     assert zk.get_children(paths.ids_dir) == []
     assert owners(zk, "g1", "layout") == {}
     assert committed(zk, "g1", "layout") == {p: 10 for p in range(PARTITIONS)}

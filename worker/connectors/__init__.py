@@ -4,6 +4,7 @@
   laid out as seed 004 (``/consumers/<group>/ids|owners|offsets``).
 - :mod:`worker.connectors.kafka_bolt` — produces tuples to a Kafka topic, acking after the broker does.
 - :mod:`worker.connectors.rabbitmq_spout` — consumes a RabbitMQ queue with manual acknowledgements.
+- :mod:`worker.connectors.rabbitmq_bolt` — publishes tuples to RabbitMQ with publisher confirms.
 
 The pure parts (range assignment, committed-offset bookkeeping, retry schedules, config checks)
 live in their own modules and are tested without I/O. Import the classes from their modules:

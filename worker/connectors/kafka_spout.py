@@ -244,6 +244,7 @@ class KafkaSpout(Spout):
         if self._member is not None:
             self._member.stop()
             self._publish_member_counters()
+            self.counters.incr("kafka_owned_partitions", -self.counters["kafka_owned_partitions"])
         self._close_clients()
         self.log.info("kafka-spout-closed", consumer=getattr(self, "consumer_id", None))
 
@@ -366,8 +367,11 @@ class KafkaSpout(Spout):
         self._purge(tp)
 
     def _purge(self, tp: TopicPartition) -> None:
+        """Forget buffered records of ``tp`` (the consumer was repositioned)."""
         if self._buffer:
-            self._buffer = deque(r for r in self._buffer if (r.topic, r.partition) != tp)
+            keep = [r for r in self._buffer if (r.topic, r.partition) != tp]
+            self._buffer.clear()
+            self._buffer.extend(keep)
 
     def _out_of_range(self, tp: TopicPartition, position: int, log_start: int | None = None,
                       high_watermark: int | None = None) -> None:
