@@ -220,6 +220,41 @@ def test_a_member_leaving_hands_its_partitions_over_and_nothing_is_lost(kafka_br
     assert got == all_offsets(hws)
 
 
+def test_a_crashed_member_is_replaced_and_its_uncommitted_work_is_replayed(kafka_broker, zk, zk_chroot, conf):
+    kafka_broker.create_topic("crash", PARTITIONS)
+    kafka_broker.produce("crash", [f"c{i}" for i in range(400)], partitions=PARTITIONS)
+    hws = kafka_broker.high_watermarks("crash", PARTITIONS)
+    overrides = kafka_conf(kafka_broker, zk_chroot, "crash", "cr", **{"kafka.commit.interval.ms": 60000})
+    with LocalCluster(conf) as cluster:
+        a = cluster.submit_topology("a", overrides, recorder_topology(1))
+        b = cluster.submit_topology("b", overrides, recorder_topology(1))
+        (sa,), (sb,) = instances(a, "kafka"), instances(b, "kafka")
+        wait_for(lambda: settled(a) and settled(b) and len(sa.member.owned) == 2 and len(sb.member.owned) == 2,
+                 what="a 2+2 split")
+        a_parts = {p for _, p in sa.member.owned}
+        wait_for(lambda: {p for p, _ in seen(a)} == a_parts and len(seen(a)) >= 50, what="a processing")
+        # a's worker dies: its executors stop where they are (nothing more acked or committed) and its
+        # ZooKeeper session ends, so its ephemeral ids and owner nodes vanish
+        a.runtime.stopping = True
+        for t in a.runtime.threads:
+            t.join(5)
+        seen_by_a = set(seen(a))
+        sa.zk_client.stop()
+        wait_for(lambda: settled(b) and len(sb.member.owned) == PARTITIONS, what="b taking over a's partitions")
+
+        def b_caught_up():
+            sb.member.commit(wait=5)  # the periodic commit is 60 s away
+            return committed(zk, "cr", "crash") == hws
+
+        wait_for(b_caught_up, timeout=30, what="b committing the high watermark")
+        got = set(seen(b))
+    assert seen_by_a and {p for p, _ in seen_by_a} == a_parts
+    # nothing lost, and a's uncommitted work was done again by b
+    assert got | seen_by_a == all_offsets(hws)
+    assert seen_by_a <= got
+    assert committed(zk, "cr", "crash") == hws
+
+
 def test_a_restarted_topology_resumes_from_the_committed_offsets(kafka_broker, zk, zk_chroot, conf):
     kafka_broker.create_topic("resume", PARTITIONS)
     kafka_broker.produce("resume", [f"x{i}" for i in range(200)], partitions=PARTITIONS)
