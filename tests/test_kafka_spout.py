@@ -220,6 +220,16 @@ def test_a_member_leaving_hands_its_partitions_over_and_nothing_is_lost(kafka_br
     assert got == all_offsets(hws)
 
 
+def test_with_acking_off_records_count_as_done_when_emitted(kafka_broker, zk, zk_chroot, conf):
+    kafka_broker.create_topic("noack", 2)
+    kafka_broker.produce("noack", [f"v{i}" for i in range(100)], partitions=2)
+    overrides = {**kafka_conf(kafka_broker, zk_chroot, "noack", "na"), "topology.acker.executors": 0}
+    with LocalCluster(conf) as cluster:
+        running = cluster.submit_topology("noack", overrides, recorder_topology(1))
+        wait_for(lambda: committed(zk, "na", "noack", 2) == {0: 50, 1: 50}, what="commits at the end")
+        assert set(seen(running)) == all_offsets({0: 50, 1: 50})
+
+
 def test_a_crashed_member_is_replaced_and_its_uncommitted_work_is_replayed(kafka_broker, zk, zk_chroot, conf):
     kafka_broker.create_topic("crash", PARTITIONS)
     kafka_broker.produce("crash", [f"c{i}" for i in range(400)], partitions=PARTITIONS)

@@ -114,7 +114,8 @@ class GroupMember:
         self.clock = clock
         self.log = log.bind(group=paths.group, consumer=consumer_id)
 
-        self.lock = threading.Lock()
+        #: reentrant: with acking off, the spout's emit calls its ack synchronously, under this lock
+        self.lock = threading.RLock()
         #: True while the spout must not emit (rebalancing, disconnected, not registered)
         self.paused = True
         self.assignment = Assignment()
