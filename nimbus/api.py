@@ -3,12 +3,24 @@
 Gale's own JSON API lives under ``/api/v1`` (topologies by name or id); errors are JSON objects
 ``{"error": "<what is wrong and what to do>", ...}`` with a 4xx status. A request that needs the
 leader, sent to a standby, gets 409 with the leader's address in ``leader``.
+
+Every request passes :class:`RequestContext`: it gets a correlation id (the caller's
+``X-Request-Id`` when it is a sane token, else a new one) bound to every log line written while it
+is handled and echoed in the response's ``X-Request-Id``; a body over :data:`MAX_JSON_BODY_BYTES`
+(or ``nimbus.max.request.bytes`` for code uploads) is refused with 413 before it is read; and
+observers registered in ``app.state.request_observers`` (``/metrics``) see each request's route,
+status and duration.
 """
 
 from __future__ import annotations
 
+import re
+import time
+import uuid
+from collections.abc import Callable
 from typing import Any
 
+import structlog
 from fastapi import APIRouter, Depends, FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
@@ -23,6 +35,101 @@ from nimbus.daemon import Nimbus, NotLeaderError
 from nimbus.transitions import TransitionError
 
 log = get_logger("nimbus.api")
+
+
+#: the largest JSON body accepted by any route but the code upload (which has nimbus.max.request.bytes)
+MAX_JSON_BODY_BYTES = 1024 * 1024
+_REQUEST_ID = re.compile(r"^[A-Za-z0-9._:\-]{1,64}$")
+UPLOAD_PATH = "/api/v1/topologies"
+
+
+class ErrorBody(BaseModel):
+    """Every error response: what is wrong and what to do about it."""
+
+    error: str = Field(description="what went wrong and how to fix it, for a human")
+    leader: str | None = Field(default=None, description="409 from a standby: the leader's host:port")
+
+
+#: documented on every route: each 4xx/5xx body is an :class:`ErrorBody`
+ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
+    "4XX": {"model": ErrorBody, "description": "refused: the message says why and what to do"},
+    "5XX": {"model": ErrorBody, "description": "nimbus-side failure (ZooKeeper unavailable: 503)"},
+}
+
+
+class RequestContext:
+    """ASGI middleware: correlation id, body size limit, access log line, request observers."""
+
+    def __init__(self, app: Any, upload_limit: int, max_json_body: int = MAX_JSON_BODY_BYTES,
+                 observers: list[Callable[[str, str, int, float], None]] | None = None):
+        self.app = app
+        self.upload_limit = upload_limit
+        self.max_json_body = max_json_body
+        self.observers = observers if observers is not None else []
+
+    async def __call__(self, scope: dict, receive: Callable, send: Callable) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", ())}
+        rid = headers.get("x-request-id", "")
+        if not _REQUEST_ID.match(rid):
+            rid = uuid.uuid4().hex[:16]
+        method = scope.get("method", "")
+        path = scope.get("path", "")
+        limit = self.upload_limit if (method == "POST" and path == UPLOAD_PATH) else self.max_json_body
+        started = time.perf_counter()
+        status = {"code": 500, "sent": False}
+        tokens = structlog.contextvars.bind_contextvars(request_id=rid)
+
+        async def send_with_id(message: dict) -> None:
+            if message["type"] == "http.response.start":
+                status["code"] = message["status"]
+                status["sent"] = True
+                message = dict(message)
+                message["headers"] = list(message.get("headers", [])) + [(b"x-request-id", rid.encode())]
+            await send(message)
+
+        try:
+            declared = headers.get("content-length", "")
+            if declared.isdigit() and int(declared) > limit:
+                await _send_json(send_with_id, 413, f"request body of {int(declared)} bytes exceeds the limit of "
+                                                    f"{limit} bytes for {method} {path}")
+                return
+            received = {"n": 0}
+
+            async def limited_receive() -> dict:
+                message = await receive()
+                if message["type"] == "http.request":
+                    received["n"] += len(message.get("body", b""))
+                    if received["n"] > limit:
+                        raise StarletteHTTPException(413, f"request body exceeds the limit of {limit} bytes "
+                                                          f"for {method} {path}")
+                return message
+
+            await self.app(scope, limited_receive, send_with_id)
+        finally:
+            elapsed = time.perf_counter() - started
+            route = getattr(scope.get("route"), "path", None) or "unmatched"
+            code = status["code"]
+            level = "debug" if (method in ("GET", "HEAD") and code < 400) else ("warning" if code >= 500 else "info")
+            getattr(log, level)("http-request", method=method, path=path, route=route, status=code,
+                                duration_ms=round(elapsed * 1000, 2))
+            for observe in self.observers:
+                try:
+                    observe(method, route, code, elapsed)
+                except Exception:  # noqa: BLE001 - metrics must never break a request
+                    log.exception("request-observer-failed")
+            structlog.contextvars.reset_contextvars(**tokens)
+
+
+async def _send_json(send: Callable, status: int, message: str) -> None:
+    import json
+
+    body = json.dumps({"error": message}).encode()
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
+    await send({"type": "http.response.body", "body": body})
 
 
 class ApiError(Exception):
@@ -119,14 +226,25 @@ def _require_token(nimbus: Nimbus, request: Request, write: bool) -> None:
                             "(the CLI reads it from nimbus.api.token in your config)")
 
 
-def make_router(nimbus: Nimbus) -> APIRouter:
-    router = APIRouter(prefix="/api/v1")
+def token_checks(nimbus: Nimbus) -> tuple[Callable[[Request], None], Callable[[Request], None]]:
+    """FastAPI dependencies ``(reader, writer)`` enforcing ``nimbus.api.token`` (for extensions too)."""
+
+    def reader(request: Request) -> None:
+        _require_token(nimbus, request, write=False)
 
     def writer(request: Request) -> None:
         _require_token(nimbus, request, write=True)
 
-    def reader(request: Request) -> None:
-        _require_token(nimbus, request, write=False)
+    return reader, writer
+
+
+WINDOW_PATTERN = r"^(600|10800|86400|:all-time)$"
+WINDOW_DOC = "stats window in seconds: 600, 10800, 86400 or :all-time"
+
+
+def make_router(nimbus: Nimbus) -> APIRouter:
+    router = APIRouter(prefix="/api/v1", tags=["gale"], responses=ERROR_RESPONSES)
+    reader, writer = token_checks(nimbus)
 
     @router.get("/health", dependencies=[Depends(reader)])
     def health() -> dict[str, Any]:
@@ -161,13 +279,23 @@ def make_router(nimbus: Nimbus) -> APIRouter:
         return SubmitResponse(id=tid, name=name)
 
     @router.get("/topologies/{name}", dependencies=[Depends(reader)])
-    def topology(name: str, window: str = Query(default=":all-time", pattern=r"^(600|10800|86400|:all-time)$")) -> dict[str, Any]:
+    def topology(name: str, window: str = Query(default=":all-time", pattern=WINDOW_PATTERN,
+                                                description=WINDOW_DOC)) -> dict[str, Any]:
         return views.topology_detail(nimbus, nimbus.topology_id(name), window)
 
     @router.get("/topologies/{name}/components/{component}", dependencies=[Depends(reader)])
     def component(name: str, component: str,
-                  window: str = Query(default=":all-time", pattern=r"^(600|10800|86400|:all-time)$")) -> dict[str, Any]:
+                  window: str = Query(default=":all-time", pattern=WINDOW_PATTERN,
+                                      description=WINDOW_DOC)) -> dict[str, Any]:
         return dict(views.component_detail(nimbus, nimbus.topology_id(name), component, window))
+
+    @router.get("/topologies/{name}/workers", dependencies=[Depends(reader)])
+    def workers(name: str, window: str = Query(default=":all-time", pattern=WINDOW_PATTERN,
+                                               description=WINDOW_DOC)) -> list[dict[str, Any]]:
+        """Per-worker statistics: where each worker runs, its pid, log file, executors and their summed stats."""
+        from nimbus.storm_api import build
+
+        return build.gale_workers(build.gather(nimbus, name, components=()), window)
 
     @router.post("/topologies/{name}/activate", response_model=ActionResponse, dependencies=[Depends(writer)])
     def activate(name: str) -> ActionResponse:
@@ -210,7 +338,15 @@ async def _in_thread(fn, *args, **kwargs):
 
 
 def create_app(nimbus: Nimbus) -> FastAPI:
-    app = FastAPI(title="Gale nimbus API", version="1", docs_url="/api/docs", redoc_url=None)
+    app = FastAPI(
+        title="Gale nimbus API", version="1", docs_url="/api/docs", redoc_url=None,
+        description="Gale's own API (/api/v1/topologies...), Storm UI's REST API (/api/v1/cluster/summary, "
+                    "/api/v1/topology/...), the web UI, Prometheus /metrics and HTTP service discovery. "
+                    "Errors are JSON objects with an 'error' message.",
+    )
+    app.state.request_observers = []
+    app.add_middleware(RequestContext, upload_limit=int(nimbus.conf["nimbus.max.request.bytes"]),
+                       observers=app.state.request_observers)
     install_error_handlers(app)
     app.include_router(make_router(nimbus))
     for extension in _extensions():
