@@ -26,7 +26,7 @@ from common.clock import REAL_CLOCK
 from common.cluster_state import ClusterState, FencedError
 from common.errors import ConfigError, CorruptRecordError, GaleError, NotFoundError, TopologyError
 from common.layout import Layout
-from common.log import get_logger
+from common.log import bind, get_logger
 from common.records import Assignment, NimbusSummary, StormBase, TopologyStatus
 from common.topology.definition import TopologyDef, TopologyLayout, component_parallelism
 from common.zk import start_client
@@ -305,6 +305,7 @@ class Nimbus:
     def _monitor_loop(self) -> None:
         period = float(self.conf["nimbus.monitor.freq.secs"])
         while not self.stopping.is_set():
+            bind(round_id=secrets.token_hex(6))  # correlation id of every line of this round
             try:
                 if self._needs_register:
                     self._needs_register = False
