@@ -231,7 +231,8 @@ class RabbitMQNode:
 
     def start(self, timeout: float = 60.0) -> RabbitMQNode:
         if not (RABBITMQ_BIN / "rabbitmq-server").exists():
-            pytest.skip(f"RabbitMQ not installed at {RABBITMQ_BIN} (apt-get install rabbitmq-server)")
+            pytest.fail(f"RabbitMQ is not installed at {RABBITMQ_BIN}: run make test (deploy/install-system-deps.sh "
+                        f"test installs rabbitmq-server) or set GALE_RABBITMQ_BIN")
         env = self.env()
         if self.epmd is None or self.epmd.poll() is not None:
             epmd = shutil.which("epmd") or "epmd"
