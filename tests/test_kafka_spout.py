@@ -368,6 +368,28 @@ def test_a_committed_offset_past_the_high_watermark_is_reset_by_policy(kafka_bro
             assert sorted(seen(running)) == [(0, 20), (1, 20)]
 
 
+def test_a_committed_offset_below_the_log_start_is_reset(kafka_broker, zk, zk_chroot, conf, monkeypatch):
+    """Retention deleted records the group never read. Tansu cannot delete records (DeleteRecords drops
+    the connection), so the broker's log start is raised to 30 for this test through ListOffsets."""
+    from kafka import KafkaConsumer
+
+    real = KafkaConsumer.beginning_offsets
+
+    def beginning_offsets(self, partitions, timeout_ms=None):
+        return {tp: max(v, 30) if tp.topic == "trunc" else v for tp, v in real(self, partitions, timeout_ms).items()}
+
+    monkeypatch.setattr(KafkaConsumer, "beginning_offsets", beginning_offsets)
+    kafka_broker.create_topic("trunc", 1)
+    kafka_broker.produce("trunc", [f"v{i}" for i in range(50)], partitions=1)
+    zk.create("/consumers/tr/offsets/trunc/0", b"10", makepath=True)
+    with LocalCluster(conf) as cluster:
+        running = cluster.submit_topology("trunc", kafka_conf(kafka_broker, zk_chroot, "trunc", "tr"),
+                                          recorder_topology(1))
+        wait_for(lambda: committed(zk, "tr", "trunc", 1) == {0: 50}, what="consumed to the end")
+        assert running.component_stats()["kafka"]["extra"]["kafka_offset_out_of_range"] == 1
+        assert sorted(seen(running)) == [(0, o) for o in range(30, 50)]
+
+
 def test_offset_reset_latest_without_a_commit_starts_at_the_end(kafka_broker, zk, zk_chroot, conf):
     kafka_broker.create_topic("late", 2)
     kafka_broker.produce("late", [f"v{i}" for i in range(300)], partitions=2)  # multi-record batches
