@@ -1,7 +1,7 @@
 """SparkBatchExecutor: runs Spark bolts and sinks in micro-batches, keeping the acker's guarantee.
 
 Threads. Everything that touches a collector (emit, ack, fail, reset_timeout) happens on the
-executor thread, in :meth:`run_batch` and :meth:`on_timer`. A batch's Spark work runs on a job
+executor thread, in :meth:`run_batch` (and its periodic part). A batch's Spark work runs on a job
 thread (one per task at most); its outcome is queued and applied by the executor thread.
 
 Flow per task: tuples move from the input deque into a :class:`~worker.spark.batching.Batcher`
@@ -39,6 +39,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from worker.runtime.runtime import WorkerRuntime
 
 MAX_ERROR_CHARS = 4000
+PERIOD_SECS = 0.05
 
 
 def _rendered(error: BaseException) -> str:
@@ -117,6 +118,7 @@ class SparkBatchExecutor(BoltExecutor):
         self.closing = False
         self.prepared_at = 0.0
         self.next_reset = 0.0
+        self.next_periodic = 0.0
         self.warned: set[str] = set()
         self.stats.extra.update({k: 0.0 for k in STAT_KEYS})
 
@@ -177,6 +179,8 @@ class SparkBatchExecutor(BoltExecutor):
     # ------------------------------------------------------------------ executor thread
     def run_batch(self, budget: int) -> int:
         now = self.clock.monotonic()
+        if now >= self.next_periodic and self.spark is not None:
+            self._periodic(now)
         work = self._apply_outcomes(budget)
         executed = self.stats.executed
         for task, queue in self.queues.items():
@@ -215,8 +219,13 @@ class SparkBatchExecutor(BoltExecutor):
         time.sleep(self.runtime.idle_wait)
 
     def on_timer(self, now: float) -> None:
-        if self.spark is None:
-            return
+        """Nothing here: the runtime may fire timers from another executor thread, and this
+        executor's periodic work touches collectors, so it runs in :meth:`_periodic` instead."""
+
+    def _periodic(self, now: float) -> None:
+        """Every ``PERIOD_SECS`` on the executor thread: time-based launches, hung batches,
+        timeout resets of held tuples, Spark status in the stats."""
+        self.next_periodic = now + PERIOD_SECS
         extra = self.stats.extra
         if self.spark.future.done():
             extra["spark_ready"] = 1.0 if self.spark.ready() else 0.0

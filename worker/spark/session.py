@@ -256,14 +256,15 @@ class SparkApplication:
             SparkContext._jvm = None
             SparkContext._active_spark_context = None
         proc = getattr(gateway, "proc", None)
-        tree: list[psutil.Process] = []
-        pid = proc.pid if proc is not None else self.jvm_pid
-        if pid is not None:
+        # Snapshot the application's processes before the JVM goes (its Python workers are then
+        # re-parented away from us). Only processes carrying this application's marker count.
+        candidates: list[psutil.Process] = []
+        for root in ([proc.pid] if proc is not None else []) + [os.getpid()]:
             try:
-                tree = psutil.Process(pid).children(recursive=True)
+                candidates += psutil.Process(root).children(recursive=True)
             except psutil.Error:
-                tree = []
-        tree += self.marked_processes()
+                pass
+        tree = find_marked(self.marker, list({p.pid: p for p in candidates}.values()))
         if gateway is not None:
             try:
                 gateway.shutdown()
@@ -281,7 +282,7 @@ class SparkApplication:
                 log.warning("spark-jvm-kill", pid=proc.pid)
                 proc.kill()
                 proc.wait(10)
-        _, alive = psutil.wait_procs(list({p.pid: p for p in tree}.values()), timeout=5)
+        _, alive = psutil.wait_procs(tree, timeout=5)
         for p in alive:
             try:
                 log.warning("spark-process-kill", pid=p.pid)
@@ -289,10 +290,6 @@ class SparkApplication:
             except psutil.Error:
                 pass
         psutil.wait_procs(alive, timeout=5)
-
-    def marked_processes(self) -> list[psutil.Process]:
-        """Live descendants of this process that belong to this application (by marker)."""
-        return find_marked(self.marker, psutil.Process(os.getpid()).children(recursive=True))
 
 
 def _first_lines(text: str, n: int = 3) -> str:
