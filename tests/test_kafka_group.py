@@ -128,8 +128,12 @@ def test_broker_and_topic_payloads():
 
 
 def test_connector_keys_are_accepted_as_topology_config():
-    # user keys must not look like typos of Gale's own keys
-    validate({k: "x" for k in {*SPOUT_KEYS, *BOLT_KEYS, "kafka.spout.parallelism"}}, allow_user_keys=True)
+    from worker.connectors.rabbitmq_bolt import KEYS as RABBIT_BOLT_KEYS
+    from worker.connectors.rabbitmq_spout import KEYS as RABBIT_SPOUT_KEYS
+
+    # user keys must not look like typos of Gale's own keys (common.config refuses those)
+    keys = {*SPOUT_KEYS, *BOLT_KEYS, "kafka.spout.parallelism", *RABBIT_SPOUT_KEYS, *RABBIT_BOLT_KEYS}
+    validate({k: "x" for k in keys}, allow_user_keys=True)
 
 
 # ------------------------------------------------------------------------------------ GroupMember on ZooKeeper
