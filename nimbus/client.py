@@ -89,8 +89,9 @@ class NimbusClient:
     # --------------------------------------------------------------- API
 
     def submit(self, name: str, bundle: bytes, inactive: bool = False) -> str:
+        # submit may wait for code replication to standby nimbuses (topology.max.replication.wait.time.sec)
         resp = self.request("POST", "/api/v1/topologies", params={"name": name, "inactive": str(inactive).lower()},
-                            content=bundle, headers={"Content-Type": "application/gzip"})
+                            content=bundle, headers={"Content-Type": "application/gzip"}, timeout=max(self.timeout, 300.0))
         return resp.json()["id"]
 
     def topologies(self) -> list[dict[str, Any]]:

@@ -217,10 +217,11 @@ class Nimbus:
             conf = self.topology_conf(stored_conf)
             num_workers = int(conf["topology.workers"])
             digest = self.blobs.put(topology_id, bundle, definition_json, stored_conf)
+            # announce the code first: standbys copy it from here before the topology exists
+            self.state.set_blob_holder(topology_id, self.address, digest)
             self.replicate(topology_id, digest)
             self.state.setup_heartbeats(topology_id)
             self.client.ensure_path(self.layout.errors_dir(topology_id))
-            self.state.set_blob_holder(topology_id, self.address, digest)
             base = StormBase(
                 name=name, status=status, num_workers=num_workers,
                 component_executors=component_parallelism(defn, conf, num_workers),
@@ -247,7 +248,11 @@ class Nimbus:
                 raise NotFoundError(f"topology {name_or_id!r} disappeared")
             new = fn(base)
             if new != base:
-                self.state.set_storm_base(tid, new)
+                try:
+                    self.state.set_storm_base(tid, new)
+                except FencedError:
+                    self.leader.deposed()
+                    raise NotLeaderError(None) from None
             return tid, new
 
     def activate(self, name: str) -> str:
@@ -310,11 +315,17 @@ class Nimbus:
                 if self._needs_register:
                     self._needs_register = False
                     self.register()
+                else:
+                    # keep /nimbuses/<me> current (leader flag, uptime) for the API and UI
+                    self.state.set_nimbus_summary(self.address, self.summary())
                 if self.is_leader():
                     self.monitor_round()
                 else:
                     self.sync_code()
-            except (KazooException, FencedError) as exc:
+            except FencedError as exc:
+                log.warning("monitor-round-fenced", error=str(exc))
+                self.leader.deposed()
+            except KazooException as exc:
                 log.warning("monitor-round-failed", error=f"{type(exc).__name__}: {exc}")
             except Exception:  # noqa: BLE001 - a bug: log it, count it, keep the loop alive
                 log.exception("monitor-round-crashed")

@@ -73,6 +73,14 @@ class Leadership:
         if state == KazooState.LOST:
             self._lost.set()
 
+    def deposed(self) -> None:
+        """A fenced write failed: someone else holds a newer epoch. Stop acting at once and
+        contend again (the election decides who leads)."""
+        if self._leading:
+            log.warning("nimbus-deposed", address=self.nimbus.address, epoch=self.epoch)
+        self._leading = False
+        self._lost.set()
+
     # ---------------------------------------------------------------- election
 
     def _contend(self) -> None:
@@ -137,6 +145,11 @@ class Leadership:
         max_wait = float(self.nimbus.conf["topology.max.replication.wait.time.sec"])
         if wanted <= 1:
             return
+        live = len(self.nimbus.state.nimbus_summaries())
+        if live < wanted:
+            # waiting for nimbuses that do not exist only delays the submit; say so and go on
+            log.warning("code-replication-below-minimum", topology=topology_id, live_nimbuses=live, wanted=wanted)
+            wanted = max(1, live)
         deadline = time.time() + (max_wait if max_wait >= 0 else 1e9)
         while True:
             have = sum(1 for d in self.holders(topology_id).values() if d == digest)
@@ -157,17 +170,21 @@ class Leadership:
         ok = True
         state = self.nimbus.state
         try:
-            storm_ids = state.storm_ids()
+            storm_ids = set(state.storm_ids())
+            # topologies being submitted are announced under /blobstore before /storms: copy them
+            # too (the watch wakes this nimbus's loop as soon as a new one appears)
+            announced = set(self.client.get_children(self.layout.dir("blobstore"),
+                                                     watch=lambda _e: self.nimbus.wakeup.set()))
         except KazooException:
             return False
-        for tid in storm_ids:
+        for tid in sorted(storm_ids | announced):
             holders = self.holders(tid)
             digest = next(iter(set(holders.values())), None) if holders else None
             if self.nimbus.blobs.has(tid, digest):
                 if self.nimbus.address not in holders and digest is not None:
                     state.set_blob_holder(tid, self.nimbus.address, digest)
                 continue
-            if not self._download(tid, holders):
+            if not self._download(tid, holders) and tid in storm_ids:
                 ok = False
         return ok
 
