@@ -461,6 +461,22 @@ class TopicRecorder(Bolt):
         self.collector.ack(tup)
 
 
+def test_a_crashed_group_thread_is_reported_as_a_component_error(kafka_broker, zk_chroot, conf, monkeypatch):
+    from worker.connectors.kafka_member import GroupMember
+
+    def broken(self):
+        raise RuntimeError("bug in the rebalance")
+
+    monkeypatch.setattr(GroupMember, "_rebalance", broken)
+    kafka_broker.create_topic("crashy", 1)
+    with LocalCluster(conf) as cluster:
+        running = cluster.submit_topology("crashy", kafka_conf(kafka_broker, zk_chroot, "crashy", "cy"),
+                                          recorder_topology(1))
+        wait_for(lambda: running.errors.get("kafka"), what="an error report")
+        assert "consumer-group thread" in running.errors["kafka"][0]
+        assert "RuntimeError: bug in the rebalance" in running.errors["kafka"][0]
+
+
 # --------------------------------------------------------------------------------------- bad input
 
 

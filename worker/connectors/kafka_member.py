@@ -133,6 +133,8 @@ class GroupMember:
         self.rebalance_failures = 0
         self.commit_writes = 0
         self.last_rebalance_secs = 0.0
+        #: set when the member thread died of a bug: the spout reports it (and stays paused)
+        self.failure: str | None = None
 
     # ------------------------------------------------------------------ public (any thread)
 
@@ -226,10 +228,11 @@ class GroupMember:
                     next_commit = now() + self.commit_interval
                     for w in waiters:
                         w.set()
-        except Exception:  # noqa: BLE001 - a bug here must not die silently
+        except Exception as exc:  # noqa: BLE001 - a bug here must not die silently
             self.log.exception("kafka-group-thread-crashed")
             with self.lock:
                 self.paused = True
+            self.failure = f"{type(exc).__name__}: {exc}"
         finally:
             self._stopped.set()
 

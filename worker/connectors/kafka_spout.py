@@ -153,6 +153,7 @@ class KafkaSpout(Spout):
             self._next_housekeeping = 0.0
             self._next_refresh = self._clock.monotonic() + s.partition_refresh
             self._apply_retry_at = 0.0
+            self._failure_reported = False
             self._seen = {"rebalances": 0, "rebalance_failures": 0, "commit_writes": 0}
             self._member.start()
         except BaseException:
@@ -253,6 +254,10 @@ class KafkaSpout(Spout):
     def next_tuple(self):
         member = self._member
         if member.paused:
+            if member.failure is not None and not self._failure_reported:
+                self._failure_reported = True
+                self.collector.report_error(f"Kafka spout: the consumer-group thread of {self.consumer_id} died "
+                                            f"({member.failure}); this task emits nothing until restarted")
             return
         assignment = member.assignment
         now = self._clock.monotonic()
