@@ -322,11 +322,32 @@ class RabbitMQNode:
         return n
 
 
+class _SharedNode:
+    """One node for the whole session, even though each test module that imports the fixture gets its
+    own (session-scoped) copy of it: the copies share the node and the last one to end stops it."""
+
+    node: RabbitMQNode | None = None
+    users = 0
+
+
 @pytest.fixture(scope="session")
 def rabbitmq():
-    node = RabbitMQNode(Path(tempfile.mkdtemp(prefix="gale-rabbitmq-")))
+    if _SharedNode.node is None:
+        node = RabbitMQNode(Path(tempfile.mkdtemp(prefix="gale-rabbitmq-")))
+        try:
+            node.start()
+        except BaseException:
+            node.cleanup()
+            raise
+        _SharedNode.node = node
+    _SharedNode.users += 1
     try:
-        node.start()
+        node = _SharedNode.node
+        if node.proc is None or node.proc.poll() is not None:
+            node.start()  # a test stopped it (broker-restart tests) and failed before starting it again
         yield node
     finally:
-        node.cleanup()
+        _SharedNode.users -= 1
+        if _SharedNode.users == 0:
+            _SharedNode.node.cleanup()
+            _SharedNode.node = None
