@@ -432,8 +432,8 @@ class GroupMember:
                 self.paused = True
             generation, offsets = self._offsets()
             current = self.assignment.generation
-        if generation != current or not self._owned:
-            return
+        if generation != current or not self._owned or not self.client.connected:
+            return  # (while disconnected a write would wait for the reconnect; the next commit catches up)
         for tp, offset in offsets.items():
             if tp not in self._owned or self._committed.get(tp) == offset:
                 continue
