@@ -220,6 +220,19 @@ def test_a_member_leaving_hands_its_partitions_over_and_nothing_is_lost(kafka_br
     assert got == all_offsets(hws)
 
 
+def test_more_tasks_than_partitions_leaves_a_task_idle(kafka_broker, zk, zk_chroot, conf):
+    kafka_broker.create_topic("single", 1)
+    kafka_broker.produce("single", [f"v{i}" for i in range(30)], partitions=1)
+    with LocalCluster(conf) as cluster:
+        running = cluster.submit_topology("single", kafka_conf(kafka_broker, zk_chroot, "single", "sg"),
+                                          recorder_topology(2))
+        spouts = instances(running, "kafka")
+        wait_for(lambda: settled(running) and sorted(len(s.member.owned) for s in spouts) == [0, 1], what="1+0")
+        wait_for(lambda: committed(zk, "sg", "single", 1) == {0: 30}, what="all consumed")
+        assert set(seen(running)) == all_offsets({0: 30})
+        assert running.errors == {}
+
+
 def test_with_acking_off_records_count_as_done_when_emitted(kafka_broker, zk, zk_chroot, conf):
     kafka_broker.create_topic("noack", 2)
     kafka_broker.produce("noack", [f"v{i}" for i in range(100)], partitions=2)
