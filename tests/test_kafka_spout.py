@@ -158,6 +158,7 @@ def test_two_tasks_form_the_seed_consumer_group(kafka_broker, zk, zk_chroot, con
         kafka_broker.produce("layout", [f"r{i}" for i in range(40)], partitions=PARTITIONS)
         wait_for(lambda: committed(zk, "g1", "layout") == {p: 10 for p in range(PARTITIONS)},
                  what="offsets committed at the high watermark")
+        assert running.errors == {}
         assert all(zk.get(paths.offset("layout", p))[1].ephemeralOwner == 0 for p in range(PARTITIONS))
     # a clean shutdown leaves the group: no ids, no owners; offsets stay; the member threads end
     assert not [t.name for t in threading.enumerate() if t.name.startswith("kafka-group-kafka-")]
@@ -184,6 +185,7 @@ def test_word_count_processes_every_record_and_commits_the_high_watermark(kafka_
         for bolt in instances(running, "count"):
             counts.update(bolt.counts)
         stats = running.component_stats()
+        assert running.errors == {}
     expected = Counter(w for s in sentences for w in s.split())
     # at least once: every word counted at least as often as it occurs
     assert all(counts[w] >= n for w, n in expected.items())
@@ -217,6 +219,7 @@ def test_a_member_leaving_hands_its_partitions_over_and_nothing_is_lost(kafka_br
         hws = kafka_broker.high_watermarks("handover", PARTITIONS)
         wait_for(lambda: committed(zk, "ho", "handover") == hws, what="commits at the high watermark")
         got = set(seen(b)) | {x for bolt in seen_a for x in bolt.seen}
+        assert a.errors == {} and b.errors == {}
     assert got == all_offsets(hws)
 
 
@@ -315,6 +318,7 @@ def test_failed_tuples_are_replayed_from_their_offsets(kafka_broker, zk, zk_chro
                  what="commits past every failed offset")
         got = Counter(seen(running))
         stats = running.component_stats()["kafka"]
+        assert running.errors == {}
     # each failed offset came back (from the broker, at its offset) and was acked the second time
     assert all(got[x] == 2 for x in to_fail), {x: got[x] for x in to_fail}
     assert set(got) == all_offsets({p: 100 for p in range(PARTITIONS)})
@@ -357,6 +361,7 @@ def test_spout_session_expiry_re_registers_and_rebalances(kafka_broker, zk, zk_c
         hws = kafka_broker.high_watermarks("expiry", PARTITIONS)
         wait_for(lambda: committed(zk, "ex", "expiry") == hws, what="commits at the high watermark")
         assert set(seen(running)) == all_offsets(hws)
+        assert running.errors == {}
 
 
 @pytest.mark.parametrize("policy", ["earliest", "latest"])
