@@ -412,6 +412,7 @@ class Nimbus:
             snapshots, slots, self.cache, now,
             launch_secs=float(self.conf["nimbus.task.launch.secs"]),
             timeout_secs=float(self.conf["nimbus.task.timeout.secs"]),
+            orphan_grace_secs=3.0 * float(self.conf["task.heartbeat.frequency.secs"]),
         )
         written: dict[str, Assignment] = {}
         for snap in snapshots:

@@ -9,7 +9,10 @@ new executor → slot placements. Semantics follow Storm (``reference/storm-inte
   ``nimbus.task.timeout.secs`` (judged by nimbus's own clock, so a zombie that stops updating, or a
   worker with a skewed clock, is not trusted).
 * Executors on a supervisor that is no longer registered (its ephemeral znode vanished: ZooKeeper
-  session expiry) are treated as dead, so their work moves at the next round.
+  session expiry) stay only while their heartbeats keep changing within ``orphan_grace_secs`` (a
+  few heartbeat periods): a supervisor restarted on its own does not move healthy workers, while a
+  node that died or was cut off with its workers (heartbeats stopped too) has its work moved at the
+  first round after its session expired, without waiting for ``nimbus.task.timeout.secs``.
 * Slots that hold a dead executor are not offered to anyone this round.
 * DefaultScheduler: keep alive slots whose executor counts match the ideal even distribution,
   free the others, then place the remaining executors round-robin over free slots sorted so that
@@ -63,11 +66,16 @@ def alive_executors(
     launch_secs: float,
     timeout_secs: float,
     live_nodes: set[str],
+    orphan_grace_secs: float | None = None,
 ) -> set[ExecutorId]:
     alive = set()
     launch = max(launch_secs, timeout_secs)
+    grace = timeout_secs if orphan_grace_secs is None else min(orphan_grace_secs, timeout_secs)
     for ex, (node, _port) in placements.items():
         if node not in live_nodes:
+            changed = cache.last_change(topology_id, ex)
+            if changed is not None and now - changed < grace:
+                alive.add(ex)
             continue
         start = start_times.get(ex)
         if start is None:
@@ -207,6 +215,7 @@ def compute_assignments(
     *,
     launch_secs: float,
     timeout_secs: float,
+    orphan_grace_secs: float | None = 0.0,
 ) -> tuple[dict[str, dict[ExecutorId, Slot]], dict[str, set[ExecutorId]]]:
     """New placements for every topology, plus each topology's dead executors (for metrics/logs).
 
@@ -225,6 +234,7 @@ def compute_assignments(
         live = alive_executors(
             t.topology_id, t.placements, t.start_times, cache, now,
             launch_secs=launch_secs, timeout_secs=timeout_secs, live_nodes=live_nodes,
+            orphan_grace_secs=orphan_grace_secs,
         )
         wanted = set(t.executors)
         alive[t.topology_id] = {ex: t.placements[ex] for ex in live if ex in wanted}

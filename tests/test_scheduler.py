@@ -157,3 +157,22 @@ def test_schedule_topology_places_everything_round_robin():
     placements = schedule_topology(EXECS, 3, {}, [("a", 1), ("b", 1), ("c", 1), ("a", 2)], {("a", 1)})
     assert set(placements) == set(EXECS)
     assert len(set(placements.values())) == 3
+
+
+def test_vanished_supervisor_with_heartbeating_workers_keeps_them():
+    """A supervisor restarting on its own: its node is gone for a moment, its workers still beat."""
+    snap0 = TopologySnapshot("t", EXECS, 2, {}, {})
+    sups = {"a": [1], "b": [1]}
+    p, _ = compute_assignments([snap0], sups, HeartbeatCache(), 1000, **T)
+    p = p["t"]
+    starts = start_times_for(p, {}, {}, 1000)
+    cache = HeartbeatCache()
+    for ex in p:
+        cache.update("t", ex, 1198, 1198)
+    snap = TopologySnapshot("t", EXECS, 2, p, starts)
+    kept, dead = compute_assignments([snap], {"b": [1]}, cache, 1200, **T, orphan_grace_secs=9)
+    assert kept["t"] == p and dead["t"] == set()
+    # once its heartbeats stop for longer than the grace, the work moves
+    moved, dead = compute_assignments([snap], {"b": [1]}, cache, 1210, **T, orphan_grace_secs=9)
+    assert all(node == "b" for node, _ in moved["t"].values())
+    assert dead["t"] == {ex for ex, (n, _) in p.items() if n == "a"}

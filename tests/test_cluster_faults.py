@@ -1,0 +1,112 @@
+"""More faults against real processes: supervisor restart and re-adoption, busy user code,
+ZooKeeper session expiry of a supervisor."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+from kazoo.client import KazooClient
+
+from tests.cluster import DURABLE_WC, DurableInput, cli, dump_logs, make_cluster, wait_for
+
+pytestmark = [pytest.mark.cluster, pytest.mark.timeout(240)]
+BUSY = Path(__file__).resolve().parent / "cluster_topologies" / "busy.py"
+
+
+@pytest.fixture
+def cluster1(zk_server, tmp_path, request):
+    c = make_cluster(zk_server, tmp_path, supervisors=1, slots=2)
+    c.start()
+    yield c
+    if getattr(request.node, "rep_call", None) is not None and request.node.rep_call.failed:
+        print(dump_logs(c))
+    c.cleanup()
+
+
+def status(c, name):
+    return json.loads(cli(c, "status", name, "--json").stdout)
+
+
+def worker_pids(c, name):
+    s = status(c, name)
+    return sorted({e["worker"]["pid"] for comp in s["components"].values() for e in comp["executor_list"] if e["worker"]})
+
+
+def test_supervisor_restart_adopts_running_workers_and_kills_strays(cluster1, tmp_path):
+    work = DurableInput(tmp_path / "w", 300000)
+    cli(cluster1, "submit", str(DURABLE_WC), "--name", "adopt", "--wait", *work.overrides())
+    wait_for(lambda: len(work.acked()) > 200, 60)
+    before = worker_pids(cluster1, "adopt")
+    assert len(before) == 2
+    # a stray: a worker directory nobody approved, with a live process claiming it
+    stray_dir = Path(cluster1.supervisor_confs[0]["storm.local.dir"]) / "workers" / "stray-worker-id"
+    (stray_dir / "pids").mkdir(parents=True)
+    import subprocess
+    import sys
+
+    stray = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)", "stray-worker-id"],
+                             start_new_session=True)
+    (stray_dir / "pids" / str(stray.pid)).touch()
+    try:
+        sup = cluster1.supervisor_procs[0]
+        sup.stop()  # SIGTERM: workers keep running
+        n = len(work.acked())
+        wait_for(lambda: len(work.acked()) > n + 200, 30)  # still processing without a supervisor
+        assert all(_alive(p) for p in before)
+        cluster1.add_supervisor(0)
+        wait_for(lambda: stray.poll() is not None, 30)  # the stray is killed
+        assert not stray_dir.exists()
+        time.sleep(5)  # several supervisor loops: nothing is relaunched
+        assert worker_pids(cluster1, "adopt") == before
+        n = len(work.acked())
+        wait_for(lambda: len(work.acked()) > n + 200, 30)
+    finally:
+        if stray.poll() is None:
+            stray.kill()
+
+
+def _alive(pid):
+    try:
+        os.kill(pid, 0)
+        return True
+    except ProcessLookupError:
+        return False
+
+
+def test_busy_user_code_does_not_starve_heartbeats(cluster1):
+    cli(cluster1, "submit", str(BUSY), "--name", "busy", "--wait", "-c", "test.spin.secs=14")
+    pids = worker_pids(cluster1, "busy")
+    # the spin bolt holds the GIL in a pure-Python loop for 14 s; supervisor.worker.timeout.secs
+    # is 8 s here, so a starved heartbeat would get the worker killed and relaunched
+    seen_busy = wait_for(
+        lambda: status(cluster1, "busy")["components"]["spin"]["stats"].get("busy_secs", 0) >= 4, 30)
+    assert seen_busy
+    time.sleep(12)
+    assert worker_pids(cluster1, "busy") == pids, "the worker was not restarted"
+    wait_for(lambda: status(cluster1, "busy")["components"]["spin"]["stats"].get("acked", 0) >= 1, 30)
+
+
+def test_supervisor_session_expiry_re_registers(cluster1):
+    """Freeze the supervisor past its ZooKeeper session timeout (a long GC pause or VM stall):
+    its ephemeral node vanishes; once it runs again it re-registers with a new session."""
+    zk = KazooClient(hosts=cluster1.zk.address)
+    zk.start(timeout=10)
+    try:
+        path = f"{cluster1.root}/supervisors/{cluster1.supervisor_id(0)}"
+        owner = zk.exists(path).ephemeralOwner
+        pid = cluster1.supervisor_procs[0].proc.pid
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            wait_for(lambda: zk.exists(path) is None, 30)  # session timeout is 6 s here
+        finally:
+            os.kill(pid, signal.SIGCONT)
+        stat = wait_for(lambda: zk.exists(path), 30)
+        assert stat.ephemeralOwner not in (0, owner)
+        assert json.loads(zk.get(path)[0])["assignment_id"] == cluster1.supervisor_id(0)
+    finally:
+        zk.stop()
