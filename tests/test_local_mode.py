@@ -276,3 +276,26 @@ def test_backpressure_pauses_spout_when_downstream_full():
     assert rt.congested
     assert _spout(lt).i < 400
     rt.stop()
+
+
+def test_exclamation_example():
+    import exclamation
+
+    res = complete_topology(exclamation.topology(), {"word": [["nathan"], ["mike"], ["golda"]]})
+    assert sorted(v for (v,) in res.read("exclaim2")) == ["golda!!!!!!", "mike!!!!!!", "nathan!!!!!!"]
+    assert res.acked == [0, 1, 2]
+
+
+def test_nimbus_local_cli_prints_stats_json():
+    import json
+    import subprocess
+
+    root = Path(__file__).resolve().parent.parent
+    proc = subprocess.run([sys.executable, "-m", "nimbus.cli", "local", str(root / "examples" / "word_count.py"),
+                           "--duration", "1.5", "--json", "-c", "topology.max.spout.pending=100"],
+                          capture_output=True, text=True, cwd=root, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["components"]["sentences"]["acked"] > 0
+    assert out["components"]["count"]["executed"] > out["components"]["sentences"]["acked"]
+    assert set(out["components"]["split"]) >= {"emitted", "transferred", "acked", "failed", "complete_latency_ms"}
