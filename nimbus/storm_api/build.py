@@ -104,8 +104,10 @@ class TopologySnapshot:
     def components(self, sys: bool) -> list[str]:
         return sorted(c for c in self.layout.component_executors if sys or not is_system(c))
 
-    def component_stats(self, component: str) -> list[ExecutorStats]:
-        return [st for st, *_ in self.stats.values() if st.component == component]
+    def component_stats(self, component: str, sys: bool = True) -> list[ExecutorStats]:
+        """The component's live executors' stats (without system streams unless ``sys``)."""
+        out = [st for st, *_ in self.stats.values() if st.component == component]
+        return out if sys else [strip_system(st) for st in out]
 
 
 def gather(nimbus: Nimbus, name_or_id: str, *, components: Iterable[str] | None = None) -> TopologySnapshot:
@@ -172,6 +174,18 @@ def _system_key(key: str) -> bool:
     return any(is_system(part) for part in key.split(":"))
 
 
+_STREAM_MAPS = ("emitted", "transferred", "acked", "failed", "complete_ms_avg", "executed", "process_ms_avg",
+                "execute_ms_avg")
+
+
+def strip_system(st: ExecutorStats) -> ExecutorStats:
+    """A copy without system streams (``__tick``, ``__system:__tick`` ...), as Storm's UI without ``sys``."""
+    def keep(m: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+        return {w: {k: v for k, v in d.items() if not _system_key(k)} for w, d in m.items()}
+
+    return st.model_copy(update={name: keep(getattr(st, name)) for name in _STREAM_MAPS})
+
+
 def split_input(key: str, inputs: Mapping[str, tuple[str, str]]) -> tuple[str, str]:
     """A bolt's input key ``component:stream`` → (component, stream)."""
     if key in inputs:
@@ -189,8 +203,8 @@ def input_keys(defn: TopologyDef, component: str) -> dict[str, tuple[str, str]]:
 
 def topology_totals(snap: TopologySnapshot, window: str, sys: bool = False) -> dict[str, Any]:
     """Storm's topologyStats entry: emitted/transferred of every component, acked/failed/latency of spouts."""
-    comps = set(snap.components(sys))
-    summary = component_summary([st for st, *_ in snap.stats.values() if st.component in comps], window)
+    comps = snap.components(sys)
+    summary = component_summary([st for c in comps for st in snap.component_stats(c, sys)], window)
     emitted = sum(c["emitted"] for c in summary.values())
     transferred = sum(c["transferred"] for c in summary.values())
     spouts = [c for c in summary.values() if c["kind"] == "spout"]
@@ -219,9 +233,9 @@ def _log_for(snap: TopologySnapshot, host: str, port: int) -> str:
     return ""
 
 
-def component_row(snap: TopologySnapshot, component: str, window: str) -> dict[str, Any]:
+def component_row(snap: TopologySnapshot, component: str, window: str, sys: bool = False) -> dict[str, Any]:
     """A ``spouts[]`` or ``bolts[]`` entry of the topology page."""
-    s = component_summary(snap.component_stats(component), window).get(component, {})
+    s = component_summary(snap.component_stats(component, sys), window).get(component, {})
     common = {
         "executors": len(snap.layout.component_executors[component]),
         "tasks": len(snap.layout.component_tasks(component)),
@@ -264,7 +278,8 @@ def worker_slots(snap: TopologySnapshot) -> list[dict[str, Any]]:
 
 
 def _worker_stats(snap: TopologySnapshot, executors: list[str], window: str, sys: bool) -> dict[str, Any]:
-    stats = [snap.stats[k][0] for k in executors if k in snap.stats and (sys or not is_system(snap.stats[k][0].component))]
+    stats = [st if sys else strip_system(st) for st in (snap.stats[k][0] for k in executors if k in snap.stats)
+             if sys or not is_system(st.component)]
     summary = component_summary(stats, window)
     totals = {m: sum(c[m] for c in summary.values()) for m in ("emitted", "transferred", "executed")}
     spouts = [c for c in summary.values() if c["kind"] == "spout"]
@@ -346,8 +361,8 @@ def topology_view(snap: TopologySnapshot, window: str, sys: bool = False) -> dic
         "requestedTotalMem": 0.0, "requestedCpu": 0.0,
         "pendingAction": snap.base.topology_action_options.model_dump() if snap.base.topology_action_options else None,
         "topologyStats": [topology_totals(snap, w, sys) for w in WINDOWS],
-        "spouts": [component_row(snap, c, window) for c in comps if snap.kind(c) == "spout"],
-        "bolts": [component_row(snap, c, window) for c in comps if snap.kind(c) == "bolt"],
+        "spouts": [component_row(snap, c, window, sys) for c in comps if snap.kind(c) == "spout"],
+        "bolts": [component_row(snap, c, window, sys) for c in comps if snap.kind(c) == "bolt"],
         "workers": [worker_view(snap, s) for s in worker_slots(snap)],
         "configuration": {k: v for k, v in sorted(snap.conf.items())
                           if k.startswith("topology.") and k not in SECRET_KEYS},
@@ -358,7 +373,7 @@ def topology_metrics_view(snap: TopologySnapshot, window: str, sys: bool = False
     """``GET /api/v1/topology/<id>/metrics``: per-stream values of every component."""
     spouts, bolts = [], []
     for comp in snap.components(sys):
-        m = per_stream(snap.component_stats(comp), window, sys)
+        m = per_stream(snap.component_stats(comp, sys), window, sys)
 
         def out_rows(metric: str, fmt=lambda v: int(v)) -> list[dict[str, Any]]:
             return [{"stream_id": k, "value": fmt(v)} for k, v in sorted(m[metric].items())]
@@ -390,7 +405,7 @@ def component_view(snap: TopologySnapshot, component: str, window: str, sys: boo
         raise NotFoundError(f"topology {snap.id} has no component {component!r}; its components: "
                             f"{', '.join(snap.components(sys=True))}")
     kind = snap.kind(component)
-    stats = snap.component_stats(component)
+    stats = snap.component_stats(component, sys)
     out: dict[str, Any] = {
         "id": component, "encodedId": encoded(component), "name": snap.base.name, "user": snap.base.owner,
         "topologyId": snap.id, "encodedTopologyId": encoded(snap.id), "topologyStatus": snap.base.status.value,
@@ -444,11 +459,11 @@ def component_view(snap: TopologySnapshot, component: str, window: str, sys: boo
                 "failed": int(m["failed"].get(key, 0)), "executeLatency": f3(m["execute_ms_avg"].get(key, 0.0)),
                 "processLatency": f3(m["process_ms_avg"].get(key, 0.0)),
             })
-    out["executorStats"] = executor_rows(snap, component, window)
+    out["executorStats"] = executor_rows(snap, component, window, sys)
     return out
 
 
-def executor_rows(snap: TopologySnapshot, component: str, window: str) -> list[dict[str, Any]]:
+def executor_rows(snap: TopologySnapshot, component: str, window: str, sys: bool = False) -> list[dict[str, Any]]:
     placements = snap.placements
     starts = snap.assignment.start_times() if snap.assignment else {}
     host_of = snap.assignment.node_host if snap.assignment else {}
@@ -458,7 +473,7 @@ def executor_rows(snap: TopologySnapshot, component: str, window: str) -> list[d
         key = executor_key(ex)
         node, port = placements.get(ex, (None, None))
         live = snap.stats.get(key)
-        st, worker = (live[0], live[3]) if live else (None, {})
+        st, worker = (live[0] if sys else strip_system(live[0]), live[3]) if live else (None, {})
         s = component_summary([st], window).get(component, {}) if st else {}
         started = starts.get(ex)
         uptime = max(0, int(snap.now - started)) if (started and live) else 0
