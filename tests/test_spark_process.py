@@ -111,3 +111,21 @@ def test_no_spark_process_outlives_the_worker(mode, tmp_path):
             if proc.poll() is None:
                 proc.kill()
                 proc.wait(10)
+
+
+def test_stopping_while_spark_starts_leaves_nothing_behind():
+    from worker.spark.session import acquire_spark, spark_settings
+
+    handle = acquire_spark(spark_settings({}))
+    time.sleep(1.5)  # spark-submit / the JVM are being launched
+    marker = handle.marker
+    t0 = time.monotonic()
+    handle.close()
+    assert time.monotonic() - t0 < 30
+    assert handle.failed() and handle.status() == "closed"
+    assert "the worker stopped while Spark was starting" in str(handle.error)
+    deadline = time.monotonic() + 15
+    while find_marked(marker) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert find_marked(marker) == []
+    assert _spark_children() == []

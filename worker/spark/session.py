@@ -152,13 +152,18 @@ class SparkApplication:
                 text = f"{type(exc).__name__}: {exc}"
             except Exception:  # noqa: BLE001
                 text = type(exc).__name__
-            log.error("spark-start-failed", master=self.settings.master, error=text)
+            with self._lock:
+                stopping = self._stopping
+            if stopping:
+                log.info("spark-start-abandoned", master=self.settings.master)
+                error = SparkStartError("the worker stopped while Spark was starting")
+            else:
+                log.error("spark-start-failed", master=self.settings.master, error=text)
+                error = SparkStartError(f"Spark failed to start (master {self.settings.master!r}): {_first_lines(text)}")
             try:
                 self._teardown(None)
             finally:
-                self.future.set_exception(
-                    SparkStartError(f"Spark failed to start (master {self.settings.master!r}): {_first_lines(text)}")
-                )
+                self.future.set_exception(error)
             return
         self.start_secs = time.monotonic() - self._started_at
         with self._lock:
@@ -218,13 +223,22 @@ class SparkApplication:
 
     # ------------------------------------------------------------------ stop
     def stop(self) -> None:
-        """Stop the application and every process it started. Waits for a start in progress
-        (up to ``stop_wait_secs``), then kills what is left of the process tree."""
+        """Stop the application and every process it started. A start in progress is cut short
+        (its processes killed; the start thread is given ``stop_wait_secs`` to notice)."""
         with self._lock:
             self._stopping = True
         thread = self._thread
         if thread is not None and thread.is_alive() and thread is not threading.current_thread():
-            thread.join(self.stop_wait_secs)
+            # still starting: end the processes it launched (as they appear), which makes the
+            # start fail fast
+            deadline = time.monotonic() + self.stop_wait_secs
+            while thread.is_alive() and time.monotonic() < deadline:
+                for proc in find_marked(self.marker, psutil.Process(os.getpid()).children(recursive=True)):
+                    try:
+                        proc.kill()
+                    except psutil.Error:
+                        pass
+                thread.join(0.25)
         with self._lock:
             session, self.session = self.session, None
         self._teardown(session)
@@ -301,9 +315,11 @@ def _first_lines(text: str, n: int = 3) -> str:
 def process_marker(proc: psutil.Process) -> str | None:
     """The Gale Spark marker a process carries (JVM command line or Python worker environment)."""
     try:
-        for arg in proc.cmdline():
-            if arg.startswith(f"-D{MARKER_PROPERTY}="):
-                return arg.split("=", 1)[1]
+        prefix = f"-D{MARKER_PROPERTY}="
+        for arg in proc.cmdline():  # the JVM, and the spark-submit scripts that launch it
+            at = arg.find(prefix)
+            if at >= 0:
+                return arg[at + len(prefix):].split()[0]
         return proc.environ().get(MARKER_ENV)
     except psutil.Error:
         return None
