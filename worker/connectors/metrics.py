@@ -3,9 +3,8 @@
 A task bumps its own counters from the executor thread only (the executor's ``extra`` dict is read
 by the stats thread; every key is created up front so its size never changes while it is read).
 
-Note: the runtime has no public hook for component-defined counters yet, so this reaches the
-executor's stats through the collector (``collector._executor.stats.extra``), in this one place.
-Outside a Gale executor (a collector without one) the counters are kept on the task only.
+Counters go through the collector's public ``declare_metrics``/``incr_metric``; a collector
+without them (a test double) keeps the counters on the task only.
 """
 
 from __future__ import annotations
@@ -16,18 +15,19 @@ from typing import Any
 
 class TaskCounters:
     def __init__(self, collector: Any, names: Iterable[str]):
-        stats = getattr(getattr(collector, "_executor", None), "stats", None)
-        self._extra: dict[str, float] = stats.extra if stats is not None else {}
+        names = list(names)
+        self._incr = getattr(collector, "incr_metric", None)
+        declare = getattr(collector, "declare_metrics", None)
+        if declare is not None:
+            declare(names)
         #: this task's own values
-        self.values: dict[str, float] = {}
-        for name in names:
-            self.values[name] = 0
-            self._extra.setdefault(name, 0)
+        self.values: dict[str, float] = {name: 0 for name in names}
 
     def incr(self, name: str, n: float = 1) -> None:
         if n:
             self.values[name] += n
-            self._extra[name] = self._extra.get(name, 0) + n
+            if self._incr is not None:
+                self._incr(name, n)
 
     def __getitem__(self, name: str) -> float:
         return self.values[name]

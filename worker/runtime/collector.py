@@ -120,6 +120,18 @@ class _Collector:
         """Report an error to the component's error list (throttled per executor)."""
         self._executor.report_error(error)
 
+    def declare_metrics(self, names: Iterable[str]) -> None:
+        """Create component counters up front (shown at 0 in stats, the API and /metrics)."""
+        extra = self._stats.extra
+        for name in names:
+            extra.setdefault(name, 0)
+
+    def incr_metric(self, name: str, n: float = 1) -> None:
+        """Add ``n`` to a component counter (summed per component in ``nimbus status`` and the UI,
+        exported by the worker's /metrics). Call from the task's own methods only."""
+        extra = self._stats.extra
+        extra[name] = extra.get(name, 0) + n
+
 
 class SpoutOutputCollector(_Collector):
     """``emit(values, msg_id=None, stream="default")``; a message id makes the tuple tracked."""

@@ -296,8 +296,19 @@ class WorkerRuntime:
     def prepare(self) -> None:
         """Attach resources, then instantiate and open/prepare every task (in the calling thread)."""
         self.attach_resources()
-        for ex in self.executors.values():
-            ex.safe_prepare()
+        prepared: list[Executor] = []
+        try:
+            for ex in self.executors.values():
+                ex.safe_prepare()
+                prepared.append(ex)
+        except BaseException:
+            # close what already opened (connections, threads) before giving up on this worker
+            for ex in prepared:
+                try:
+                    ex.shutdown()
+                except Exception:  # noqa: BLE001
+                    log.exception("shutdown-after-failed-prepare", component=ex.component)
+            raise
 
     def start(self, active: bool = True, threads: int | None = None, spawn: bool = True) -> None:
         """Prepare every task and start the executor threads.
