@@ -6,7 +6,7 @@
   const params = new URLSearchParams(location.search);
   const REFRESH_MS = Math.max(500, (Number(params.get("refresh")) || 3) * 1000);
   const WINDOWS = [["600", "10m"], ["10800", "3h"], ["86400", "1d"], [":all-time", "all time"]];
-  const state = { refreshes: 0, busy: false, chart: null };
+  const state = { refreshes: 0, busy: false, chart: null, topology: null };
 
   // ------------------------------------------------------------------ HTTP
 
@@ -220,16 +220,20 @@
             wait: true },
   };
 
+  // the buttons are made once and only their state changes on refresh, so a click is never lost
+  // to a re-render; the dialog acts on the latest topology seen
   function renderActions(topo) {
+    state.topology = topo;
     const box = $("actions");
-    const buttons = Object.entries(ACTIONS).map(([name, a]) => {
-      const b = el("button", { type: "button", id: "action-" + name, "data-action": name,
-                               cls: name === "kill" ? "danger" : "" }, a.label);
-      b.disabled = !a.enabled(topo.status);
-      b.addEventListener("click", () => confirmAction(name, topo));
-      return b;
-    });
-    box.replaceChildren(...buttons);
+    if (!box.children.length) {
+      box.replaceChildren(...Object.entries(ACTIONS).map(([name, a]) => {
+        const b = el("button", { type: "button", id: "action-" + name, "data-action": name,
+                                 cls: name === "kill" ? "danger" : "" }, a.label);
+        b.addEventListener("click", () => confirmAction(name, state.topology));
+        return b;
+      }));
+    }
+    for (const [name, a] of Object.entries(ACTIONS)) $("action-" + name).disabled = !a.enabled(topo.status);
   }
 
   function confirmAction(name, topo) {
