@@ -136,7 +136,7 @@ def job_times(session: Any, sizes: list[int], repeats: int) -> dict[int, float]:
     fields = Fields(["id", "word"], "src:default")
     out = {}
     warm = [Tuple([i, VOCABULARY[i % len(VOCABULARY)]], fields, "src", "default", 1, None) for i in range(1000)]
-    for _ in range(5):  # the JVM's first jobs are slow (class loading, JIT)
+    for _ in range(15):  # the JVM's first jobs are slow (class loading, JIT)
         bolt.spark_job(session, warm)
     for size in sizes:
         batch = [Tuple([i, VOCABULARY[i % len(VOCABULARY)]], fields, "src", "default", 1, None) for i in range(size)]
