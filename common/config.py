@@ -228,6 +228,8 @@ KEYS: dict[str, Key] = {
         Key("topology.executor.receive.buffer.size", 32768, _POS, "executor input queue size"),
         Key("topology.transfer.batch.size", 1000, _POS, "tuples per inter-worker batch"),
         Key("topology.transfer.flush.millis", 1, Number(0), "inter-worker flush interval"),
+        Key("topology.transfer.max.tuple.bytes", 32 * 1024 * 1024, _POS,
+            "largest tuple sent to another worker (bigger ones fail at emit)"),
         Key("topology.worker.executor.threads", 1, _POS, "executor threads per worker"),
         Key("topology.worker.timeout.secs", None, Optional(_POS), "per-topology heartbeat timeout"),
         Key("topology.kill.wait.secs", None, Optional(_NONNEG), "default kill wait"),

@@ -71,6 +71,8 @@ class Record(_Model):
             obj = json.loads(data)
         except (UnicodeDecodeError, json.JSONDecodeError) as exc:
             raise CorruptRecordError(path, f"not JSON ({exc}); expected a {cls.__name__} record") from None
+        except (RecursionError, ValueError, MemoryError) as exc:
+            raise CorruptRecordError(path, f"unreadable JSON ({type(exc).__name__}); expected a {cls.__name__} record") from None
         if not isinstance(obj, dict):
             raise CorruptRecordError(path, f"expected a JSON object for {cls.__name__}, got {type(obj).__name__}")
         version = obj.get("version")

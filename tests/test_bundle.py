@@ -95,3 +95,41 @@ def test_size_limit(tmp_path):
     data = make_bundle(code, "{}", {})
     with pytest.raises(BundleError, match="unpacks to more than"):
         extract_bundle(data, tmp_path / "x", max_bytes=1024)
+
+
+def test_localizer_discards_truncated_download_and_retries(tmp_path, monkeypatch):
+    """A truncated (or tampered) download never lands: the checksum refuses it, the next try does."""
+    import time as _time
+
+    from supervisor import localizer as loc
+
+    monkeypatch.setattr(loc, "RETRY_SECS", 0.05)
+    good = make_bundle(None, '{"components": {}}', {})
+    digest = checksum(good)
+    attempts = []
+
+    def fetch(topology_id):
+        def truncated():
+            attempts.append("truncated")
+            return good[: len(good) // 2]
+
+        def full():
+            attempts.append("full")
+            return good
+
+        return [("nimbus-a", truncated)] if len(attempts) < 2 else [("nimbus-b", full)]
+
+    ready = []
+    lz = loc.Localizer(tmp_path, fetch, on_ready=lambda: ready.append(1))
+    try:
+        deadline = _time.monotonic() + 10
+        while not lz.ready("t-1-1", digest) and _time.monotonic() < deadline:
+            lz.request("t-1-1", digest)
+            _time.sleep(0.02)
+        assert lz.ready("t-1-1", digest)
+        assert attempts[:2] == ["truncated", "truncated"] and attempts[-1] == "full"
+        assert ready
+        assert "checksum" in " ".join(lz.failures.values()) or lz.failures == {}
+        assert (lz.dir("t-1-1") / "topology.json").read_text() == '{"components": {}}'
+    finally:
+        lz.close()

@@ -47,6 +47,7 @@ def test_assignment_helpers():
         (b"\xff\xfe", "not JSON"),
         (b"{not json", "not JSON"),
         (b"[1,2]", "expected a JSON object"),
+        (b"[" * 200_000, "unreadable JSON (RecursionError)"),
         (b'{"name": "x"}', "missing or non-integer 'version'"),
         (b'{"version": 99, "name": "x"}', "written by a newer Gale"),
         (b'{"version": 1, "name": "x", "status": "SLEEPING", "num_workers": 1, "component_executors": {}, "launch_time_secs": 1}', "status"),

@@ -222,6 +222,7 @@ class Worker:
             port=self.port, secret=secret, deliver=self._deliver, fields_for=self._fields_for,
             batch_size=int(conf["topology.transfer.batch.size"]),
             flush_secs=float(conf["topology.transfer.flush.millis"]) / 1000.0,
+            max_tuple_bytes=int(conf["topology.transfer.max.tuple.bytes"]),
         )
         self.transfer.set_routes(self._routes(assignment))
         self.runtime = WorkerRuntime(

@@ -57,6 +57,7 @@ class Transfer:
         batch_size: int = 1000,
         flush_secs: float = 0.001,
         high_water: int = 20_000,
+        max_tuple_bytes: int = 32 * 1024 * 1024,
     ):
         self.bind_host = bind_host
         self.port = port
@@ -66,6 +67,7 @@ class Transfer:
         self.batch_size = batch_size
         self.flush_secs = max(0.0002, flush_secs)
         self.high_water = high_water
+        self.max_tuple_bytes = max_tuple_bytes
         self.stall_secs = 2.0
         self._progress: dict[str, float] = {}
         self._down: set[str] = set()
@@ -137,6 +139,12 @@ class Transfer:
                 f"another worker: {exc} (tuple values must be msgpack-serializable: str, bytes, int, float, "
                 "bool, None, lists and dicts of those)"
             ) from None
+        if len(data) > self.max_tuple_bytes:
+            raise ValueError(
+                f"component {tup.component!r} emitted a {len(data)}-byte tuple on stream {tup.stream!r}; tuples "
+                f"sent to another worker are limited to topology.transfer.max.tuple.bytes ({self.max_tuple_bytes}) — "
+                "send a reference (a path or key) instead of the data"
+            )
         q = self._queue(task)
         if q is not None:
             q.append(data)

@@ -1,0 +1,204 @@
+"""The bad-input suite against a real cluster: every bad input gets a clear error where a person
+can see it, no daemon crashes, and no message is lost."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import signal
+import tarfile
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+from kazoo.client import KazooClient
+
+from tests.cluster import DURABLE_WC, DurableInput, cli, dump_logs, make_cluster, wait_for
+
+pytestmark = [pytest.mark.cluster, pytest.mark.timeout(300)]
+BAD = Path(__file__).resolve().parent / "cluster_topologies" / "bad_bolts.py"
+
+
+@pytest.fixture(scope="module")
+def cluster(zk_server, tmp_path_factory):
+    c = make_cluster(zk_server, tmp_path_factory.mktemp("bad"), supervisors=2, slots=2,
+                     conf={"nimbus.max.request.bytes": 4 * 1024 * 1024})
+    c.start()
+    yield c
+    c.cleanup()
+
+
+@pytest.fixture(autouse=True)
+def _logs(request):
+    yield
+    rep = getattr(request.node, "rep_call", None)
+    if rep is not None and rep.failed and "cluster" in request.node.funcargs:
+        print(dump_logs(request.node.funcargs["cluster"]))
+
+
+def status(c, name):
+    return json.loads(cli(c, "status", name, "--json").stdout)
+
+
+def daemons_alive(c):
+    return all(d.alive() for d in c.nimbus_procs + c.supervisor_procs)
+
+
+def pids(c, name):
+    s = status(c, name)
+    return sorted({e["worker"]["pid"] for comp in s["components"].values() for e in comp["executor_list"] if e["worker"]})
+
+
+def test_misbehaving_bolts_are_reported_and_nothing_crashes(cluster):
+    cli(cluster, "submit", str(BAD), "--name", "bad", "--wait")
+    expected = {
+        "raise": "RuntimeError: bad input",
+        "unserializable": "cannot be sent to another worker",
+        "huge": "topology.transfer.max.tuple.bytes",
+    }
+
+    def reported():
+        s = status(cluster, "bad")
+        return all(any(msg in e["error"] for e in s["components"][c]["errors"]) for c, msg in expected.items())
+
+    wait_for(reported, 60)
+    s = status(cluster, "bad")
+    for comp in expected:
+        err = s["components"][comp]["errors"][0]
+        assert err["host"] == "127.0.0.1" and err["port"] > 0 and err["error_time_secs"] > 0
+        assert len(s["components"][comp]["errors"]) <= 10
+    assert s["components"]["numbers"]["stats"]["failed"] > 0  # the inputs failed, so they replay
+    before = pids(cluster, "bad")
+    time.sleep(6)
+    assert pids(cluster, "bad") == before, "no worker crashed"
+    assert daemons_alive(cluster)
+    # the CLI shows the errors too
+    out = cli(cluster, "status", "bad").stdout
+    assert "last errors:" in out and "bad input" in out
+    cli(cluster, "kill", "bad", "--wait", "0")
+
+
+def test_corrupt_znodes_are_reported_and_survived(cluster, tmp_path):
+    work = DurableInput(tmp_path, 200000)
+    tid = cli(cluster, "submit", str(DURABLE_WC), "--name", "zk-corrupt", "--wait", *work.overrides()).stdout.strip()
+    wait_for(lambda: len(work.acked()) > 100, 60)
+    zk = KazooClient(hosts=cluster.zk.address)
+    zk.start(timeout=10)
+    root = cluster.root
+    planted = [f"{root}/storms/bogus-1-1", f"{root}/assignments/bogus-1-1", f"{root}/supervisors/bogus",
+               f"{root}/workerbeats/{tid}/junk-1", f"{root}/assignments/bogus-2-2"]
+    try:
+        zk.create(planted[0], b"{not json")
+        zk.create(planted[1], json.dumps({"version": 1, "hello": "world"}).encode())
+        zk.create(planted[2], b"\x00\xff" * 10, ephemeral=True)
+        zk.create(planted[3], b"[" * 900_000)  # oversized garbage (just under ZooKeeper's 1 MB limit)
+        zk.create(planted[4], json.dumps({"version": 99}).encode())
+        n = len(work.acked())
+        wait_for(lambda: len(work.acked()) > n + 500, 30)  # the topology keeps running
+        listed = json.loads(cli(cluster, "list", "--json").stdout)
+        assert [t["name"] for t in listed] == ["zk-corrupt"]  # the corrupt StormBase is skipped
+        assert status(cluster, "zk-corrupt")["executors_running"] > 0
+        time.sleep(3)  # several scheduling rounds and supervisor loops over the corrupt nodes
+        assert daemons_alive(cluster)
+        log = cluster.nimbus_procs[0].log_path.read_text()
+        for path in planted[:2]:
+            assert f'"path": "{path}"' in log and "corrupt-znode" in log
+        assert "written by a newer Gale" in log
+    finally:
+        for p in planted:
+            if zk.exists(p):
+                zk.delete(p)
+        zk.stop()
+    cli(cluster, "kill", "zk-corrupt", "--wait", "0")
+
+
+def _bundle(entries):
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+        for name, data in entries:
+            info = tarfile.TarInfo(name)
+            if data is None:
+                info.type = tarfile.SYMTYPE
+                info.linkname = "/etc/passwd"
+                tar.addfile(info)
+            else:
+                info.size = len(data)
+                tar.addfile(info, io.BytesIO(data))
+    return buf.getvalue()
+
+
+def test_api_refuses_crafted_bundles_and_oversized_requests(cluster):
+    url = cluster.nimbus_url(0) + "/api/v1/topologies"
+    zk = KazooClient(hosts=cluster.zk.address)
+    zk.start(timeout=10)
+    try:
+        before = set(zk.get_children(f"{cluster.root}/storms"))
+        cases = [
+            (_bundle([("topology.json", b"{}"), ("conf.json", b"{}"), ("../../evil.py", b"x")]), 400,
+             "outside the bundle directory"),
+            (_bundle([("topology.json", b"{}"), ("conf.json", b"{}"), ("code/link", None)]), 400, "link or special"),
+            (b"definitely not a gzip", 400, "not a valid gzipped tar"),
+            (b"", 400, "empty request body"),
+            (b"0" * (5 * 1024 * 1024), 413, "exceeds the limit"),
+        ]
+        for body, code, message in cases:
+            resp = httpx.post(url, params={"name": "crafted"}, content=body, trust_env=False, timeout=30)
+            assert resp.status_code == code, resp.text
+            assert message in resp.json()["error"]
+        resp = httpx.post(url, params={"name": "bad name!"}, content=b"x", trust_env=False)
+        assert resp.status_code == 400 and "invalid topology name" in resp.json()["error"]
+        assert set(zk.get_children(f"{cluster.root}/storms")) == before
+        assert not list(Path(cluster.base).rglob("evil.py"))
+        assert daemons_alive(cluster)
+    finally:
+        zk.stop()
+
+
+def test_corrupt_supervisor_local_state_is_survived(cluster, tmp_path):
+    work = DurableInput(tmp_path, 200000)
+    cli(cluster, "submit", str(DURABLE_WC), "--name", "ls-corrupt", "--wait", *work.overrides())
+    wait_for(lambda: len(work.acked()) > 100, 60)
+    sup = cluster.supervisor_procs[1]
+    sup.stop()
+    ls_dir = Path(cluster.supervisor_confs[1]["storm.local.dir"]) / "supervisor" / "localstate"
+    for f in sorted(ls_dir.glob("*.state"))[-2:]:
+        f.write_bytes(b"\x00garbage" * 10)
+    (Path(cluster.supervisor_confs[1]["storm.local.dir"]) / "supervisor" / "isupervisor" / "junk.state").write_text("x")
+    cluster.add_supervisor(1)
+    wait_for(lambda: "local-state-bad-version" in cluster.supervisor_procs[1].log_path.read_text(), 30)
+    time.sleep(2)
+    assert cluster.supervisor_procs[1].alive()
+    n = len(work.acked())
+    wait_for(lambda: len(work.acked()) > n + 500, 60)
+    wait_for(lambda: (lambda s: s["executors_running"] == s["executors"])(status(cluster, "ls-corrupt")), 60)
+    cli(cluster, "kill", "ls-corrupt", "--wait", "0")
+
+
+def test_invalid_cli_arguments(cluster, tmp_path):
+    cases = [
+        (["rebalance", "x", "-e", "split"], 1, "-e expects COMPONENT=N"),
+        (["rebalance", "x", "-e", "split=many"], 1, "-e expects COMPONENT=N"),
+        (["status", "x", "--window", "5"], 2, "Invalid value for '--window'"),
+        (["submit"], 2, "Missing argument 'TOPOLOGY_FILE'"),
+        (["submit", str(DURABLE_WC), "-c", "novalue"], 1, "-c expects key=value"),
+        (["kill", "x", "--wait", "soon"], 2, "'soon' is not a valid integer"),
+        (["frobnicate"], 2, "No such command 'frobnicate'"),
+    ]
+    for args, code, message in cases:
+        proc = cli(cluster, *args, check=False)
+        assert proc.returncode == code, (args, proc.stderr)
+        assert message in proc.stderr, (args, proc.stderr)
+    bad_conf = tmp_path / "bad.yaml"
+    bad_conf.write_text("storm.zookeeper.servers: localhost\n")
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-m", "supervisor.cli", "serve", "--config", str(bad_conf)],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 1
+    assert "invalid value for 'storm.zookeeper.servers'" in proc.stderr and "expected a list of strings" in proc.stderr
+    proc = subprocess.run([sys.executable, "-m", "nimbus.cli", "serve", "--config", str(tmp_path / "missing.yaml")],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 1 and "cannot read config file" in proc.stderr
