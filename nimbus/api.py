@@ -14,6 +14,8 @@ status and duration.
 
 from __future__ import annotations
 
+import hmac
+
 import re
 import time
 import uuid
@@ -221,7 +223,7 @@ def _require_token(nimbus: Nimbus, request: Request, write: bool) -> None:
     if not write and not nimbus.conf.get("nimbus.api.read.token.required"):
         return
     header = request.headers.get("authorization", "")
-    if header != f"Bearer {token}":
+    if not hmac.compare_digest(header.encode(), f"Bearer {token}".encode()):
         raise ApiError(401, "missing or wrong API token: pass 'Authorization: Bearer <nimbus.api.token>' "
                             "(the CLI reads it from nimbus.api.token in your config)")
 
@@ -260,8 +262,10 @@ def make_router(nimbus: Nimbus) -> APIRouter:
         return views.topology_list(nimbus)
 
     @router.post("/topologies", response_model=SubmitResponse, dependencies=[Depends(writer)],
-                 openapi_extra={"requestBody": {"content": {"application/gzip": {"schema": {"type": "string", "format": "binary"}}},
-                                                "required": True}})
+                 openapi_extra={"requestBody": {"content": {
+                     "application/gzip": {"schema": {"type": "string", "format": "binary"}},
+                     "application/octet-stream": {"schema": {"type": "string", "format": "binary"}}},
+                     "required": True, "description": "the code bundle (gzip tar) that 'nimbus submit' builds"}})
     async def submit(request: Request, name: str = Query(min_length=1, max_length=128),
                      inactive: bool = Query(default=False)) -> SubmitResponse:
         limit = int(nimbus.conf["nimbus.max.request.bytes"])
