@@ -251,7 +251,9 @@ def make_router(nimbus: Nimbus) -> APIRouter:
     @router.get("/health", dependencies=[Depends(reader)])
     def health() -> dict[str, Any]:
         return {"status": "ok", "address": nimbus.address, "leader": nimbus.is_leader(),
-                "current_leader": nimbus.leader.current_leader() if nimbus.leader else None}
+                "current_leader": nimbus.leader.current_leader() if nimbus.leader else None,
+                "epoch": nimbus.leader.epoch if nimbus.leader and nimbus.is_leader() else None,
+                "scheduling_rounds": nimbus.rounds}
 
     @router.get("/cluster", dependencies=[Depends(reader)])
     def cluster() -> dict[str, Any]:

@@ -51,14 +51,18 @@ def _file(name: str, media_type: str) -> Response:
     return Response((STATIC / name).read_bytes(), media_type=media_type, headers=SECURITY_HEADERS)
 
 
+def _page(name: str):
+    def page() -> Response:  # no parameters: query strings are the page script's business
+        return _file(name, "text/html; charset=utf-8")
+
+    return page
+
+
 def make_router() -> APIRouter:
     router = APIRouter(tags=["ui"])
     html = {200: {"content": {"text/html": {}}, "description": "an HTML page"}}
     for path, (name, summary) in PAGES.items():
-        def page(_name: str = name) -> Response:
-            return _file(_name, "text/html; charset=utf-8")
-
-        router.add_api_route(path, page, methods=["GET"], response_class=Response, summary=summary,
+        router.add_api_route(path, _page(name), methods=["GET"], response_class=Response, summary=summary,
                              responses=html, name=f"ui:{path}")
 
     @router.get("/ui/{asset}", response_class=Response,
