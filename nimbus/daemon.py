@@ -310,6 +310,8 @@ class Nimbus:
     def _monitor_loop(self) -> None:
         period = float(self.conf["nimbus.monitor.freq.secs"])
         while not self.stopping.is_set():
+            # clear before the round: a wake-up that arrives during the round is not lost
+            self.wakeup.clear()
             bind(round_id=secrets.token_hex(6))  # correlation id of every line of this round
             try:
                 if self._needs_register:
@@ -332,7 +334,6 @@ class Nimbus:
                 if self.metrics is not None:
                     self.metrics.round_errors.inc()
             self.wakeup.wait(period)
-            self.wakeup.clear()
 
     def monitor_round(self) -> None:
         with self.lock:

@@ -237,6 +237,7 @@ class Supervisor:
         period = min(1.0, float(self.conf["supervisor.monitor.frequency.secs"]))
         hb_period = float(self.conf["supervisor.heartbeat.frequency.secs"])
         while not self.stopping.is_set():
+            self.wakeup.clear()  # before the work: a wake-up during it is not lost
             try:
                 if self._reregister or time.monotonic() - self._last_register >= hb_period:
                     self._reregister = False
@@ -251,7 +252,6 @@ class Supervisor:
                 if self.metrics is not None:
                     self.metrics.loop_errors.inc()
             self.wakeup.wait(period)
-            self.wakeup.clear()
 
     def observe(self, slot: Slot) -> Observation:
         desired = self.desired.get(slot.port)
