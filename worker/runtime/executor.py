@@ -84,7 +84,8 @@ class Executor:
         # call that has not returned across two observations and reports how long it has run
         self.calls = 0
         self.in_call = False
-        self._seen_calls = -1
+        self.current: Any = None  # the input tuple a bolt is executing right now
+        self._seen_calls: Any = None
         self._seen_since = 0.0
         self.log = log.bind(component=component, executor=f"{executor_id[0]}-{executor_id[1]}")
 
@@ -137,11 +138,13 @@ class Executor:
     def busy_secs(self) -> float:
         """How long the user call in progress has been running (0 when idle or progressing)."""
         now = self.clock.monotonic()
-        if not self.in_call:
-            self._seen_calls = -1
+        current = self.current
+        token = current if current is not None else (self.calls if self.in_call else None)
+        if token is None:
+            self._seen_calls = None
             return 0.0
-        if self.calls != self._seen_calls:
-            self._seen_calls = self.calls
+        if token is not self._seen_calls and token != self._seen_calls:
+            self._seen_calls = token
             self._seen_since = now
             return 0.0
         return now - self._seen_since
@@ -329,22 +332,28 @@ class BoltExecutor(Executor):
         executed = stats.executed
         perf = collector._perf
         sample_every = self.sample_every
+        countdown = self._sample_n or sample_every
         report_error, fail, ack = self.report_error, collector.fail, collector.ack
+        last_fields = None
+        run = 0  # tuples of the current input stream not yet added to ``executed``
         for _ in range(n):
             tup = pop()
-            key = tup.fields.source_key
-            executed[key] += 1
+            fields = tup.fields
+            if fields is not last_fields:
+                if run:
+                    executed[last_fields.source_key] += run
+                last_fields, run = fields, 0
+            run += 1
             sampled = False
             if sample_every:
-                self._sample_n += 1
-                if self._sample_n >= sample_every:
-                    self._sample_n = 0
+                countdown -= 1
+                if countdown <= 0:
+                    countdown = sample_every
                     sampled = True
                     tup._t0 = perf()
             if is_basic:
                 collector.auto_anchor = tup
-            self.calls += 1
-            self.in_call = True
+            self.current = tup  # what the stats thread sees while user code runs (wedge detection)
             try:
                 execute(tup)
             except ReportedFailedException as exc:
@@ -359,12 +368,16 @@ class BoltExecutor(Executor):
                 if is_basic:
                     ack(tup)
             finally:
-                self.in_call = False
+                self.current = None
                 if is_basic:
                     collector.auto_anchor = None
             if sampled:
+                key = fields.source_key
                 stats.execute_ms[key] += (perf() - tup._t0) * 1000.0
                 stats.execute_n[key] += 1
+        if run:
+            executed[last_fields.source_key] += run
+        self._sample_n = countdown
         return n
 
     def on_timer(self, now: float) -> None:
