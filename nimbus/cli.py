@@ -49,10 +49,26 @@ def client_for(config: str | None):
     return NimbusClient(load_conf(config))
 
 
+#: what to do about an API error, by HTTP status, when nimbus's message does not say it already
+FIXES = {
+    404: "'nimbus list' shows the topologies",
+    413: "the limit is nimbus.max.request.bytes in nimbus's config",
+}
+
+
 def call(fn, *args, **kwargs):
     """Run a client call; turn every Gale error into a one-line message and exit code 1."""
+    from nimbus.client import ApiCallError
+
     try:
         return fn(*args, **kwargs)
+    except ApiCallError as exc:
+        message = str(exc)
+        if exc.status == 409 and "leader" in message:
+            message += " (retry in a few seconds, once the election is over)"
+        elif exc.status in FIXES:
+            message += f" ({FIXES[exc.status]})"
+        fail(message)
     except GaleError as exc:
         fail(str(exc))
 
@@ -256,48 +272,158 @@ def status(name: str, config: str | None, as_json: bool, window: str) -> None:
             click.echo(f"  {comp} {when} {e['host']}:{e['port']}: {first}")
 
 
-# ----------------------------------------------------------------------------- actions
-
-
 @main.command()
-@click.argument("name")
-@click.option("--wait", "wait_secs", type=int, default=None,
-              help="Seconds between deactivating spouts and removing the topology (default: its message timeout).")
 @config_option
-def kill(name: str, wait_secs: int | None, config: str | None) -> None:
-    """Kill a topology: spouts stop at once, workers go after the wait.
+@json_option
+def cluster(config: str | None, as_json: bool) -> None:
+    """Show the cluster: nimbuses (which leads), supervisors with used/free slots, topologies.
 
     \b
     Example:
-      nimbus kill wordcount --wait 5
+      nimbus cluster --json
     """
-    click.echo(call(client_for(config).kill, name, wait_secs))
+    c = call(client_for(config).cluster)
+    if as_json:
+        click.echo(json.dumps(c, indent=2))
+        return
+    for n in c["nimbuses"]:
+        click.echo(f"nimbus     {n['address']:<24} {'leader' if n['leader'] else 'standby':<8} up {_dur(n['uptime_secs'])}")
+    click.echo(f"slots      {c['slots_total']} total, {c['slots_used']} used, {c['slots_free']} free")
+    click.echo(f"{'SUPERVISOR':<36} {'HOST':<20} {'SLOTS':>5} {'USED':>4} {'FREE':>4} {'METRICS':>7} {'UPTIME':>7}")
+    for sup in c["supervisors"]:
+        click.echo(f"{sup['id']:<36} {sup['host']:<20} {sup['slots']:>5} {sup['used_slots']:>4} {sup['free_slots']:>4} "
+                   f"{sup['metrics_port'] or '-':>7} {_dur(sup['uptime_secs']):>7}")
+    if not c["supervisors"]:
+        click.echo("no live supervisors: start 'supervisor serve' on the worker nodes")
+    click.echo(f"{'TOPOLOGY':<24} {'ID':<40} {'STATUS':<12} {'WORKERS':>7} {'EXECUTORS':>9}")
+    for t in c["topologies"]:
+        click.echo(f"{t['name']:<24} {t['id']:<40} {t['status']:<12} {t['workers']:>7} {t['executors']:>9}")
 
 
 @main.command()
 @click.argument("name")
 @config_option
-def activate(name: str, config: str | None) -> None:
+@json_option
+@click.option("--window", type=click.Choice(["600", "10800", "86400", ":all-time"]), default=":all-time",
+              show_default=True, help="Stats window in seconds.")
+def workers(name: str, config: str | None, as_json: bool, window: str) -> None:
+    """Show a topology's workers: where they run, pid, uptime, stats and log file.
+
+    \b
+    Example:
+      nimbus workers wordcount --window 600
+    """
+    rows = call(client_for(config).workers, name, window)
+    if as_json:
+        click.echo(json.dumps(rows, indent=2))
+        return
+    click.echo(f"{'WORKER':<22} {'SUPERVISOR':<24} {'PID':>7} {'UPTIME':>7} {'EXEC':>4} {'EMITTED':>10} "
+               f"{'ACKED':>9} {'FAILED':>7}  LOG")
+    for w in rows:
+        s = w["stats"]
+        pid = w["pid"] or "-"
+        uptime = _dur(w["uptime_secs"]) if w["running"] else "down"
+        click.echo(f"{w['host'] + ':' + str(w['port']):<22} {w['node'][:24]:<24} {pid:>7} {uptime:>7} "
+                   f"{len(w['executors']):>4} {s['emitted']:>10} {s['spout_acked']:>9} {s['spout_failed']:>7}  "
+                   f"{w['log'] or '-'}")
+
+
+# ----------------------------------------------------------------------------- actions
+
+
+def _action_done(tid: str, action: str, as_json: bool) -> None:
+    click.echo(json.dumps({"id": tid, "action": action}) if as_json else tid)
+
+
+@main.command()
+@click.argument("name")
+@click.option("--wait", "wait_secs", type=click.IntRange(0, 86400), default=None,
+              help="Seconds between deactivating spouts and removing the topology (default: its message timeout).")
+@click.option("--wait-removal", is_flag=True, help="Wait, showing progress and an ETA, until the topology is removed.")
+@click.option("--timeout", "removal_timeout", type=float, default=600.0, show_default=True,
+              help="Seconds --wait-removal waits at most.")
+@config_option
+@json_option
+def kill(name: str, wait_secs: int | None, wait_removal: bool, removal_timeout: float, config: str | None,
+         as_json: bool) -> None:
+    """Kill a topology: spouts stop at once, workers go after the wait.
+
+    \b
+    Examples:
+      nimbus kill wordcount --wait 5
+      nimbus kill wordcount --wait 30 --wait-removal     # returns once it is gone
+    """
+    client = client_for(config)
+    tid = call(client.kill, name, wait_secs)
+    _action_done(tid, "kill", as_json)
+    if wait_removal:
+        _wait_removed(client, tid, removal_timeout)
+
+
+def _progress(line: str, last: list[str]) -> None:
+    if not last or last[-1] != line:
+        click.echo(line, err=True)
+        last.append(line)
+
+
+def _countdown(detail: dict, what: str) -> str | None:
+    pending = detail.get("pending_action") or {}
+    deadline = pending.get("deadline_secs")
+    if deadline is None:
+        return None
+    remaining = deadline - time.time()
+    return f"{what} in {remaining:.0f}s (ETA)" if remaining > 0 else f"{what} now"
+
+
+def _wait_removed(client, tid: str, timeout: float) -> None:
+    from nimbus.client import ApiCallError
+
+    start = time.monotonic()
+    last: list[str] = []
+    while True:
+        try:
+            detail = client.topology(tid)
+        except ApiCallError as exc:
+            if exc.status == 404:
+                click.echo(f"{tid}: removed ({time.monotonic() - start:.1f}s)", err=True)
+                return
+            fail(str(exc))
+        except GaleError as exc:
+            fail(str(exc))
+        line = f"{tid}: {detail['status']}, {detail['executors_running']} executors still running; " + (
+            _countdown(detail, "workers removed") or "waiting for nimbus to remove it")
+        _progress(line, last)
+        if time.monotonic() - start > timeout:
+            fail(f"{tid} still exists after {timeout:.0f}s; check 'nimbus status {tid}' and the nimbus log")
+        time.sleep(0.5)
+
+
+@main.command()
+@click.argument("name")
+@config_option
+@json_option
+def activate(name: str, config: str | None, as_json: bool) -> None:
     """Activate a topology's spouts.
 
     \b
     Example:
       nimbus activate wordcount
     """
-    click.echo(call(client_for(config).activate, name))
+    _action_done(call(client_for(config).activate, name), "activate", as_json)
 
 
 @main.command()
 @click.argument("name")
 @config_option
-def deactivate(name: str, config: str | None) -> None:
+@json_option
+def deactivate(name: str, config: str | None, as_json: bool) -> None:
     """Deactivate a topology's spouts (bolts keep draining in-flight tuples).
 
     \b
     Example:
       nimbus deactivate wordcount
     """
-    click.echo(call(client_for(config).deactivate, name))
+    _action_done(call(client_for(config).deactivate, name), "deactivate", as_json)
 
 
 @main.command()
@@ -305,15 +431,22 @@ def deactivate(name: str, config: str | None) -> None:
 @click.option("-n", "--num-workers", type=int, help="New number of workers.")
 @click.option("-e", "--executors", "executors", multiple=True, metavar="COMPONENT=N",
               help="New executor count for a component, repeatable.")
-@click.option("--wait", "wait_secs", type=int, default=None, help="Seconds spouts are paused before re-planning.")
+@click.option("--wait", "wait_secs", type=click.IntRange(0, 86400), default=None,
+              help="Seconds spouts are paused before re-planning.")
+@click.option("--wait-running", is_flag=True,
+              help="Wait, showing progress and an ETA, until the new plan runs (every executor heartbeats).")
+@click.option("--timeout", "run_timeout", type=float, default=600.0, show_default=True,
+              help="Seconds --wait-running waits at most.")
 @config_option
+@json_option
 def rebalance(name: str, num_workers: int | None, executors: tuple[str, ...], wait_secs: int | None,
-              config: str | None) -> None:
+              wait_running: bool, run_timeout: float, config: str | None, as_json: bool) -> None:
     """Re-plan a topology with new worker/executor counts.
 
     \b
-    Example:
+    Examples:
       nimbus rebalance wordcount -n 2 -e split=4 --wait 5
+      nimbus rebalance wordcount -n 3 --wait 0 --wait-running
     """
     parsed = {}
     for item in executors:
@@ -321,7 +454,34 @@ def rebalance(name: str, num_workers: int | None, executors: tuple[str, ...], wa
         if not sep or not n.strip().isdigit():
             fail(f"-e expects COMPONENT=N with N a positive integer, got {item!r}")
         parsed[comp.strip()] = int(n)
-    click.echo(call(client_for(config).rebalance, name, wait_secs, num_workers, parsed))
+    if num_workers is not None and num_workers < 1:
+        fail(f"-n/--num-workers must be at least 1, got {num_workers}")
+    client = client_for(config)
+    tid = call(client.rebalance, name, wait_secs, num_workers, parsed)
+    _action_done(tid, "rebalance", as_json)
+    if wait_running:
+        _wait_rebalanced(client, tid, run_timeout)
+
+
+def _wait_rebalanced(client, tid: str, timeout: float) -> None:
+    start = time.monotonic()
+    last: list[str] = []
+    while True:
+        detail = call(client.topology, tid)
+        running, total = detail["executors_running"], detail["executors"]
+        if detail["status"] != "REBALANCING" and total and running >= total:
+            click.echo(f"{tid}: {detail['status']}, {running}/{total} executors running in {detail['workers']} "
+                       f"workers ({time.monotonic() - start:.1f}s)", err=True)
+            return
+        if detail["status"] == "REBALANCING":
+            line = f"{tid}: REBALANCING, spouts paused; " + (_countdown(detail, "re-planning") or "re-planning")
+        else:
+            line = f"{tid}: {running}/{total} executors running in the new plan"
+        _progress(line, last)
+        if time.monotonic() - start > timeout:
+            fail(f"{tid}: the new plan is not running after {timeout:.0f}s ({running}/{total} executors); "
+                 "check 'nimbus status' and the supervisors' logs")
+        time.sleep(0.5)
 
 
 # ----------------------------------------------------------------------------- local mode

@@ -1,11 +1,14 @@
 """HTTP client for nimbus's API, used by the CLI and by supervisors (code download).
 
 Nimbus is found from ``nimbus.seeds`` (host or host:port; port defaults to ``nimbus.http.port``);
-a standby answers 409 with the leader's address and the client retries there once.
+a standby answers 409 with the leader's address and the client retries there once. Every call
+sends an ``X-Request-Id``; nimbus puts it on every log line of that request, and a server-side
+failure names it so the matching lines can be found.
 """
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Mapping
 from typing import Any
 
@@ -19,9 +22,10 @@ class NimbusUnavailable(GaleError):
 
 
 class ApiCallError(GaleError):
-    def __init__(self, status: int, message: str, body: Any = None):
+    def __init__(self, status: int, message: str, body: Any = None, request_id: str | None = None):
         self.status = status
         self.body = body
+        self.request_id = request_id
         super().__init__(message)
 
 
@@ -54,6 +58,8 @@ class NimbusClient:
         errors = []
         tried: set[str] = set()
         queue = list(self.addresses)
+        request_id = uuid.uuid4().hex[:16]
+        kwargs["headers"] = {**kwargs.get("headers", {}), "X-Request-Id": request_id}
         while queue:
             address = queue.pop(0)
             if address in tried:
@@ -73,7 +79,10 @@ class NimbusClient:
             if resp.status_code >= 400:
                 body = _json(resp)
                 message = body.get("error") if isinstance(body, dict) else None
-                raise ApiCallError(resp.status_code, message or f"HTTP {resp.status_code} from nimbus {address}", body)
+                message = message or f"HTTP {resp.status_code} from nimbus {address}"
+                if resp.status_code >= 500:
+                    message += f" (nimbus {address}; its log lines for this call carry request_id={request_id})"
+                raise ApiCallError(resp.status_code, message, body, request_id)
             return resp
         raise NimbusUnavailable(
             "nimbus is unreachable (tried " + ", ".join(errors or self.addresses)
@@ -102,6 +111,9 @@ class NimbusClient:
 
     def cluster(self) -> dict[str, Any]:
         return self.get("/api/v1/cluster")
+
+    def workers(self, name: str, window: str = ":all-time") -> list[dict[str, Any]]:
+        return self.get(f"/api/v1/topologies/{name}/workers", params={"window": window})
 
     def kill(self, name: str, wait_secs: int | None = None) -> str:
         return self.post(f"/api/v1/topologies/{name}/kill", json={"wait_secs": wait_secs})["id"]

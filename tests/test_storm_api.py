@@ -4,6 +4,7 @@ still), errors with time/host/port, Storm's POST actions, and Gale's per-worker 
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 
@@ -240,7 +241,7 @@ def test_numbers_agree_across_endpoints_while_deactivated_then_actions_work(runn
     assert get(cluster, f"/api/v1/topology/{tid}")["status"] == "ACTIVE"
 
 
-def test_rebalance_and_kill_through_storms_paths(running):
+def test_rebalance_through_storms_path_then_cli_views_and_kill(running):
     cluster, tid = running
     result = post(cluster, f"/api/v1/topology/{tid}/rebalance/1",
                   json={"rebalanceOptions": {"numWorkers": 1, "executors": {"split": "1"}}, "callback": "foo"})
@@ -253,7 +254,25 @@ def test_rebalance_and_kill_through_storms_paths(running):
                 and p["executorsRunning"] == p["executorsTotal"])
 
     wait_for(rebalanced, 90)
-    assert post(cluster, f"/api/v1/topology/{tid}/kill/0")["topologyOperation"] == "kill"
-    wait_for(lambda: get(cluster, "/api/v1/topology/summary")["topologies"] == [], 30)
-    assert get(cluster, "/api/v1/cluster/summary")["slotsUsed"] == 0
+    # the CLI's views of the same cluster (JSON where the output is data)
+    c = json.loads(cli(cluster, "cluster", "--json").stdout)
+    assert c["slots_used"] == 1 and [t["id"] for t in c["topologies"]] == [tid]
+    # (a worker relaunched with the old local assignment can be restarted once more right after a
+    # rebalance, so wait for the one worker to be up)
+    (worker,) = wait_for(lambda: (lambda ws: ws if ws[0]["running"] else None)(
+        json.loads(cli(cluster, "workers", "flaky", "--json").stdout)), 30)
+    assert Path(worker["log"]).is_file()
+    assert len(worker["executors"]) == get(cluster, f"/api/v1/topology/{tid}")["executorsTotal"]
+    table = cli(cluster, "workers", "flaky").stdout
+    assert worker["log"] in table and str(worker["pid"]) in table
+    # kill through the CLI, waiting with a countdown until nimbus removed it
+    proc = cli(cluster, "kill", "flaky", "--wait", "2", "--wait-removal", "--json")
+    assert json.loads(proc.stdout) == {"id": tid, "action": "kill"}
+    assert "workers removed in" in proc.stderr and "(ETA)" in proc.stderr
+    assert proc.stderr.strip().splitlines()[-1].startswith(f"{tid}: removed (")
+    assert get(cluster, "/api/v1/topology/summary")["topologies"] == []
+    wait_for(lambda: get(cluster, "/api/v1/cluster/summary")["slotsUsed"] == 0, 30)
     assert "no topology" in get(cluster, f"/api/v1/topology/{tid}", 404)["error"]
+    proc = cli(cluster, "deactivate", "flaky", check=False)
+    assert proc.returncode == 1 and proc.stderr == (
+        "error: no topology named 'flaky'; running: none ('nimbus list' shows the topologies)\n")

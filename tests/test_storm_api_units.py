@@ -280,6 +280,10 @@ def test_bad_requests_get_4xx_json_that_says_what_is_wrong(nimbus_server):
     # nothing above broke the daemon or the topology
     assert httpx.get(f"{base}/api/v1/health").json()["leader"] is True
     assert httpx.get(f"{base}/api/v1/topology/{tid}").json()["status"] == "ACTIVE"
+    # an action the topology's status does not allow: 409 saying which status
+    assert httpx.post(f"{base}/api/v1/topology/{tid}/kill/300").status_code == 200
+    resp = httpx.post(f"{base}/api/v1/topology/{tid}/activate")
+    assert resp.status_code == 409 and resp.json()["error"] == "cannot activate topology 'wc': it is KILLED"
     assert not [ln for ln in log_lines(nimbus_server) if ln["event"] == "api-unexpected-error"]
 
 
