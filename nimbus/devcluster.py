@@ -92,6 +92,7 @@ class DevCluster:
         root: str = "/storm",
         conf: dict[str, Any] | None = None,
         log_format: str = "json",
+        advertise_host: str = "127.0.0.1",
     ):
         self._own_dir = base_dir is None
         self.base = Path(base_dir) if base_dir else Path(tempfile.mkdtemp(prefix="gale-dev-"))
@@ -104,12 +105,17 @@ class DevCluster:
         self.root = root
         self.extra = dict(conf or {})
         self.log_format = log_format
+        #: the address daemons advertise and nimbus binds (a veth address when some supervisors run in
+        #: network namespaces and must reach nimbus, ZooKeeper and the host's workers)
+        self.advertise_host = advertise_host
         self.nimbus_ports = [http_port or free_port() for _ in range(nimbuses)] if nimbuses else []
         if http_port and nimbuses > 1:
             self.nimbus_ports = [http_port] + [free_port() for _ in range(nimbuses - 1)]
         self.nimbus_procs: list[Daemon] = []
         self.supervisor_procs: list[Daemon] = []
         self.supervisor_confs: list[dict[str, Any]] = []
+        #: per supervisor: argv prefix of its command (e.g. ``["ip", "netns", "exec", ns]``), kept for restarts
+        self.supervisor_prefixes: list[list[str]] = []
 
     # ------------------------------------------------------------------ config
 
@@ -118,10 +124,10 @@ class DevCluster:
             "storm.zookeeper.servers": [self.zk.host],
             "storm.zookeeper.port": self.zk.port,
             "storm.zookeeper.root": self.root,
-            "storm.local.hostname": "127.0.0.1",
+            "storm.local.hostname": self.advertise_host,
             "storm.log.format": self.log_format,
-            "nimbus.seeds": [f"127.0.0.1:{p}" for p in self.nimbus_ports],
-            "nimbus.host": "127.0.0.1",
+            "nimbus.seeds": [f"{self.advertise_host}:{p}" for p in self.nimbus_ports],
+            "nimbus.host": self.advertise_host,
         }
         conf.update(self.extra)
         return conf
@@ -169,11 +175,19 @@ class DevCluster:
             self.nimbus_procs.append(d)
         return d
 
-    def add_supervisor(self, index: int | None = None) -> Daemon:
+    def add_supervisor(self, index: int | None = None, *, command_prefix: list[str] | None = None,
+                       conf: dict[str, Any] | None = None) -> Daemon:
+        """Start supervisor ``index`` (a new one when None; a restart keeps its config and prefix).
+
+        ``command_prefix`` runs the daemon through another command (``["ip", "netns", "exec", ns]``);
+        ``conf`` overrides keys of a new supervisor's config (e.g. ``storm.local.hostname``).
+        """
         i = len(self.supervisor_procs) if index is None else index
         offset = int(self.extra.get("worker.metrics.port.offset", gconfig.KEYS["worker.metrics.port.offset"].default))
+        overrides = dict(conf or {})
         if index is not None and index < len(self.supervisor_confs):
             conf = self.supervisor_confs[index]
+            conf.update(overrides)
         else:
             conf = self.base_conf()
             conf.update({
@@ -181,9 +195,15 @@ class DevCluster:
                 "supervisor.slots.ports": [free_port_pair(offset) for _ in range(self.n_slots)],
                 "supervisor.id": f"sup{i}-127.0.0.1",
             })
+            conf.update(overrides)
             self.supervisor_confs.append(conf)
+        while len(self.supervisor_prefixes) <= i:
+            self.supervisor_prefixes.append([])
+        if command_prefix is not None:
+            self.supervisor_prefixes[i] = list(command_prefix)
         path = self._write_conf(f"supervisor-{i}", conf)
-        d = Daemon(f"supervisor-{i}", [sys.executable, "-m", "supervisor.cli", "serve", "--config", str(path)],
+        d = Daemon(f"supervisor-{i}", [*self.supervisor_prefixes[i], sys.executable, "-m", "supervisor.cli", "serve",
+                                       "--config", str(path)],
                    self.base / "logs" / f"supervisor-{i}.log")
         d.start()
         if i < len(self.supervisor_procs):
@@ -196,7 +216,7 @@ class DevCluster:
         return self.supervisor_confs[i]["supervisor.id"]
 
     def nimbus_url(self, i: int = 0) -> str:
-        return f"http://127.0.0.1:{self.nimbus_ports[i]}"
+        return f"http://{self.advertise_host}:{self.nimbus_ports[i]}"
 
     def health(self, i: int = 0) -> dict[str, Any] | None:
         try:

@@ -1,0 +1,380 @@
+"""The cluster under test: two "nodes" on this machine, and the observations faults rely on.
+
+* host node: ZooKeeper (the cluster's own server, so it can be restarted), RabbitMQ, two nimbuses
+  and ``HOST_SUPERVISORS`` supervisors, all bound to and advertising the veth host address;
+* namespaced node: one supervisor (and so its workers) inside :class:`~tests.chaos.netns.NetNamespace`,
+  advertising the namespace's address.
+
+Every supervisor has one slot and the topology asks for as many workers as there are supervisors,
+so when a lost node comes back nimbus spreads the topology over it again (fewer workers than
+requested while slots are free) and every fault finds work on every node.
+
+Observations come from outside the daemons: ZooKeeper read directly (the project's own
+:class:`~common.cluster_state.ClusterState` and :class:`~common.layout.Layout`), nimbus's HTTP API,
+ZooKeeper's ``cons`` four-letter word (which client connection has which session), ``/proc``
+(psutil) for processes, and ``rabbitmqctl`` for the queue.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import psutil
+from kazoo.client import KazooClient
+
+from common.cluster_state import ClusterState
+from common.layout import Layout
+from common.zkserver import ZooKeeperServer, four_letter
+from nimbus.client import NimbusClient
+from nimbus.devcluster import DevCluster
+from tests.chaos.broker import ChaosRabbitMQ
+from tests.chaos.netns import NetNamespace, sweep_stale
+
+ROOT = Path(__file__).resolve().parents[2]
+TOPOLOGY = ROOT / "tests" / "chaos_topology" / "pipeline.py"
+TOPOLOGY_NAME = "chaos"
+HOST_SUPERVISORS = 2
+NS_SUPERVISOR_ID = "sup-netns"
+
+#: timeouts: fast enough for a bounded run, with the orderings Storm recommends
+#: (nimbus.task.timeout > supervisor.worker.timeout > a worker freeze long enough to expire its session)
+CONF: dict[str, Any] = {
+    "nimbus.monitor.freq.secs": 1,
+    "nimbus.task.timeout.secs": 15,
+    "nimbus.task.launch.secs": 40,
+    "supervisor.worker.timeout.secs": 12,
+    "supervisor.worker.start.timeout.secs": 40,
+    "supervisor.worker.shutdown.sleep.secs": 1,
+    "supervisor.monitor.frequency.secs": 1,
+    "supervisor.heartbeat.frequency.secs": 1,
+    "task.heartbeat.frequency.secs": 1,
+    "task.refresh.poll.secs": 2,
+    "storm.zookeeper.session.timeout": 6000,
+    "topology.message.timeout.secs": 10,
+    "topology.min.replication.count": 2,
+    "topology.max.replication.wait.time.sec": 30,
+}
+SESSION_TIMEOUT_SECS = CONF["storm.zookeeper.session.timeout"] / 1000.0
+
+
+def log(msg: str) -> None:
+    print(f"[chaos {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+def process_alive(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def tcp_connections_to(pid: int, port: int) -> list[tuple[str, int]]:
+    """Local (ip, port) of ``pid``'s established IPv4 TCP connections to remote ``port``.
+
+    Read from ``/proc/<pid>/net/tcp``, which shows the process's own network namespace (psutil
+    reads the caller's, so it misses the namespaced workers' sockets).
+    """
+    try:
+        inodes = set()
+        for fd in Path(f"/proc/{pid}/fd").iterdir():
+            try:
+                target = os.readlink(fd)
+            except OSError:
+                continue
+            if target.startswith("socket:["):
+                inodes.add(target[8:-1])
+        lines = Path(f"/proc/{pid}/net/tcp").read_text().splitlines()[1:]
+    except (FileNotFoundError, ProcessLookupError, PermissionError):
+        return []
+    out = []
+    for line in lines:
+        f = line.split()
+        local, remote, st, inode = f[1], f[2], f[3], f[9]
+        if st != "01" or inode not in inodes or int(remote.split(":")[1], 16) != port:
+            continue
+        hex_ip, hex_port = local.split(":")
+        ip = ".".join(str(b) for b in reversed(bytes.fromhex(hex_ip)))
+        out.append((ip, int(hex_port, 16)))
+    return out
+
+
+_CONS = re.compile(r"/([0-9.]+):(\d+)\[\d+\]\(.*?sid=(0x[0-9a-f]+)")
+
+
+class ChaosCluster:
+    def __init__(self, base: Path, *, queue: str = "chaos-input"):
+        self.base = Path(base)
+        self.base.mkdir(parents=True, exist_ok=True)
+        self.state_dir = self.base / "state"
+        self.state_dir.mkdir(exist_ok=True)
+        self.queue = queue
+        self.ns = NetNamespace()
+        self.host = self.ns.host_ip
+        self.zk: ZooKeeperServer | None = None
+        self.rabbit: ChaosRabbitMQ | None = None
+        self.dev: DevCluster | None = None
+        self.observer: KazooClient | None = None
+        self.state: ClusterState | None = None
+        self.layout = Layout("/storm")
+        self.topology_id: str | None = None
+        self.stopped_pids: set[int] = set()  # SIGSTOPped by a fault and not resumed yet
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def start(self) -> ChaosCluster:
+        for name in sweep_stale():
+            log(f"removed a stale namespace {name}")
+        self.ns.create()
+        log(f"namespace {self.ns.name}: host {self.ns.host_ip}, namespace {self.ns.ns_ip} ({self.ns.host_if})")
+        self.rabbit = ChaosRabbitMQ(self.base / "rabbitmq", also_listen=self.host)
+        rabbit_error: list[BaseException] = []
+
+        def start_rabbit() -> None:
+            try:
+                self.rabbit.start(timeout=120)
+            except BaseException as exc:  # noqa: BLE001 - reported by the joining thread
+                rabbit_error.append(exc)
+
+        rabbit_thread = threading.Thread(target=start_rabbit, name="chaos-rabbitmq-start", daemon=True)
+        rabbit_thread.start()
+        self.zk = ZooKeeperServer(host=self.host, data_dir=self.base / "zookeeper", tick_time_ms=500)
+        self.zk.start()
+        self.dev = DevCluster(self.base / "cluster", supervisors=HOST_SUPERVISORS, slots=1, nimbuses=2,
+                              zookeeper=self.zk, root="/storm", conf=CONF, advertise_host=self.host)
+        self.dev.start(timeout=120)
+        self.dev.add_supervisor(command_prefix=self.ns.prefix,
+                                conf={"storm.local.hostname": self.ns.ns_ip, "supervisor.id": NS_SUPERVISOR_ID})
+        self.dev.wait_for_supervisors(self.n_supervisors, 120)
+        self.observer = KazooClient(hosts=self.zk.address, timeout=10.0)
+        self.observer.start(timeout=20)
+        self.state = ClusterState(self.observer, self.layout)
+        rabbit_thread.join(150)
+        if rabbit_error:
+            raise rabbit_error[0]
+        if rabbit_thread.is_alive():
+            raise RuntimeError("RabbitMQ did not start within 150 s")
+        self.rabbit.declare(self.queue)
+        log(f"cluster up: ZooKeeper {self.zk.address}, nimbus {self.dev.nimbus_ports}, "
+            f"RabbitMQ {self.host}:{self.rabbit.port}, base {self.base}")
+        return self
+
+    @property
+    def n_supervisors(self) -> int:
+        return HOST_SUPERVISORS + 1
+
+    @property
+    def ns_index(self) -> int:
+        return HOST_SUPERVISORS
+
+    def submit(self, timeout: float = 180.0) -> str:
+        overrides = {**self.rabbit.spout_conf(self.queue), "chaos.state.dir": str(self.state_dir),
+                     "chaos.workers": self.n_supervisors}
+        args = ["submit", str(TOPOLOGY), "--name", TOPOLOGY_NAME, "--wait", "--wait-timeout", str(timeout)]
+        for k, v in overrides.items():
+            args += ["-c", f"{k}={v}"]
+        proc = self.cli(*args, timeout=timeout + 60)
+        self.topology_id = proc.stdout.strip().splitlines()[-1]
+        log(f"submitted {self.topology_id}")
+        return self.topology_id
+
+    def cli(self, *args: str, timeout: float = 120.0) -> subprocess.CompletedProcess:
+        env = dict(os.environ, GALE_CONFIG=str(self.dev.client_config_path()))
+        proc = subprocess.run([sys.executable, "-m", "nimbus.cli", *args], capture_output=True, text=True, env=env,
+                              timeout=timeout, cwd=ROOT)
+        if proc.returncode != 0:
+            raise RuntimeError(f"nimbus {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
+        return proc
+
+    def stop(self) -> None:
+        """Stop and remove everything, whatever state a fault left it in."""
+        for pid in list(self.stopped_pids):
+            self.resume(pid)
+        if self.ns.created and self.ns.partitioned:
+            try:
+                self.ns.heal()
+            except Exception:  # noqa: BLE001
+                pass
+        if self.observer is not None:
+            try:
+                self.observer.stop()
+                self.observer.close()
+            except Exception:  # noqa: BLE001
+                pass
+        if self.dev is not None:
+            try:
+                self.dev.stop()
+            except Exception as exc:  # noqa: BLE001
+                log(f"dev cluster stop: {exc!r}")
+            for d in self.dev.supervisor_procs + self.dev.nimbus_procs:
+                d.kill()
+        if self.ns.created:
+            for pid in self.ns.pids():  # anything still inside (workers of a killed supervisor)
+                try:
+                    os.killpg(pid, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    pass
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    pass
+            deadline = time.monotonic() + 10
+            while self.ns.pids() and time.monotonic() < deadline:
+                time.sleep(0.1)
+            self.ns.cleanup()
+        if self.zk is not None:
+            self.zk.stop()
+        if self.rabbit is not None:
+            self.rabbit.cleanup()
+
+    def cleanup(self) -> None:
+        self.stop()
+        shutil.rmtree(self.base, ignore_errors=True)
+
+    # ------------------------------------------------------------------ processes
+
+    def suspend(self, pid: int) -> None:
+        self.stopped_pids.add(pid)
+        os.kill(pid, signal.SIGSTOP)
+
+    def resume(self, pid: int) -> None:
+        try:
+            os.kill(pid, signal.SIGCONT)
+        except ProcessLookupError:
+            pass
+        self.stopped_pids.discard(pid)
+
+    def supervisor_pid(self, i: int) -> int | None:
+        d = self.dev.supervisor_procs[i]
+        return d.proc.pid if d.alive() else None
+
+    def workers(self) -> dict[int, int]:
+        """Live worker pid → supervisor index."""
+        out = {}
+        for i in range(self.n_supervisors):
+            for pid in self.dev.worker_pids(i):
+                if process_alive(pid):
+                    out[pid] = i
+        return out
+
+    # ------------------------------------------------------------------ ZooKeeper views
+
+    def supervisor_id(self, i: int) -> str:
+        return self.dev.supervisor_id(i)
+
+    def supervisor_owner(self, i: int) -> int | None:
+        """Session id owning supervisor ``i``'s ephemeral node, or None when the node is absent."""
+        stat = self.observer.exists(self.layout.supervisor(self.supervisor_id(i)))
+        return stat.ephemeralOwner if stat is not None else None
+
+    def registered(self) -> set[str]:
+        return set(self.state.supervisor_ids())
+
+    def executors_on(self, i: int) -> int:
+        a = self.state.assignment(self.topology_id)
+        if a is None:
+            return 0
+        return sum(len(v) for v in a.executors_on(self.supervisor_id(i)).values())
+
+    def leader_epoch(self) -> int:
+        data, _ = self.observer.get(self.layout.leader_epoch)
+        return int(data.decode() or 0)
+
+    def zk_sessions(self) -> dict[tuple[str, int], str]:
+        """Client (ip, port) → session id, from ZooKeeper's ``cons``."""
+        out = four_letter(self.zk.host, self.zk.port, "cons", timeout=2.0)
+        return {(m.group(1), int(m.group(2))): m.group(3) for m in _CONS.finditer(out)}
+
+    def zk_session_of(self, pid: int) -> str | None:
+        """The session id of the ZooKeeper connection process ``pid`` holds, if any."""
+        mine = set(tcp_connections_to(pid, self.zk.port))
+        if not mine:
+            return None
+        for addr, sid in self.zk_sessions().items():
+            if addr in mine:
+                return sid
+        return None
+
+    # ------------------------------------------------------------------ nimbus views
+
+    def nimbus(self) -> NimbusClient:
+        return NimbusClient(self.dev.client_conf(), timeout=10.0)
+
+    def topology(self) -> dict[str, Any] | None:
+        try:
+            with self.nimbus() as client:
+                return client.topology(TOPOLOGY_NAME)
+        except Exception:  # noqa: BLE001 - unreachable or no leader: not observable right now
+            return None
+
+    def spout_failed(self) -> int | None:
+        t = self.topology()
+        if t is None:
+            return None
+        return int((t["components"]["mq"]["stats"] or {}).get("failed", 0))
+
+    def leader_index(self) -> int | None:
+        for i, d in enumerate(self.dev.nimbus_procs):
+            if d.alive() and (self.dev.health(i) or {}).get("leader"):
+                return i
+        return None
+
+    def health_problems(self) -> list[str]:
+        """What keeps the cluster from being healthy (empty: healthy)."""
+        problems = []
+        try:
+            missing = {self.supervisor_id(i) for i in range(self.n_supervisors)} - self.registered()
+            if missing:
+                problems.append(f"supervisors not registered: {sorted(missing)}")
+        except Exception as exc:  # noqa: BLE001
+            problems.append(f"ZooKeeper: {type(exc).__name__}")
+        if self.leader_index() is None:
+            problems.append("no nimbus leader")
+        t = self.topology()
+        if t is None:
+            problems.append("topology status unavailable")
+        else:
+            if t["executors_running"] < t["executors"]:
+                problems.append(f"{t['executors_running']}/{t['executors']} executors running")
+            if t["workers"] < t["requested_workers"]:
+                problems.append(f"{t['workers']}/{t['requested_workers']} workers")
+        return problems
+
+    def wait_healthy(self, timeout: float) -> tuple[bool, float, list[str]]:
+        t0 = time.monotonic()
+        problems: list[str] = []
+        while time.monotonic() - t0 < timeout:
+            problems = self.health_problems()
+            if not problems:
+                return True, time.monotonic() - t0, []
+            time.sleep(0.5)
+        return False, time.monotonic() - t0, problems
+
+    # ------------------------------------------------------------------ broker
+
+    def queue_counts(self) -> tuple[int, int] | None:
+        try:
+            return self.rabbit.queue_counts(self.queue)
+        except Exception:  # noqa: BLE001
+            return None
+
+    # ------------------------------------------------------------------ diagnostics
+
+    def log_tails(self, lines: int = 30) -> str:
+        parts = []
+        for d in self.dev.nimbus_procs + self.dev.supervisor_procs:
+            parts.append(f"--- {d.name}\n{d.log_tail(lines)}")
+        for p in sorted(self.dev.base.glob("supervisor-*/logs/workers-artifacts/*/*/worker.*")):
+            try:
+                parts.append(f"--- {p}\n" + "\n".join(p.read_text(errors="replace").splitlines()[-lines:]))
+            except OSError:
+                pass
+        return "\n".join(parts)

@@ -1,0 +1,346 @@
+"""Fault injectors: each injects one fault, holds it, removes it, and records what it saw.
+
+An injector is ``fn(ctx, record, **params)``; it fills the :class:`FaultRecord` — the target, times
+(seconds since the run started: ``start`` when injected, ``healed`` when removed, ``end`` when the
+injector stopped watching), ``injected`` (the fault demonstrably took effect, judged from outside the
+daemons: a vanished ephemeral node, a new session id, a new leader, failed tuples) and ``evidence``.
+Injectors never raise for a fault that did not take; they say so in the record, and the run fails
+on it. They always undo what they did (SIGCONT, link up, restart) in ``finally``.
+
+Kinds (``FAULTS``): ``worker_kill``, ``supervisor_kill``, ``nimbus_leader_kill``, ``zk_restart``,
+``supervisor_session_expiry``, ``worker_session_expiry``, ``partition``, ``slow_bolt``.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from common.zkserver import four_letter
+from tests.chaos.cluster import CONF, SESSION_TIMEOUT_SECS, ChaosCluster, log, process_alive
+from tests.chaos_topology.pipeline import SLOW_FILE
+
+
+@dataclass
+class FaultRecord:
+    kind: str
+    params: dict[str, Any] = field(default_factory=dict)
+    target: str = ""
+    start: float = 0.0
+    healed: float | None = None
+    end: float | None = None
+    injected: bool = False
+    evidence: dict[str, Any] = field(default_factory=dict)
+    error: str | None = None
+    settle_secs: float | None = None  # how long the cluster took to be healthy before this fault
+    healthy_before: bool | None = None
+    max_stall_secs: float | None = None  # longest time without a new id in the sink, start → end
+    resumed_secs: float | None = None  # heal → first new id in the sink
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+class Context:
+    def __init__(self, cluster: ChaosCluster, rng: random.Random, t0: float):
+        self.c = cluster
+        self.rng = rng
+        self.t0 = t0
+
+    def now(self) -> float:
+        return round(time.monotonic() - self.t0, 2)
+
+
+def wait_until(predicate: Callable[[], Any], timeout: float, interval: float = 0.25) -> tuple[Any, float]:
+    """(first truthy value, seconds waited) or (None, timeout). Exceptions count as falsy."""
+    t0 = time.monotonic()
+    while True:
+        try:
+            value = predicate()
+        except Exception:  # noqa: BLE001 - e.g. ZooKeeper down while it restarts
+            value = None
+        if value:
+            return value, round(time.monotonic() - t0, 2)
+        if time.monotonic() - t0 >= timeout:
+            return None, round(time.monotonic() - t0, 2)
+        time.sleep(interval)
+
+
+def _safe(fn: Callable[[], Any], default: Any = None) -> Any:
+    try:
+        return fn()
+    except Exception:  # noqa: BLE001
+        return default
+
+
+# ---------------------------------------------------------------------------------- processes
+
+
+def worker_kill(ctx: Context, rec: FaultRecord, count: int = 1) -> None:
+    """kill -9 of ``count`` random workers; the supervisors relaunch them."""
+    c = ctx.c
+    workers = c.workers()
+    if not workers:
+        rec.error = "no live worker to kill"
+        return
+    victims = ctx.rng.sample(sorted(workers), min(count, len(workers)))
+    rec.target = ", ".join(f"pid {p} on {c.supervisor_id(workers[p])}" for p in victims)
+    rec.start = ctx.now()
+    for pid in victims:
+        os.kill(pid, signal.SIGKILL)
+    rec.healed = ctx.now()
+    dead, _ = wait_until(lambda: all(not process_alive(p) for p in victims), 10)
+    relaunched = {}
+    for pid in victims:
+        i = workers[pid]
+        new, secs = wait_until(lambda: [p for p, j in c.workers().items() if j == i and p not in victims], 90)
+        relaunched[str(pid)] = {"supervisor": c.supervisor_id(i), "new_pid": new[0] if new else None,
+                                "after_secs": secs if new else None}
+    rec.end = ctx.now()
+    rec.evidence = {"killed": victims, "dead": bool(dead), "relaunched": relaunched}
+    rec.injected = bool(dead)
+
+
+def supervisor_kill(ctx: Context, rec: FaultRecord, index: int | None = None, down_secs: float = 20.0) -> None:
+    """kill -9 of a supervisor and its workers; restarted after ``down_secs`` (or once its work moved)."""
+    c = ctx.c
+    i = ctx.rng.randrange(c.n_supervisors) if index is None else index
+    sid = c.supervisor_id(i)
+    pids = [p for p, j in c.workers().items() if j == i]
+    before = _safe(lambda: c.executors_on(i), 0)
+    rec.target = f"{sid} (pid {c.supervisor_pid(i)}) with workers {pids}"
+    rec.start = ctx.now()
+    c.dev.kill_supervisor(i, with_workers=True)
+    t0 = time.monotonic()
+    gone, vanished_secs = wait_until(lambda: c.supervisor_owner(i) is None, SESSION_TIMEOUT_SECS + 20)
+    moved_secs = None
+    if before:
+        limit = max(down_secs, float(CONF["nimbus.task.timeout.secs"]) + 20) - (time.monotonic() - t0)
+        moved, _ = wait_until(lambda: c.executors_on(i) == 0, max(0.0, limit))
+        moved_secs = round(time.monotonic() - t0, 2) if moved else None
+    remaining = down_secs - (time.monotonic() - t0)
+    if remaining > 0:
+        time.sleep(remaining)
+    c.dev.add_supervisor(i)
+    rec.healed = ctx.now()
+    back, back_secs = wait_until(lambda: c.supervisor_owner(i) is not None, 60)
+    rec.end = ctx.now()
+    rec.evidence = {
+        "workers_killed": pids, "workers_dead": all(not process_alive(p) for p in pids),
+        "executors_before": before, "ephemeral_vanished_after_secs": vanished_secs if gone else None,
+        "executors_moved_after_secs": moved_secs, "reregistered_after_restart_secs": back_secs if back else None,
+    }
+    rec.injected = bool(gone) and rec.evidence["workers_dead"]
+
+
+def nimbus_leader_kill(ctx: Context, rec: FaultRecord, down_secs: float = 10.0) -> None:
+    """kill -9 of the leader nimbus; the standby takes over; the old leader restarts as a standby."""
+    c = ctx.c
+    lead, _ = wait_until(lambda: c.leader_index() is not None and (c.leader_index(),), 60)
+    if not lead:
+        rec.error = "no leader to kill"
+        return
+    lead = lead[0]
+    epoch0 = _safe(c.leader_epoch)
+    rec.target = f"nimbus-{lead} (pid {c.dev.nimbus_procs[lead].proc.pid}, epoch {epoch0})"
+    rec.start = ctx.now()
+    c.dev.nimbus_procs[lead].kill()
+    t0 = time.monotonic()
+    new, failover = wait_until(lambda: (j := c.leader_index()) is not None and j != lead and (j,), 60)
+    epoch1 = _safe(c.leader_epoch)
+    remaining = down_secs - (time.monotonic() - t0)
+    if remaining > 0:
+        time.sleep(remaining)
+    c.dev.add_nimbus(lead)
+    rec.healed = ctx.now()
+    standby, standby_secs = wait_until(lambda: (h := c.dev.health(lead)) is not None and not h.get("leader"), 60)
+    rec.end = ctx.now()
+    rec.evidence = {"new_leader": f"nimbus-{new[0]}" if new else None, "failover_secs": failover if new else None,
+                    "epoch_before": epoch0, "epoch_after": epoch1,
+                    "restarted_as_standby_after_secs": standby_secs if standby else None}
+    rec.injected = bool(new) and epoch0 is not None and epoch1 is not None and epoch1 > epoch0
+
+
+def zk_restart(ctx: Context, rec: FaultRecord, down_secs: float = 3.0) -> None:
+    """kill -9 of the ZooKeeper server; started again on the same port and data after ``down_secs``."""
+    c = ctx.c
+    old_pid = c.zk.proc.pid
+    rec.target = f"ZooKeeper {c.zk.address} (pid {old_pid})"
+    rec.start = ctx.now()
+    c.zk.kill()
+    try:
+        four_letter(c.zk.host, c.zk.port, "ruok", timeout=1.0)
+        unreachable = False
+    except OSError:
+        unreachable = True
+    time.sleep(down_secs)
+    c.zk.start()
+    rec.healed = ctx.now()
+    new_pid = c.zk.proc.pid
+    everyone, secs = wait_until(lambda: len(c.registered()) >= c.n_supervisors and c.leader_index() is not None, 60)
+    rec.end = ctx.now()
+    rec.evidence = {"old_pid": old_pid, "new_pid": new_pid, "unreachable_while_down": unreachable,
+                    "old_pid_dead": not process_alive(old_pid),
+                    "supervisors_and_leader_back_after_secs": secs if everyone else None}
+    rec.injected = unreachable and rec.evidence["old_pid_dead"] and new_pid != old_pid
+
+
+# ---------------------------------------------------------------------------------- sessions
+
+
+def supervisor_session_expiry(ctx: Context, rec: FaultRecord, index: int | None = None) -> None:
+    """SIGSTOP a supervisor until ZooKeeper expires its session (its ephemeral node vanishes), then SIGCONT."""
+    c = ctx.c
+    i = ctx.rng.randrange(c.n_supervisors) if index is None else index
+    pid = c.supervisor_pid(i)
+    owner0 = _safe(lambda: c.supervisor_owner(i))
+    if pid is None or owner0 is None:
+        rec.error = f"supervisor {i} not running or not registered"
+        return
+    rec.target = f"{c.supervisor_id(i)} (pid {pid}, session {hex(owner0)})"
+    before = _safe(lambda: c.executors_on(i))
+    rec.start = ctx.now()
+    c.suspend(pid)
+    try:
+        gone, vanished_secs = wait_until(lambda: c.supervisor_owner(i) is None, SESSION_TIMEOUT_SECS + 20)
+        time.sleep(1.0)
+    finally:
+        c.resume(pid)
+    rec.healed = ctx.now()
+    owner1, back_secs = wait_until(lambda: (o := c.supervisor_owner(i)) not in (None, owner0) and o, 60)
+    rec.end = ctx.now()
+    rec.evidence = {"stopped_secs": round(rec.healed - rec.start, 2),
+                    "ephemeral_vanished_after_secs": vanished_secs if gone else None,
+                    "new_session": hex(owner1) if owner1 else None,
+                    "reregistered_after_secs": back_secs if owner1 else None,
+                    "supervisor_alive": process_alive(pid), "executors_before": before,
+                    "executors_after": _safe(lambda: c.executors_on(i))}
+    rec.injected = bool(gone) and bool(owner1)
+
+
+def worker_session_expiry(ctx: Context, rec: FaultRecord) -> None:
+    """SIGSTOP a worker until ZooKeeper expires its session, then SIGCONT (before its supervisor's
+    heartbeat timeout, so the same process resumes with a new session)."""
+    c = ctx.c
+    candidates = {pid: sid for pid in c.workers() if (sid := c.zk_session_of(pid))}
+    if not candidates:
+        rec.error = "no worker with a ZooKeeper session"
+        return
+    pid = ctx.rng.choice(sorted(candidates))
+    sid0 = candidates[pid]
+    rec.target = f"worker pid {pid} (session {sid0})"
+    limit = float(CONF["supervisor.worker.timeout.secs"]) - 1.5
+    rec.start = ctx.now()
+    c.suspend(pid)
+    try:
+        gone, gone_secs = wait_until(lambda: sid0 not in c.zk_sessions().values(), limit)
+    finally:
+        c.resume(pid)
+    rec.healed = ctx.now()
+    new, new_secs = wait_until(lambda: (s := c.zk_session_of(pid)) not in (None, sid0) and s, 30)
+    time.sleep(2.0)
+    rec.end = ctx.now()
+    rec.evidence = {"stopped_secs": round(rec.healed - rec.start, 2),
+                    "session_expired_after_secs": gone_secs if gone else None,
+                    "new_session": new, "new_session_after_secs": new_secs if new else None,
+                    "worker_survived": process_alive(pid)}
+    rec.injected = bool(gone) and bool(new)
+
+
+# ---------------------------------------------------------------------------------- network
+
+
+def partition(ctx: Context, rec: FaultRecord, hold_secs: float = 20.0) -> None:
+    """Cut the namespaced node (its supervisor and workers) off from ZooKeeper, nimbus, RabbitMQ and
+    the other workers for ``hold_secs`` (longer if its work has not moved yet), then reconnect it."""
+    c = ctx.c
+    i = c.ns_index
+    before = _safe(lambda: c.executors_on(i), 0)
+    ns_workers = [p for p, j in c.workers().items() if j == i]
+    rec.target = f"{c.supervisor_id(i)} ({c.ns.ns_ip}) with workers {ns_workers}"
+    rec.start = ctx.now()
+    c.ns.partition()
+    t0 = time.monotonic()
+    try:
+        gone, vanished_secs = wait_until(lambda: c.supervisor_owner(i) is None, SESSION_TIMEOUT_SECS + 20)
+        moved_secs = None
+        if before:
+            limit = max(hold_secs, float(CONF["nimbus.task.timeout.secs"]) + 20) - (time.monotonic() - t0)
+            moved, _ = wait_until(lambda: c.executors_on(i) == 0, max(0.0, limit))
+            moved_secs = round(time.monotonic() - t0, 2) if moved else None
+        remaining = hold_secs - (time.monotonic() - t0)
+        if remaining > 0:
+            time.sleep(remaining)
+    finally:
+        c.ns.heal()
+    rec.healed = ctx.now()
+    back, back_secs = wait_until(lambda: c.supervisor_owner(i) is not None, 60)
+    old_exited, exit_secs = wait_until(lambda: all(not process_alive(p) for p in ns_workers), 60) \
+        if moved_secs is not None else (None, None)
+    rec.end = ctx.now()
+    rec.evidence = {"held_secs": round(rec.healed - rec.start, 2), "executors_before": before,
+                    "ephemeral_vanished_after_secs": vanished_secs if gone else None,
+                    "executors_moved_after_secs": moved_secs,
+                    "reregistered_after_heal_secs": back_secs if back else None,
+                    "old_workers_exited_after_heal_secs": exit_secs if old_exited else None}
+    rec.injected = bool(gone)
+
+
+# ---------------------------------------------------------------------------------- user code
+
+
+def slow_bolt(ctx: Context, rec: FaultRecord, hold_secs: float = 15.0, delay_secs: float = 1.0) -> None:
+    """Make the ``work`` bolt sleep ``delay_secs`` per tuple for ``hold_secs``: pending tuples time out."""
+    c = ctx.c
+    control = c.state_dir / SLOW_FILE
+    # a baseline that no earlier fault is still moving (replays of its timeouts)
+    stable, _ = wait_until(lambda: (a := c.spout_failed()) is not None and time.sleep(3) is None
+                           and c.spout_failed() == a and (a,), 30, interval=0.5)
+    failed0 = stable[0] if stable else c.spout_failed()
+    rec.target = f"work bolt, {delay_secs}s per tuple"
+    rec.start = ctx.now()
+    tmp = control.with_suffix(".tmp")
+    tmp.write_text(str(delay_secs))
+    os.replace(tmp, control)
+    try:
+        time.sleep(hold_secs)
+    finally:
+        control.unlink(missing_ok=True)
+    rec.healed = ctx.now()
+    timeout = float(CONF["topology.message.timeout.secs"])
+    failed, secs = wait_until(lambda: (f := c.spout_failed()) is not None and failed0 is not None and f > failed0 and f,
+                              timeout * 3 + 10, interval=1.0)
+    rec.end = ctx.now()
+    rec.evidence = {"spout_failed_before": failed0, "spout_failed_after": failed,
+                    "timeouts_seen_after_heal_secs": secs if failed else None}
+    rec.injected = bool(failed)
+
+
+FAULTS: dict[str, Callable[..., None]] = {
+    "partition": partition,
+    "worker_kill": worker_kill,
+    "supervisor_session_expiry": supervisor_session_expiry,
+    "worker_session_expiry": worker_session_expiry,
+    "nimbus_leader_kill": nimbus_leader_kill,
+    "zk_restart": zk_restart,
+    "supervisor_kill": supervisor_kill,
+    "slow_bolt": slow_bolt,
+}
+
+
+def inject(ctx: Context, kind: str, params: dict[str, Any]) -> FaultRecord:
+    rec = FaultRecord(kind=kind, params=dict(params))
+    log(f"fault {kind} {params} ...")
+    try:
+        FAULTS[kind](ctx, rec, **params)
+    except Exception as exc:  # noqa: BLE001 - recorded; the run fails on a fault that did not take
+        rec.error = f"{type(exc).__name__}: {exc}"
+    if rec.end is None:
+        rec.end = ctx.now()
+    log(f"fault {kind} on {rec.target or '?'}: injected={rec.injected} {rec.evidence} {rec.error or ''}")
+    return rec

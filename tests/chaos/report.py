@@ -1,0 +1,90 @@
+"""Reports of chaos runs: the full record as JSON, a Markdown section appended to docs/reliability.md."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+from pathlib import Path
+
+from tests.chaos.faults import FaultRecord
+from tests.chaos.run import RunResult
+
+#: docs/reliability.md: runs are appended after this line
+RESULTS_MARKER = "<!-- chaos results: runs are appended below this line by tests/chaos -->"
+
+
+def write_json(result: RunResult, path: Path, command: str) -> None:
+    data = result.to_json()
+    data["command"] = command
+    data["machine"] = machine()
+    path.write_text(json.dumps(data, indent=2, default=str) + "\n")
+
+
+def machine() -> dict[str, object]:
+    load = os.getloadavg()
+    return {"cpus": os.cpu_count(), "python": platform.python_version(), "load_avg_1_5_15": [round(x, 2) for x in load]}
+
+
+def _evidence(f: FaultRecord) -> str:
+    e = f.evidence
+    pick = {
+        "worker_kill": lambda: f"relaunched after {[v.get('after_secs') for v in e.get('relaunched', {}).values()]} s",
+        "supervisor_kill": lambda: (f"node gone from ZK after {e.get('ephemeral_vanished_after_secs')} s, "
+                                    f"{e.get('executors_before')} executors moved after "
+                                    f"{e.get('executors_moved_after_secs')} s"),
+        "nimbus_leader_kill": lambda: (f"{e.get('new_leader')} leads after {e.get('failover_secs')} s, "
+                                       f"epoch {e.get('epoch_before')}→{e.get('epoch_after')}"),
+        "zk_restart": lambda: (f"pid {e.get('old_pid')}→{e.get('new_pid')}, all back after "
+                               f"{e.get('supervisors_and_leader_back_after_secs')} s"),
+        "supervisor_session_expiry": lambda: (f"node gone after {e.get('ephemeral_vanished_after_secs')} s, "
+                                              f"new session {e.get('new_session')}"),
+        "worker_session_expiry": lambda: (f"session expired after {e.get('session_expired_after_secs')} s, "
+                                          f"new {e.get('new_session')}, survived={e.get('worker_survived')}"),
+        "partition": lambda: (f"node gone after {e.get('ephemeral_vanished_after_secs')} s, "
+                              f"{e.get('executors_before')} executors moved after "
+                              f"{e.get('executors_moved_after_secs')} s"),
+        "slow_bolt": lambda: f"spout failed {e.get('spout_failed_before')}→{e.get('spout_failed_after')}",
+    }.get(f.kind)
+    text = pick() if pick else json.dumps(e)
+    return text + (f"; error: {f.error}" if f.error else "")
+
+
+def markdown(result: RunResult, command: str) -> str:
+    m = machine()
+    title = f"### {result.started_at} — {result.mode}" + (f", {result.duration:.0f} s, seed {result.seed}"
+                                                            if result.mode == "soak" else "")
+    lines = [
+        title,
+        "",
+        f"Command: `{command}`  ",
+        f"Machine: {m['cpus']} cores, load average {m['load_avg_1_5_15']} at the end, Python {m['python']}.",
+        "",
+        "| N | lost | duplicates (ids) | unexpected | converged after last fault | faults (injected) | "
+        "fault phase | total | verdict |",
+        "|---|---|---|---|---|---|---|---|---|",
+        f"| {result.n} | {result.lost} | {result.duplicates} ({result.duplicated_ids}) | {result.unexpected} | "
+        f"{(str(result.convergence_secs) + ' s') if result.converged else 'no'} | "
+        f"{len(result.faults)} ({sum(f.injected for f in result.faults)}) | {result.fault_phase_secs} s | "
+        f"{result.total_secs} s | {'PASS' if result.ok else 'FAIL'} |",
+        "",
+        "| # | t start (s) | fault | target | held (s) | injected | evidence | longest sink stall (s) | "
+        "first id after heal (s) |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for n, f in enumerate(result.faults, 1):
+        held = round(f.healed - f.start, 1) if f.healed is not None else "-"
+        lines.append(f"| {n} | {f.start} | {f.kind} | {f.target} | {held} | {'yes' if f.injected else 'NO'} | "
+                     f"{_evidence(f)} | {f.max_stall_secs} | {f.resumed_secs} |")
+    if result.error:
+        lines += ["", f"Run error: `{result.error}`"]
+    if result.lost_ids:
+        lines += ["", f"Lost ids (first 100): {result.lost_ids}"]
+    return "\n".join(lines) + "\n"
+
+
+def append_markdown(result: RunResult, path: Path, command: str) -> None:
+    text = path.read_text() if path.exists() else ""
+    if RESULTS_MARKER not in text:
+        text = text.rstrip("\n") + ("\n\n" if text else "") + "## Results\n\n" + RESULTS_MARKER + "\n"
+    path.write_text(text.rstrip("\n") + "\n\n" + markdown(result, command))
