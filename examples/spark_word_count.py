@@ -14,7 +14,7 @@ after the batch holding it is committed to Parquet.
 
 Run it in one process (local mode), printing a live top-N table::
 
-    .venv/bin/python examples/spark_word_count.py --duration 60
+    .venv/bin/python examples/spark_word_count.py --duration 90
 
 or build it with ``topology(conf)`` (like ``examples/word_count.py``). User config keys:
 ``sparkwc.output.dir`` (default ``/tmp/gale-spark-wordcount``; Parquet lands in
@@ -208,7 +208,8 @@ def _print_table(running, out_dir, elapsed, n):
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description="Spark word count on a Gale local cluster, with a live top-N table.")
-    parser.add_argument("--duration", type=float, default=60.0, help="seconds to run (default 60)")
+    parser.add_argument("--duration", type=float, default=90.0,
+                        help="seconds to run (default 90; Spark takes 15-20 s to start, more on a busy machine)")
     parser.add_argument("--output", default=DEFAULT_OUTPUT, help=f"output directory (default {DEFAULT_OUTPUT})")
     parser.add_argument("--top", type=int, default=10, help="words in the table (default 10)")
     parser.add_argument("--master", default="local[2]", help="Spark master (default local[2])")
@@ -233,14 +234,15 @@ def main(argv=None) -> int:
         errors = {c: e[-1].splitlines()[0] for c, e in running.errors.items() if e}
     if errors:
         print(f"errors: {errors}", flush=True)
-    try:
-        import pyarrow.parquet as pq
+    batches = [d for d in os.listdir(out_dir) if d.startswith("gale_batch=")] if os.path.isdir(out_dir) else []
+    if not batches:
+        print(f"Parquet: no batch committed to {out_dir} yet (run longer: --duration)", flush=True)
+        return 0
+    import pyarrow.parquet as pq
 
-        table = pq.read_table(out_dir)
-        print(f"Parquet: {table.num_rows} sentences ({len(set(table.column('id').to_pylist()))} distinct ids) in "
-              f"{out_dir}; read it with spark.read.parquet({out_dir!r})", flush=True)
-    except Exception as exc:  # noqa: BLE001 - nothing written yet
-        print(f"Parquet: nothing readable in {out_dir} yet ({exc})", flush=True)
+    table = pq.read_table(out_dir)
+    print(f"Parquet: {table.num_rows} sentences ({len(set(table.column('id').to_pylist()))} distinct ids) in "
+          f"{len(batches)} batches under {out_dir}; read it with spark.read.parquet({out_dir!r})", flush=True)
     return 0
 
 
