@@ -26,6 +26,14 @@ def _weighted(avg: Mapping[str, Mapping[str, float]], weights: Mapping[str, Mapp
     return total, weight
 
 
+_LEVEL_SUFFIXES = ("_avg", "_max", "_secs", "_ms", "_ready")
+
+
+def _is_level(key: str) -> bool:
+    """Extras that are levels (latest value, average, maximum), not counters to sum."""
+    return key.endswith(_LEVEL_SUFFIXES) or key in ("spark_ready",)
+
+
 def component_summary(stats: Iterable[ExecutorStats], window: str = ":all-time") -> dict[str, dict[str, Any]]:
     """component → {kind, executors, emitted, transferred, acked, failed, complete_latency_ms,
     execute_latency_ms, process_latency_ms, capacity, queue_depth, pending, errors, busy_secs}."""
@@ -54,7 +62,12 @@ def component_summary(stats: Iterable[ExecutorStats], window: str = ":all-time")
         c["errors"] += int(st.extra.get("errors", 0))
         c["busy_secs"] = max(c["busy_secs"], st.busy_secs)
         for k, v in st.extra.items():
-            if k != "errors":
+            if k == "errors":
+                continue
+            if _is_level(k):
+                # averages, maxima, durations and flags do not add up across executors
+                c["extra"][k] = max(c["extra"].get(k, v), v)
+            else:
                 c["extra"][k] = c["extra"].get(k, 0) + v
         t, w = _weighted(st.complete_ms_avg, st.acked, window)
         a["cl"] += t

@@ -47,6 +47,7 @@ class ExecutorThread(threading.Thread):
         self.sleeping = False
         self._event = threading.Event()
         self.rounds = 0
+        self.next_timer = 0.0
         self.all_queues = [q for ex in executors for q in ex.queue_list]
         for ex in executors:
             ex.thread = self
@@ -54,11 +55,17 @@ class ExecutorThread(threading.Thread):
     def wake(self) -> None:
         self._event.set()
 
+    def fire_timers(self, now: float) -> None:
+        """Timers of this thread's own executors (spout fail callbacks stay on their thread)."""
+        self.next_timer = now + self.runtime.timer_period
+        for ex in self.executors:
+            ex.on_timer(now)
+
     def run_round(self) -> int:
         runtime = self.runtime
         now = runtime.clock.monotonic()
-        if now >= runtime.next_timer:
-            runtime.fire_timers(now)
+        if now >= self.next_timer:
+            self.fire_timers(now)
         runtime.update_congestion()
         worked = 0
         for ex in self.executors:
@@ -78,7 +85,7 @@ class ExecutorThread(threading.Thread):
                 if self.run_round():
                     continue
                 self.sleeping = True
-                if not any(self.all_queues):
+                if not any(ex.has_work() for ex in self.executors):
                     self._event.wait(idle_wait)
                 self.sleeping = False
                 self._event.clear()
@@ -151,7 +158,6 @@ class WorkerRuntime:
         self._all_queues = [q for ex in self.executors.values() for q in ex.queue_list]
         self._bind_fast_paths()
         self.threads: list[ExecutorThread] = []
-        self.next_timer = 0.0
         self.timer_period = 0.05
 
     # ------------------------------------------------------------------ construction
@@ -302,12 +308,13 @@ class WorkerRuntime:
                 ex.safe_prepare()
                 prepared.append(ex)
         except BaseException:
-            # close what already opened (connections, threads) before giving up on this worker
+            # close what already opened (connections, threads, Spark) before giving up on this worker
             for ex in prepared:
                 try:
                     ex.shutdown()
                 except Exception:  # noqa: BLE001
                     log.exception("shutdown-after-failed-prepare", component=ex.component)
+            self.close_resources()
             raise
 
     def start(self, active: bool = True, threads: int | None = None, spawn: bool = True) -> None:
@@ -334,9 +341,10 @@ class WorkerRuntime:
             t.wake()
 
     def fire_timers(self, now: float) -> None:
-        self.next_timer = now + self.timer_period
-        for ex in self.executors.values():
-            ex.on_timer(now)
+        """Fire every executor's timers now, each on its own thread's behalf (simulated-time tests
+        call this from the driving thread; running threads fire their own in run_round)."""
+        for t in self.threads:
+            t.fire_timers(now)
 
     def update_congestion(self) -> None:
         hw = self.queue_high_water
@@ -372,6 +380,9 @@ class WorkerRuntime:
                 t.join(timeout)
         for ex in self.executors.values():
             ex.shutdown()
+        self.close_resources()
+
+    def close_resources(self) -> None:
         for name, resource in list(self.resources.items()):
             close = getattr(resource, "close", None)
             if close is not None:
