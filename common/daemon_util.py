@@ -22,23 +22,36 @@ def configure_daemon_logging(conf: Mapping[str, Any], daemon: str, to_file: bool
     glog.configure(fmt=conf.get("storm.log.format", "json"), file=file, daemon=daemon, **context)
 
 
+class StopSignals:
+    """SIGTERM/SIGINT handlers installed at once (before a daemon starts, so a stop that arrives
+    during start-up is not lost and does not kill the process mid-start); :meth:`wait` blocks
+    until one arrives and restores the previous handlers."""
+
+    def __init__(self) -> None:
+        self.event = threading.Event()
+        self.received: list[int] = []
+        self._old = {s: signal.signal(s, self._handler) for s in (signal.SIGTERM, signal.SIGINT)}
+
+    def _handler(self, signum: int, _frame: Any) -> None:
+        self.received.append(signum)
+        self.event.set()
+
+    def wait(self) -> int:
+        try:
+            while not self.event.wait(0.5):
+                pass
+        finally:
+            for s, h in self._old.items():
+                signal.signal(s, h)
+        return self.received[0] if self.received else 0
+
+
 def wait_for_signal(stop: threading.Event | None = None) -> int:
     """Block until SIGTERM/SIGINT (or ``stop`` is set); return the signal number (0 for ``stop``)."""
-    stop = stop or threading.Event()
-    received: list[int] = []
-
-    def handler(signum: int, _frame: Any) -> None:
-        received.append(signum)
-        stop.set()
-
-    old = {s: signal.signal(s, handler) for s in (signal.SIGTERM, signal.SIGINT)}
-    try:
-        while not stop.wait(0.5):
-            pass
-    finally:
-        for s, h in old.items():
-            signal.signal(s, h)
-    return received[0] if received else 0
+    signals = StopSignals()
+    if stop is not None:
+        signals.event = stop
+    return signals.wait()
 
 
 def sd_notify(message: str) -> bool:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 import secrets
+import socket
 import threading
 import time
 from collections.abc import Mapping
@@ -50,7 +51,7 @@ class Nimbus:
                  metrics: Any = None):
         self.conf = dict(conf)
         self.clock = clock
-        self.host = host or conf.get("storm.local.hostname") or "127.0.0.1"
+        self.host = host or conf.get("storm.local.hostname") or socket.gethostname()
         self.port = int(conf["nimbus.http.port"])
         self.layout = Layout(conf["storm.zookeeper.root"])
         self.blobs = BlobStore(conf["storm.local.dir"])

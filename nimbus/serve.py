@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from common.daemon_util import configure_daemon_logging, sd_notify, wait_for_signal
+from common.daemon_util import StopSignals, configure_daemon_logging, sd_notify
 from common.http_server import HttpServer
 from common.log import get_logger
 from nimbus.api import create_app
@@ -45,11 +45,12 @@ class NimbusServer:
 
 def serve(conf: Mapping[str, Any]) -> int:
     configure_daemon_logging(conf, "nimbus")
+    signals = StopSignals()
     server = NimbusServer(conf)
     server.start()
     sd_notify("READY=1")
     log.info("nimbus-ready", address=server.nimbus.address)
-    signum = wait_for_signal()
+    signum = signals.wait()
     sd_notify("STOPPING=1")
     log.info("nimbus-stopping", signal=signum)
     server.stop()

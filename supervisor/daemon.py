@@ -268,6 +268,10 @@ class Supervisor:
         )
 
     def step_slots(self) -> None:
+        if any(s.state == State.RUNNING and not self.containers.alive(s.worker_id) for s in self.slots.values()):
+            # a worker exited: often because its executors moved (it saw the new assignment first);
+            # read the assignment now so the slot acts on the new plan, not a stale relaunch
+            self.read_assignments()
         changed = False
         for port in self.ports:
             slot = self.slots[port]

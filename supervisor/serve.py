@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from common.daemon_util import configure_daemon_logging, sd_notify, wait_for_signal
+from common.daemon_util import StopSignals, configure_daemon_logging, sd_notify
 from common.log import get_logger
 from supervisor.daemon import Supervisor
 
@@ -14,6 +14,7 @@ log = get_logger("supervisor.serve")
 
 def serve(conf: Mapping[str, Any], kill_workers_on_exit: bool = False) -> int:
     configure_daemon_logging(conf, "supervisor")
+    signals = StopSignals()
     metrics = None
     try:
         from supervisor.metrics import SupervisorMetrics
@@ -26,7 +27,7 @@ def serve(conf: Mapping[str, Any], kill_workers_on_exit: bool = False) -> int:
         sup.metrics_port = metrics.serve(conf.get("supervisor.metrics.port", 0), sup)
     sup.start()
     sd_notify("READY=1")
-    signum = wait_for_signal()
+    signum = signals.wait()
     sd_notify("STOPPING=1")
     log.info("supervisor-stopping", signal=signum)
     sup.stop(kill_workers=kill_workers_on_exit)

@@ -23,6 +23,7 @@ import json
 import os
 import queue
 import signal
+import socket
 import sys
 import threading
 import time
@@ -70,7 +71,7 @@ class Worker:
         self.client = None
         self.state: ClusterState | None = None
         self.errors: queue.Queue = queue.Queue(maxsize=1000)
-        self.host = conf.get("storm.local.hostname") or "127.0.0.1"
+        self.host = conf.get("storm.local.hostname") or socket.gethostname()
         self.log_path = ""
         self.metrics = None
         self._refresh_event = threading.Event()
