@@ -85,7 +85,7 @@ def seen(running):
     return out
 
 
-def wait_for(predicate, timeout=30.0, what="condition", interval=0.05):
+def wait_for(predicate, timeout=60.0, what="condition", interval=0.05):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         value = predicate()
