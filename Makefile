@@ -28,7 +28,7 @@ $(STAMP): pyproject.toml
 	@touch $(STAMP)
 
 demo: deps
-	$(BIN)/nimbus dev-cluster --demo
+	$(BIN)/nimbus dev-cluster --demo $(DEMO_ARGS)
 
 test: system-deps system-deps-test $(STAMP)
 	$(BIN)/python -m pytest $(PYTEST_ARGS)

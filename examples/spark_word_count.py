@@ -19,12 +19,15 @@ Run it in one process (local mode), printing a live top-N table::
 or build it with ``topology(conf)`` (like ``examples/word_count.py``). User config keys:
 ``sparkwc.output.dir`` (default ``/tmp/gale-spark-wordcount``; Parquet lands in
 ``<dir>/sentences``), ``sparkwc.sentences.per.task`` (0 = forever), ``sparkwc.top.n`` (10),
-``sparkwc.sentences.per.sec`` (spout rate per task, 0 = unthrottled; default 2000).
+``sparkwc.sentences.per.sec`` (spout rate per task, 0 = unthrottled; default 2000),
+``sparkwc.top.file`` (the top-N table is also written there as JSON every tick; ``make demo``
+reads it).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import random
 import sys
@@ -127,9 +130,10 @@ class RunningTotals(Bolt):
 class TopWords(Bolt):
     """Keeps the latest total of every word; every tick emits (and logs) the top N."""
 
-    def __init__(self, n: int = 10, every_secs: float = 2.0):
+    def __init__(self, n: int = 10, every_secs: float = 2.0, top_file: str | None = None):
         self.n = n
         self.every_secs = every_secs
+        self.top_file = top_file  # also written (atomically) for dashboards such as `make demo`
 
     def declare_output_fields(self, declarer):
         declarer.declare(["rank", "word", "total"])
@@ -151,6 +155,11 @@ class TopWords(Bolt):
                 self.collector.emit([rank, word, total])
             if top:
                 log.info("top-words", top=" ".join(f"{w}={t}" for w, t in top))
+                if self.top_file:
+                    tmp = f"{self.top_file}.tmp"
+                    with open(tmp, "w") as fh:
+                        json.dump({"time": time.time(), "top": top}, fh)
+                    os.replace(tmp, self.top_file)
             return
         self.latest[tup["word"]] = max(self.latest.get(tup["word"], 0), tup["total"])
         self.collector.ack(tup)
@@ -167,7 +176,9 @@ def topology(conf=None):
     builder.set_bolt("split", SplitSentence, 2).shuffle_grouping("sentences")
     builder.set_bolt("spark-count", SparkWordCount, 1).shuffle_grouping("split")
     builder.set_bolt("totals", RunningTotals, 4).fields_grouping("spark-count", ["word"])
-    builder.set_bolt("top", TopWords, 1, kwargs={"n": int(conf.get("sparkwc.top.n", 10))}).global_grouping("totals")
+    builder.set_bolt("top", TopWords, 1, kwargs={
+        "n": int(conf.get("sparkwc.top.n", 10)), "top_file": conf.get("sparkwc.top.file"),
+    }).global_grouping("totals")
     builder.set_bolt("archive", SparkSink, 1, kwargs={
         "path": os.path.join(out, "sentences"), "key_fields": ["id"],
     }).fields_grouping("sentences", ["id"])
