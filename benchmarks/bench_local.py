@@ -10,6 +10,8 @@ Prints ``name: value unit`` lines:
 * ``..._tuples_per_sec`` — tuples executed by bolts per second (sentences into split + words into
   count) — all on one executor thread, so this is also per core;
 * ``..._emitted_tuples_per_sec`` — tuples emitted by all components per second;
+* ``local_wordcount_acking_4_executor_threads_tuples_per_sec`` — the same with
+  ``topology.worker.executor.threads`` = 4 (executors spread over 4 threads sharing the GIL);
 * ``acker_bytes_per_pending_tuple`` — AckerTable arrays with 1,000,000 pending trees, divided by 1M,
   and ``acker_rss_bytes_per_pending_tuple`` — the process's RSS growth for the same;
 * ``acker_dict_rss_bytes_per_pending_tuple`` — the same 1M trees in a plain dict (the reference
@@ -37,9 +39,10 @@ from worker.local import LocalCluster  # noqa: E402
 from worker.runtime.acker import ACK, INIT, AckerTable, ReferenceAcker  # noqa: E402
 
 
-def run_wordcount(sentences: int, acking: bool) -> dict[str, float]:
+def run_wordcount(sentences: int, acking: bool, threads: int = 1) -> dict[str, float]:
     topo = word_count.topology({"wordcount.sentences.per.task": sentences})
     conf = {} if acking else {"topology.acker.executors": 0}
+    conf["topology.worker.executor.threads"] = threads
     with LocalCluster() as cluster:
         t0 = time.perf_counter()
         running = cluster.submit_topology("wc", conf, topo)
@@ -107,6 +110,9 @@ def main() -> None:
         print(f"local_wordcount_{name}_tuples_per_sec: {best['executed']:.0f} tuples/s")
         print(f"local_wordcount_{name}_emitted_tuples_per_sec: {best['emitted']:.0f} tuples/s")
         sys.stdout.flush()
+    threaded = max((run_wordcount(args.sentences, True, threads=4) for _ in range(args.repeat)),
+                   key=lambda r: r["executed"])
+    print(f"local_wordcount_acking_4_executor_threads_tuples_per_sec: {threaded['executed']:.0f} tuples/s")
     table_bytes, table_rss, dict_rss = acker_memory()
     print(f"acker_bytes_per_pending_tuple: {table_bytes:.1f} bytes")
     print(f"acker_rss_bytes_per_pending_tuple: {table_rss:.1f} bytes")
