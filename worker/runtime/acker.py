@@ -8,11 +8,13 @@ failed and the spout is told at once. Acks may arrive before the init (the entry
 an unknown spout task). Entries not completed within three rotations are dropped silently; the
 spout times the tuple out on its own (``reference/storm-internals.md`` §6.1).
 
-:class:`AckerTable` keeps the pending trees in parallel numpy arrays (open addressing, linear
-probing): 8 bytes key, 8 bytes value, 4 bytes spout task, 1 byte rotation generation, 1 byte flags
-— 22 bytes a slot, about 30–45 bytes per pending tree at the load factors used, where a Python dict
-entry with int objects costs well over 100. Messages are applied in batches with vectorized
-operations, which is also what makes it fast: the per-batch cost is a few dozen numpy calls.
+:class:`AckerTable` is two generations. Recent trees live in a small dict and take messages one
+at a time with exactly Storm's semantics (most trees complete there within milliseconds). Trees that
+outlive a timeout rotation — or the oldest ones once the dict is full — move in bulk to a
+:class:`CompactTable`: parallel numpy arrays (open addressing, linear probing; 8 bytes key, 8 bytes
+value, 4 bytes spout task, 1 byte rotation generation, 1 byte flags — 22 bytes a slot, 31–63 bytes
+per pending tree at the load factors used, where a Python dict entry with int objects costs ~175),
+updated in vectorized batches.
 
 :class:`ReferenceAcker` is the same algorithm as a plain dict, one message at a time; tests run both
 against each other.
@@ -64,8 +66,8 @@ def _mix(keys: np.ndarray) -> np.ndarray:
     return x ^ (x >> np.uint64(29))
 
 
-class AckerTable:
-    """Pending tuple trees of one acker task. Feed batches to :meth:`apply`; rotate on timeout ticks.
+class CompactTable:
+    """Long-lived pending trees in parallel numpy arrays. Feed batches to :meth:`apply`.
 
     Messages are 4-tuples ``(kind, root, val, spout_task)``: ``(INIT, root, val, task)``,
     ``(ACK, root, val, 0)``, ``(FAIL, root, 0, 0)``, ``(RESET, root, 0, 0)``. Root ids are random
@@ -225,9 +227,12 @@ class AckerTable:
         self.live -= int(slots.size)
 
     def _rebuild(self, needed: int) -> None:
-        """Re-insert the live entries into a table sized for ``needed`` (drops tombstones)."""
+        """Re-insert the live entries into a table sized for ``needed`` (drops tombstones).
+
+        The new table is at most about half full, so it stays within 22 / 0.35 ≈ 63 bytes per
+        entry right after growing and ≈ 31 at ``max_load``."""
         cap = 1024
-        while needed > cap * self.max_load * 0.6:
+        while needed > cap * self.max_load * 0.7:
             cap <<= 1
         live = self.keys > TOMBSTONE
         keys, vals, spout = self.keys[live], self.vals[live], self.spout[live]
@@ -248,8 +253,12 @@ class AckerTable:
     # ------------------------------------------------------------------ timeouts
 
     def rotate(self) -> int:
-        """One timeout tick: drop entries untouched for ``ROTATIONS_KEPT`` rotations. Returns count."""
+        """One timeout tick on its own: advance the generation, then expire."""
         self.generation = (self.generation + 1) & 0xFF
+        return self.rotate_expire()
+
+    def rotate_expire(self) -> int:
+        """Drop entries untouched for ``ROTATIONS_KEPT`` rotations. Returns count."""
         live = self.keys > TOMBSTONE
         age = (np.uint8(self.generation) - self.gen) & np.uint8(0xFF)
         expired = np.nonzero(live & (age >= ROTATIONS_KEPT))[0]
@@ -265,6 +274,134 @@ class AckerTable:
         if s < 0:
             return None
         return int(self.vals[s]), int(self.spout[s])
+
+    def contains(self, roots: np.ndarray) -> np.ndarray:
+        """Boolean mask: which of the distinct ``roots`` are pending here."""
+        if not self.live:
+            return np.zeros(roots.shape[0], dtype=bool)
+        return self._find(roots, insert=False) >= 0
+
+    def insert(self, keys: list[int], vals: list[int], spout: list[int], gen: list[int], failed: list[bool]) -> None:
+        """Add entries that are not present yet (bulk, vectorized)."""
+        n = len(keys)
+        if not n:
+            return
+        if self.used + n > self.capacity * self.max_load:
+            self._rebuild(self.live + n)
+        k = np.array(keys, dtype=np.uint64)
+        slots = self._find(k, insert=True)
+        self.vals[slots] = np.array(vals, dtype=np.uint64)
+        self.spout[slots] = np.array(spout, dtype=np.uint32)
+        self.gen[slots] = np.array(gen, dtype=np.int64).astype(np.uint8)
+        self.flags[slots] = np.where(np.array(failed, dtype=bool), _FAILED_BIT, np.uint8(0))
+
+
+class AckerTable:
+    """Pending tuple trees of one acker task: a young generation in a dict, the rest compact.
+
+    Most trees complete within milliseconds, in the batch that created them or the next, so
+    messages are first applied one at a time to a small dict of recent trees (the exact per-message
+    semantics of :class:`ReferenceAcker`, ~0.3 µs a message). Trees that outlive a rotation, or the
+    oldest ones once the dict holds ``young_max`` entries, move in bulk to a :class:`CompactTable`
+    (22 bytes a slot), where messages for them are applied in vectorized batches. A root is in
+    exactly one of the two. Memory stays under 64 bytes per pending tree at a million pending.
+
+    Messages are 4-tuples ``(kind, root, val, spout_task)``: ``(INIT, root, val, task)``,
+    ``(ACK, root, val, 0)``, ``(FAIL, root, 0, 0)``, ``(RESET, root, 0, 0)``.
+    """
+
+    def __init__(self, capacity: int = 1024, young_max: int = 8192):
+        self.young: dict[int, list] = {}  # root -> [val, spout task, failed, generation]
+        self.old = CompactTable(capacity)
+        self.young_max = young_max
+        self.generation = 0
+
+    def __len__(self) -> int:
+        return len(self.young) + len(self.old)
+
+    @property
+    def nbytes(self) -> int:
+        """Compact arrays plus an estimate of the young dict (about 200 bytes an entry)."""
+        return self.old.nbytes + 200 * len(self.young)
+
+    def pending(self, root: int) -> tuple[int, int] | None:
+        e = self.young.get(root)
+        if e is not None:
+            return e[0], e[1]
+        return self.old.pending(root)
+
+    def apply(self, messages: Sequence[tuple]) -> list[tuple[int, int, int]]:
+        """Apply a batch; return ``(spout_task, outcome, root)`` notifications."""
+        if self.old.live:
+            young = self.young
+            fresh, deferred = [], []
+            for m in messages:
+                (fresh if m[1] in young else deferred).append(m)
+            out = self._apply_young(fresh) if fresh else []
+            if deferred:
+                roots = sorted({m[1] for m in deferred})
+                found = self.old.contains(np.array(roots, dtype=np.uint64))
+                in_old = {r for r, f in zip(roots, found.tolist()) if f}
+                old_msgs = [m for m in deferred if m[1] in in_old]
+                if old_msgs:
+                    out.extend(self.old.apply(old_msgs))
+                if len(old_msgs) < len(deferred):
+                    out.extend(self._apply_young([m for m in deferred if m[1] not in in_old]))
+        else:
+            out = self._apply_young(messages)
+        if len(self.young) > self.young_max:
+            self._migrate(len(self.young) - self.young_max // 2)
+        return out
+
+    def _apply_young(self, messages: Sequence[tuple]) -> list[tuple[int, int, int]]:
+        young = self.young
+        gen = self.generation
+        out = []
+        for kind, root, val, task in messages:
+            e = young.get(root)
+            if e is None:
+                e = young[root] = [0, 0, False, gen]
+            if kind == ACK:
+                e[0] ^= val
+            elif kind == INIT:
+                e[0] ^= val
+                e[1] = task
+            elif kind == FAIL:
+                e[2] = True
+                e[3] = gen
+            else:  # RESET
+                e[3] = gen
+            if e[1]:
+                if e[2]:
+                    out.append((e[1], FAILED, root))
+                    del young[root]
+                elif e[0] == 0:
+                    out.append((e[1], ACKED, root))
+                    del young[root]
+                elif kind == RESET:
+                    out.append((e[1], RESET_TIMEOUT, root))
+        return out
+
+    def _migrate(self, n: int) -> None:
+        """Move the ``n`` oldest young entries (dict order is insertion order) to the compact table."""
+        young = self.young
+        roots = []
+        for root in young:
+            roots.append(root)
+            if len(roots) >= n:
+                break
+        entries = [young.pop(r) for r in roots]
+        self.old.insert(roots, [e[0] for e in entries], [e[1] for e in entries], [e[3] for e in entries],
+                        [e[2] for e in entries])
+
+    def rotate(self) -> int:
+        """One timeout tick: young trees that lived through it move to the compact table; compact
+        entries untouched for ``ROTATIONS_KEPT`` rotations are dropped. Returns how many."""
+        self.generation = (self.generation + 1) & 0xFF
+        self.old.generation = self.generation
+        if self.young:
+            self._migrate(len(self.young))
+        return self.old.rotate_expire()
 
 
 class ReferenceAcker:
