@@ -8,6 +8,7 @@ that each fault demonstrably took effect (see docs/reliability.md). The soak is
 
 from __future__ import annotations
 
+import itertools
 import os
 import random
 import shutil
@@ -18,7 +19,8 @@ import pytest
 from tests.chaos.faults import FaultRecord
 from tests.chaos.report import RESULTS_MARKER, append_markdown, markdown
 from tests.chaos.run import RunResult, Sampler, run_chaos
-from tests.chaos.schedule import KINDS, bounded_plan, soak_step
+from tests.chaos.cluster import CONF
+from tests.chaos.schedule import KINDS, SLOW_MIN_SECS, bounded_plan, conflicts, soak_steps
 from tests.chaos.workload import SinkReader, check
 
 needs_root = pytest.mark.skipif(os.geteuid() != 0 or shutil.which("ip") is None,
@@ -56,16 +58,33 @@ def test_bounded_plan_has_every_kind_once_partition_first_slow_bolt_last():
     assert sorted(s.kind for s in plan) == sorted(KINDS)
     assert plan[0].kind == "partition" and plan[-1].kind == "slow_bolt"
     assert all(s.wait_healthy for s in plan)
+    slow = plan[-1].params
+    assert slow["hold_secs"] >= SLOW_MIN_SECS > 2 * CONF["topology.message.timeout.secs"]
 
 
-def test_soak_steps_repeat_for_a_seed_and_cover_every_kind():
-    rng1, rng2 = random.Random(7), random.Random(7)
-    a = [soak_step(rng1) for _ in range(200)]
-    b = [soak_step(rng2) for _ in range(200)]
-    assert a == b
-    assert {s.kind for s in a} == set(KINDS)
-    assert a != [soak_step(random.Random(8)) for _ in range(200)]
+def test_soak_steps_repeat_for_a_seed_and_deal_every_kind_per_bag():
+    def steps(seed, n=160):
+        return list(itertools.islice(soak_steps(random.Random(seed)), n))
+
+    a = steps(7)
+    assert a == steps(7)
+    assert a != steps(8)
+    for bag in range(0, len(a), len(KINDS)):
+        assert sorted(s.kind for s in a[bag:bag + len(KINDS)]) == sorted(KINDS)
     assert any(not s.wait_healthy for s in a) and any(s.wait_healthy for s in a)
+    assert any(s.overlap for s in a) and len({s.seed for s in a}) == len(a)
+    assert all(s.params["hold_secs"] >= SLOW_MIN_SECS for s in a if s.kind == "slow_bolt")
+
+
+def test_overlapping_faults_share_no_resource():
+    assert not conflicts("partition", [])
+    assert conflicts("worker_kill", ["partition"])  # the partition holds the namespaced worker
+    assert conflicts("supervisor_session_expiry", ["zk_restart"])  # a restart would hide the expiry
+    assert not conflicts("nimbus_leader_kill", ["partition"])
+    assert not conflicts("slow_bolt", ["zk_restart"])
+    assert conflicts("slow_bolt", ["zk_restart", "nimbus_leader_kill"])  # at most two at once
+    for kind in KINDS:
+        assert conflicts(kind, [kind])
 
 
 def test_sampler_stall_and_resume(tmp_path):

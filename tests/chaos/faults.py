@@ -39,6 +39,7 @@ class FaultRecord:
     error: str | None = None
     settle_secs: float | None = None  # how long the cluster took to be healthy before this fault
     healthy_before: bool | None = None
+    overlapped: list[str] = field(default_factory=list)  # faults still running when this one started
     max_stall_secs: float | None = None  # longest time without a new id in the sink, start → end
     resumed_secs: float | None = None  # heal → first new id in the sink
 
@@ -51,6 +52,10 @@ class Context:
         self.c = cluster
         self.rng = rng
         self.t0 = t0
+
+    def for_fault(self, seed: int) -> Context:
+        """The same cluster and clock, with the fault's own generator (faults may run concurrently)."""
+        return Context(self.c, random.Random(seed), self.t0)
 
     def now(self) -> float:
         return round(time.monotonic() - self.t0, 2)
@@ -91,16 +96,25 @@ def worker_kill(ctx: Context, rec: FaultRecord, count: int = 1) -> None:
     victims = ctx.rng.sample(sorted(workers), min(count, len(workers)))
     rec.target = ", ".join(f"pid {p} on {c.supervisor_id(workers[p])}" for p in victims)
     rec.start = ctx.now()
+    killed_at = time.monotonic()
     for pid in victims:
         os.kill(pid, signal.SIGKILL)
     rec.healed = ctx.now()
     dead, _ = wait_until(lambda: all(not process_alive(p) for p in victims), 10)
-    relaunched = {}
+    relaunched: dict[str, dict[str, Any]] = {}
+    deadline = killed_at + 90
+    while len(relaunched) < len(victims) and time.monotonic() < deadline:
+        live = c.workers()
+        for pid in victims:
+            i = workers[pid]
+            new = [p for p, j in live.items() if j == i and p not in victims and p not in workers]
+            if str(pid) not in relaunched and new:
+                relaunched[str(pid)] = {"supervisor": c.supervisor_id(i), "new_pid": new[0],
+                                        "after_secs": round(time.monotonic() - killed_at, 2)}
+        time.sleep(0.1)
     for pid in victims:
-        i = workers[pid]
-        new, secs = wait_until(lambda: [p for p, j in c.workers().items() if j == i and p not in victims], 90)
-        relaunched[str(pid)] = {"supervisor": c.supervisor_id(i), "new_pid": new[0] if new else None,
-                                "after_secs": secs if new else None}
+        relaunched.setdefault(str(pid), {"supervisor": c.supervisor_id(workers[pid]), "new_pid": None,
+                                         "after_secs": None})
     rec.end = ctx.now()
     rec.evidence = {"killed": victims, "dead": bool(dead), "relaunched": relaunched}
     rec.injected = bool(dead)
@@ -279,9 +293,11 @@ def partition(ctx: Context, rec: FaultRecord, hold_secs: float = 20.0) -> None:
     finally:
         c.ns.heal()
     rec.healed = ctx.now()
+    healed_at = time.monotonic()
     back, back_secs = wait_until(lambda: c.supervisor_owner(i) is not None, 60)
-    old_exited, exit_secs = wait_until(lambda: all(not process_alive(p) for p in ns_workers), 60) \
+    old_exited, _ = wait_until(lambda: all(not process_alive(p) for p in ns_workers), 60) \
         if moved_secs is not None else (None, None)
+    exit_secs = round(time.monotonic() - healed_at, 2)
     rec.end = ctx.now()
     rec.evidence = {"held_secs": round(rec.healed - rec.start, 2), "executors_before": before,
                     "ephemeral_vanished_after_secs": vanished_secs if gone else None,
@@ -294,8 +310,11 @@ def partition(ctx: Context, rec: FaultRecord, hold_secs: float = 20.0) -> None:
 # ---------------------------------------------------------------------------------- user code
 
 
-def slow_bolt(ctx: Context, rec: FaultRecord, hold_secs: float = 15.0, delay_secs: float = 1.0) -> None:
-    """Make the ``work`` bolt sleep ``delay_secs`` per tuple for ``hold_secs``: pending tuples time out."""
+def slow_bolt(ctx: Context, rec: FaultRecord, hold_secs: float = 25.0, delay_secs: float = 1.0) -> None:
+    """Make the ``work`` bolt sleep ``delay_secs`` per tuple for ``hold_secs``: pending tuples time out.
+
+    ``hold_secs`` should exceed twice ``topology.message.timeout.secs``: a pending tuple expires
+    between one and two timeouts after it was emitted."""
     c = ctx.c
     control = c.state_dir / SLOW_FILE
     # a baseline that no earlier fault is still moving (replays of its timeouts)
@@ -333,14 +352,14 @@ FAULTS: dict[str, Callable[..., None]] = {
 }
 
 
-def inject(ctx: Context, kind: str, params: dict[str, Any]) -> FaultRecord:
-    rec = FaultRecord(kind=kind, params=dict(params))
-    log(f"fault {kind} {params} ...")
+def inject(ctx: Context, rec: FaultRecord) -> FaultRecord:
+    """Run the injector of ``rec.kind`` with ``rec.params``, filling ``rec``."""
+    log(f"fault {rec.kind} {rec.params} ...")
     try:
-        FAULTS[kind](ctx, rec, **params)
+        FAULTS[rec.kind](ctx, rec, **rec.params)
     except Exception as exc:  # noqa: BLE001 - recorded; the run fails on a fault that did not take
         rec.error = f"{type(exc).__name__}: {exc}"
     if rec.end is None:
         rec.end = ctx.now()
-    log(f"fault {kind} on {rec.target or '?'}: injected={rec.injected} {rec.evidence} {rec.error or ''}")
+    log(f"fault {rec.kind} on {rec.target or '?'}: injected={rec.injected} {rec.evidence} {rec.error or ''}")
     return rec

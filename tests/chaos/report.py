@@ -74,7 +74,8 @@ def markdown(result: RunResult, command: str) -> str:
     ]
     for n, f in enumerate(result.faults, 1):
         held = round(f.healed - f.start, 1) if f.healed is not None else "-"
-        lines.append(f"| {n} | {f.start} | {f.kind} | {f.target} | {held} | {'yes' if f.injected else 'NO'} | "
+        kind = f.kind + (f" (while {', '.join(f.overlapped)} ran)" if f.overlapped else "")
+        lines.append(f"| {n} | {f.start} | {kind} | {f.target} | {held} | {'yes' if f.injected else 'NO'} | "
                      f"{_evidence(f)} | {f.max_stall_secs} | {f.resumed_secs} |")
     if result.error:
         lines += ["", f"Run error: `{result.error}`"]

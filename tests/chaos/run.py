@@ -23,7 +23,7 @@ from typing import Any
 
 from tests.chaos.cluster import ChaosCluster, log
 from tests.chaos.faults import Context, FaultRecord, inject
-from tests.chaos.schedule import Step, bounded_plan, soak_step
+from tests.chaos.schedule import Step, bounded_plan, conflicts, soak_steps
 from tests.chaos.workload import Publisher, SinkReader, check
 
 
@@ -156,26 +156,29 @@ def run_chaos(base: Path, *, mode: str = "bounded", duration: float = 600.0, see
         if not first:
             raise RuntimeError("the sink saw nothing within 60 s of publishing")
         log(f"workload flowing: {publisher.count} published, {sink.distinct} processed")
-        steps = iter(plan if plan is not None else bounded_plan()) if mode == "bounded" else None
+        steps = iter(plan if plan is not None else bounded_plan()) if mode == "bounded" else soak_steps(rng)
         phase_start = ctx.now()
-        while True:
-            if mode == "bounded":
-                step = next(steps, None)
-                if step is None:
-                    break
-            else:
-                if ctx.now() - phase_start >= duration:
-                    break
-                step = soak_step(rng)
+        running: list[tuple[threading.Thread, FaultRecord]] = []
+        for step in steps:
+            if mode == "soak" and ctx.now() - phase_start >= duration:
+                break
+            running = wait_for_slot(running, step)
             healthy, settle = None, None
-            if step.wait_healthy:
+            if step.wait_healthy and not running:
                 healthy, settle, problems = c.wait_healthy(120)
                 if not healthy:
                     log(f"not healthy after 120 s ({problems}); injecting {step.kind} anyway")
             time.sleep(step.gap_secs)
-            rec = inject(ctx, step.kind, step.params)
-            rec.healthy_before, rec.settle_secs = healthy, settle if settle is None else round(settle, 2)
+            rec = FaultRecord(kind=step.kind, params=dict(step.params), healthy_before=healthy,
+                              settle_secs=None if settle is None else round(settle, 2),
+                              overlapped=[r.kind for t, r in running if t.is_alive()])
             result.faults.append(rec)
+            thread = threading.Thread(target=inject, args=(ctx.for_fault(step.seed), rec), name=f"fault-{step.kind}",
+                                      daemon=True)
+            thread.start()
+            running.append((thread, rec))
+        for thread, _ in running:
+            thread.join()
         result.fault_phase_secs = round(ctx.now() - phase_start, 2)
         result.last_heal = max((f.healed for f in result.faults if f.healed is not None), default=ctx.now())
         publisher.stop()
@@ -212,6 +215,17 @@ def run_chaos(base: Path, *, mode: str = "bounded", duration: float = 600.0, see
         finally:
             result.total_secs = round(time.monotonic() - t_start, 2)
     return result
+
+
+def wait_for_slot(running: list[tuple[threading.Thread, FaultRecord]],
+                  step: Step) -> list[tuple[threading.Thread, FaultRecord]]:
+    """Wait until ``step`` may start: every running fault has ended, or — for a step that may
+    overlap — until it conflicts with none of them. Returns the faults still running."""
+    while True:
+        running = [(t, r) for t, r in running if t.is_alive()]
+        if not running or (step.overlap and not conflicts(step.kind, [r.kind for _, r in running])):
+            return running
+        running[0][0].join(0.25)
 
 
 def wait_first(predicate, timeout: float) -> tuple[bool, float]:

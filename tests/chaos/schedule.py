@@ -3,16 +3,19 @@
 * :func:`bounded_plan`: every fault kind exactly once, in a fixed order, each after the cluster is
   healthy again. The partition goes first, while the namespaced node surely hosts executors; the
   slow bolt goes last, so convergence includes draining the backlog it built up.
-* :func:`soak_step`: the next random fault of a soak, from a seeded :class:`random.Random` — the same
-  seed gives the same sequence of kinds and parameters (targets are drawn from the same generator
-  at run time, so they repeat when the cluster's state does). A soak keeps drawing steps until its
-  duration is used up; some steps do not wait for the cluster to be healthy, so faults land on a
-  cluster that is still recovering from the previous one.
+* :func:`soak_steps`: the random faults of a soak, from a seeded :class:`random.Random` — the same
+  seed gives the same sequence of kinds and parameters (each fault's targets come from a generator
+  seeded from it too, so they repeat when the cluster's state does). Kinds are dealt from shuffled
+  "bags" holding every kind once, so every kind comes up once per ``len(KINDS)`` faults. A soak
+  keeps drawing steps until its duration is used up. Some steps do not wait for the cluster to be
+  healthy (they land on a cluster still recovering from the previous fault) and some *overlap* the
+  fault still running, when the two touch disjoint parts of the cluster (:data:`RESOURCES`).
 """
 
 from __future__ import annotations
 
 import random
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,12 +31,35 @@ KINDS = (
 )
 
 
+#: what each fault holds while it runs; two faults overlap only if they share nothing (a worker
+#: frozen by one must not be killed by another, a ZooKeeper restart would hide a session expiry, ...)
+RESOURCES: dict[str, frozenset[str]] = {
+    "partition": frozenset({"supervisors", "workers"}),
+    "worker_kill": frozenset({"workers"}),
+    "supervisor_session_expiry": frozenset({"supervisors", "zookeeper"}),
+    "worker_session_expiry": frozenset({"workers", "zookeeper"}),
+    "nimbus_leader_kill": frozenset({"nimbus"}),
+    "zk_restart": frozenset({"zookeeper", "supervisors"}),
+    "supervisor_kill": frozenset({"supervisors", "workers"}),
+    "slow_bolt": frozenset({"bolt"}),
+}
+MAX_CONCURRENT = 2
+
+
 @dataclass(frozen=True)
 class Step:
     kind: str
     params: dict[str, Any] = field(default_factory=dict)
     gap_secs: float = 3.0  # pause before the fault (after the cluster is healthy, when waited for)
-    wait_healthy: bool = True
+    wait_healthy: bool = True  # wait until the cluster is healthy first (only when no fault is running)
+    overlap: bool = False  # start while the previous fault still runs, if their resources are disjoint
+    seed: int = 0  # of the fault's own generator (its targets)
+
+
+#: a slow bolt must last two message timeouts and more: the spout expires a pending tuple between
+#: 1x and 2x topology.message.timeout.secs after its emit (two rotating buckets, as in Storm), so a
+#: shorter slowdown may end before any pending tuple expires
+SLOW_MIN_SECS = 25.0
 
 
 def bounded_plan() -> list[Step]:
@@ -45,13 +71,21 @@ def bounded_plan() -> list[Step]:
         "nimbus_leader_kill": {"down_secs": 8.0},
         "zk_restart": {"down_secs": 3.0},
         "supervisor_kill": {"index": 1, "down_secs": 20.0},
-        "slow_bolt": {"hold_secs": 15.0, "delay_secs": 1.0},
+        "slow_bolt": {"hold_secs": 25.0, "delay_secs": 1.0},
     }
-    return [Step(kind, params[kind]) for kind in KINDS]
+    return [Step(kind, params[kind], seed=n) for n, kind in enumerate(KINDS)]
 
 
-def soak_step(rng: random.Random) -> Step:
-    kind = rng.choice(KINDS)
+def soak_steps(rng: random.Random) -> Iterator[Step]:
+    """Endless random steps; the same ``rng`` state gives the same steps."""
+    while True:
+        bag = list(KINDS)
+        rng.shuffle(bag)
+        for kind in bag:
+            yield soak_step(rng, kind)
+
+
+def soak_step(rng: random.Random, kind: str) -> Step:
     r = lambda lo, hi: round(rng.uniform(lo, hi), 1)  # noqa: E731
     params: dict[str, Any] = {
         "partition": lambda: {"hold_secs": r(8, 40)},
@@ -61,6 +95,12 @@ def soak_step(rng: random.Random) -> Step:
         "nimbus_leader_kill": lambda: {"down_secs": r(3, 30)},
         "zk_restart": lambda: {"down_secs": r(1, 10)},
         "supervisor_kill": lambda: {"down_secs": r(8, 40)},
-        "slow_bolt": lambda: {"hold_secs": r(10, 30), "delay_secs": r(0.5, 2.0)},
+        "slow_bolt": lambda: {"hold_secs": r(25, 45), "delay_secs": r(0.5, 2.0)},
     }[kind]()
-    return Step(kind, params, gap_secs=r(2, 20), wait_healthy=rng.random() < 0.6)
+    return Step(kind, params, gap_secs=r(2, 20), wait_healthy=rng.random() < 0.6, overlap=rng.random() < 0.3,
+                seed=rng.randrange(2**32))
+
+
+def conflicts(kind: str, running: list[str]) -> bool:
+    """True if ``kind`` may not start while the faults ``running`` run."""
+    return len(running) >= MAX_CONCURRENT or any(RESOURCES[kind] & RESOURCES[k] for k in running)
