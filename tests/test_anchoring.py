@@ -32,6 +32,8 @@ class FixedTargets(Grouper):
 class StubRuntime:
     acking = True
     capture = None
+    acker_tasks = [1]
+    local_acker_indices = [0]
 
     def __init__(self):
         self.tuples = deque()

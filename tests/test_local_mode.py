@@ -299,3 +299,28 @@ def test_nimbus_local_cli_prints_stats_json():
     assert out["components"]["sentences"]["acked"] > 0
     assert out["components"]["count"]["executed"] > out["components"]["sentences"]["acked"]
     assert set(out["components"]["split"]) >= {"emitted", "transferred", "acked", "failed", "complete_latency_ms"}
+
+
+def test_spout_root_ids_are_steered_to_local_ackers():
+    """With ackers in several workers, a spout picks root ids whose acker is in its own worker."""
+    from common.topology.definition import TopologyLayout
+    from worker.runtime.runtime import WorkerRuntime
+
+    class NoRemote:
+        def send_tuple(self, *a): pass
+        def send_acker(self, *a): raise AssertionError("init sent to a remote acker")
+        def send_result(self, *a): pass
+        def congested(self): return False
+
+    b = chain(("sink", Sink, {}), spout_values=list(range(200)))
+    topo = b.create_topology()
+    conf = local_conf(topo, {"topology.acker.executors": 4})
+    layout = TopologyLayout(topo.definition, conf, 1)
+    ackers = layout.component_executors["__acker"]
+    mine = [ex for ex in layout.executors if layout.executor_to_component[ex] != "__acker"] + ackers[:1]
+    rt = WorkerRuntime(topo, topology_id="t", conf=conf, layout=layout, executors=mine, remote=NoRemote())
+    rt.start(spawn=False)
+    rt.run_until_idle()
+    spout_ex = next(ex for ex in rt.executors.values() if ex.kind == "spout")
+    assert len(spout_ex.spouts[next(iter(spout_ex.spouts))].acked) == 200
+    rt.stop()

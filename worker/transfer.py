@@ -37,7 +37,7 @@ import msgpack
 import zmq
 
 from common.log import get_logger
-from common.topology.tuple import Fields, Tuple
+from common.topology.tuple import Fields, Tuple, new_tuple
 
 log = get_logger("transfer")
 
@@ -287,8 +287,13 @@ class Transfer:
                 if fields is None:
                     self.stats["undeliverable"] += 1
                     continue
-                anchors = dict(zip(flat[0::2], flat[1::2])) if flat else None
-                payload_obj: Any = Tuple(values, fields, component, stream, source_task, anchors)
+                if not flat:
+                    anchors = None
+                elif len(flat) == 2:
+                    anchors = {flat[0]: flat[1]}
+                else:
+                    anchors = dict(zip(flat[0::2], flat[1::2]))
+                payload_obj: Any = new_tuple(values, fields, source_task, anchors)
             elif kind == ACKER:
                 payload_obj = (msg[2], msg[3], msg[4], msg[5])
             elif kind == RESULT:

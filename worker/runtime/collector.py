@@ -140,6 +140,10 @@ class SpoutOutputCollector(_Collector):
         super().__init__(executor, task, routes)
         self._pending = executor.pending
         self._clock = executor.clock
+        n = len(self._runtime.acker_tasks)
+        local = self._runtime.local_acker_indices
+        # root ids map to acker_tasks[root % n]; steer them to this worker's own ackers
+        self._steer = (n, local[task % len(local)]) if local and len(local) < n else None
 
     def emit(self, values: Sequence[Any], msg_id: Any = None, stream: str = "default") -> list[int]:
         route = self._routes.get(stream)
@@ -162,6 +166,11 @@ class SpoutOutputCollector(_Collector):
         fields, component, task, send = route.fields, self.component, self.task, self._send_tuple
         if msg_id is not None and self._acking:
             root = _rand(64) | 2
+            if self._steer is not None:
+                n, k = self._steer
+                root = root - root % n + k
+                if root < 2:
+                    root += n
             xor = 0
             for target in targets:
                 edge = _rand(64) or 1

@@ -266,6 +266,10 @@ class WorkerRuntime:
         self.send_acker = send_acker
         self.send_result = send_result
         self.acker_task = acker_task
+        # indices (into acker_tasks) of the ackers in this process: spouts pick root ids that hash
+        # to one of them, so init/ack-result traffic stays in the worker (bolts elsewhere still
+        # send their acks over the network)
+        self.local_acker_indices = [i for i, t in enumerate(acker_tasks) if t in queues]
 
     def single_acker_queue(self) -> Any:
         """The input deque of the topology's only acker task when it runs in this process."""
