@@ -78,6 +78,8 @@ config_option = click.option("--config", "config", type=click.Path(dir_okay=Fals
 conf_option = click.option("-c", "overrides", multiple=True, metavar="KEY=VALUE",
                            help="Topology config override, repeatable (e.g. -c topology.workers=2).")
 json_option = click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON.")
+window_option = click.option("--window", type=click.Choice(["600", "10800", "86400", ":all-time"]), default=":all-time",
+                             show_default=True, help="Stats window in seconds.")
 
 
 @click.group(context_settings=CONTEXT)
@@ -226,8 +228,7 @@ def _dur(secs: int) -> str:
 @click.argument("name")
 @config_option
 @json_option
-@click.option("--window", type=click.Choice(["600", "10800", "86400", ":all-time"]), default=":all-time",
-              show_default=True, help="Stats window in seconds.")
+@window_option
 def status(name: str, config: str | None, as_json: bool, window: str) -> None:
     """Show a topology: components, where executors run, counts, latencies, last errors.
 
@@ -304,8 +305,7 @@ def cluster(config: str | None, as_json: bool) -> None:
 @click.argument("name")
 @config_option
 @json_option
-@click.option("--window", type=click.Choice(["600", "10800", "86400", ":all-time"]), default=":all-time",
-              show_default=True, help="Stats window in seconds.")
+@window_option
 def workers(name: str, config: str | None, as_json: bool, window: str) -> None:
     """Show a topology's workers: where they run, pid, uptime, stats and log file.
 
