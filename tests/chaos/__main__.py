@@ -13,12 +13,17 @@ import argparse
 import os
 import shlex
 import shutil
+import signal
 import sys
 import tempfile
 from pathlib import Path
 
 from tests.chaos.report import append_markdown, write_json
 from tests.chaos.run import run_chaos
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -34,6 +39,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if os.geteuid() != 0:
         parser.error("needs root (network namespaces)")
+    # SIGTERM (a CI timeout, kill) unwinds like Ctrl-C, so every process, the namespace and the
+    # run directory are still cleaned up
+    signal.signal(signal.SIGTERM, _interrupt)
     command = ".venv/bin/python -m tests.chaos " + " ".join(shlex.quote(a) for a in (argv or sys.argv[1:]))
     base = Path(tempfile.mkdtemp(prefix="gale-chaos-"))
     try:

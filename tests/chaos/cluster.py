@@ -66,6 +66,10 @@ CONF: dict[str, Any] = {
 SESSION_TIMEOUT_SECS = CONF["storm.zookeeper.session.timeout"] / 1000.0
 
 
+class Stopping(Exception):
+    """The run is stopping (interrupted, or failed elsewhere): a fault must not go on."""
+
+
 def log(msg: str) -> None:
     print(f"[chaos {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
 
@@ -127,6 +131,8 @@ class ChaosCluster:
         self.layout = Layout("/storm")
         self.topology_id: str | None = None
         self.stopped_pids: set[int] = set()  # SIGSTOPped by a fault and not resumed yet
+        #: set when the run stops: fault threads still running must not start or kill anything more
+        self.closing = threading.Event()
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -196,6 +202,7 @@ class ChaosCluster:
 
     def stop(self) -> None:
         """Stop and remove everything, whatever state a fault left it in."""
+        self.closing.set()
         for pid in list(self.stopped_pids):
             self.resume(pid)
         if self.ns.created and self.ns.partitioned:
@@ -241,7 +248,12 @@ class ChaosCluster:
 
     # ------------------------------------------------------------------ processes
 
+    def guard(self) -> None:
+        if self.closing.is_set():
+            raise Stopping("the run is stopping")
+
     def suspend(self, pid: int) -> None:
+        self.guard()
         self.stopped_pids.add(pid)
         os.kill(pid, signal.SIGSTOP)
 
@@ -251,6 +263,41 @@ class ChaosCluster:
         except ProcessLookupError:
             pass
         self.stopped_pids.discard(pid)
+
+    def kill_worker(self, pid: int) -> None:
+        self.guard()
+        os.kill(pid, signal.SIGKILL)
+
+    def kill_supervisor(self, i: int) -> None:
+        self.guard()
+        self.dev.kill_supervisor(i, with_workers=True)
+
+    def restart_supervisor(self, i: int) -> None:
+        self.guard()
+        self.dev.add_supervisor(i)
+
+    def kill_nimbus(self, i: int) -> None:
+        self.guard()
+        self.dev.nimbus_procs[i].kill()
+
+    def restart_nimbus(self, i: int) -> None:
+        self.guard()
+        self.dev.add_nimbus(i)
+
+    def kill_zookeeper(self) -> None:
+        self.guard()
+        self.zk.kill()
+
+    def start_zookeeper(self) -> None:
+        self.guard()
+        self.zk.start()
+
+    def partition(self) -> None:
+        self.guard()
+        self.ns.partition()
+
+    def heal(self) -> None:
+        self.ns.heal()
 
     def supervisor_pid(self, i: int) -> int | None:
         d = self.dev.supervisor_procs[i]

@@ -15,14 +15,14 @@ from __future__ import annotations
 
 import os
 import random
-import signal
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from common.zkserver import four_letter
-from tests.chaos.cluster import CONF, SESSION_TIMEOUT_SECS, ChaosCluster, log, process_alive
+from tests.chaos.cluster import CONF, SESSION_TIMEOUT_SECS, ChaosCluster, Stopping, log, process_alive
 from tests.chaos_topology.pipeline import SLOW_FILE
 
 
@@ -53,6 +53,13 @@ class Context:
         self.rng = rng
         self.t0 = t0
 
+    def wait(self, predicate: Callable[[], Any], timeout: float, interval: float = 0.25) -> tuple[Any, float]:
+        return wait_until(predicate, timeout, interval, stop=self.c.closing)
+
+    def sleep(self, secs: float) -> None:
+        if secs > 0 and self.c.closing.wait(secs):
+            raise Stopping("the run is stopping")
+
     def for_fault(self, seed: int) -> Context:
         """The same cluster and clock, with the fault's own generator (faults may run concurrently)."""
         return Context(self.c, random.Random(seed), self.t0)
@@ -61,10 +68,14 @@ class Context:
         return round(time.monotonic() - self.t0, 2)
 
 
-def wait_until(predicate: Callable[[], Any], timeout: float, interval: float = 0.25) -> tuple[Any, float]:
-    """(first truthy value, seconds waited) or (None, timeout). Exceptions count as falsy."""
+def wait_until(predicate: Callable[[], Any], timeout: float, interval: float = 0.25,
+               stop: threading.Event | None = None) -> tuple[Any, float]:
+    """(first truthy value, seconds waited) or (None, timeout). Exceptions count as falsy; raises
+    :class:`Stopping` once ``stop`` is set."""
     t0 = time.monotonic()
     while True:
+        if stop is not None and stop.is_set():
+            raise Stopping("the run is stopping")
         try:
             value = predicate()
         except Exception:  # noqa: BLE001 - e.g. ZooKeeper down while it restarts
@@ -98,9 +109,9 @@ def worker_kill(ctx: Context, rec: FaultRecord, count: int = 1) -> None:
     rec.start = ctx.now()
     killed_at = time.monotonic()
     for pid in victims:
-        os.kill(pid, signal.SIGKILL)
+        c.kill_worker(pid)
     rec.healed = ctx.now()
-    dead, _ = wait_until(lambda: all(not process_alive(p) for p in victims), 10)
+    dead, _ = ctx.wait(lambda: all(not process_alive(p) for p in victims), 10)
     relaunched: dict[str, dict[str, Any]] = {}
     deadline = killed_at + 90
     while len(relaunched) < len(victims) and time.monotonic() < deadline:
@@ -111,7 +122,7 @@ def worker_kill(ctx: Context, rec: FaultRecord, count: int = 1) -> None:
             if str(pid) not in relaunched and new:
                 relaunched[str(pid)] = {"supervisor": c.supervisor_id(i), "new_pid": new[0],
                                         "after_secs": round(time.monotonic() - killed_at, 2)}
-        time.sleep(0.1)
+        ctx.sleep(0.1)
     for pid in victims:
         relaunched.setdefault(str(pid), {"supervisor": c.supervisor_id(workers[pid]), "new_pid": None,
                                          "after_secs": None})
@@ -129,20 +140,20 @@ def supervisor_kill(ctx: Context, rec: FaultRecord, index: int | None = None, do
     before = _safe(lambda: c.executors_on(i), 0)
     rec.target = f"{sid} (pid {c.supervisor_pid(i)}) with workers {pids}"
     rec.start = ctx.now()
-    c.dev.kill_supervisor(i, with_workers=True)
+    c.kill_supervisor(i)
     t0 = time.monotonic()
-    gone, vanished_secs = wait_until(lambda: c.supervisor_owner(i) is None, SESSION_TIMEOUT_SECS + 20)
+    gone, vanished_secs = ctx.wait(lambda: c.supervisor_owner(i) is None, SESSION_TIMEOUT_SECS + 20)
     moved_secs = None
     if before:
         limit = max(down_secs, float(CONF["nimbus.task.timeout.secs"]) + 20) - (time.monotonic() - t0)
-        moved, _ = wait_until(lambda: c.executors_on(i) == 0, max(0.0, limit))
+        moved, _ = ctx.wait(lambda: c.executors_on(i) == 0, max(0.0, limit))
         moved_secs = round(time.monotonic() - t0, 2) if moved else None
     remaining = down_secs - (time.monotonic() - t0)
     if remaining > 0:
-        time.sleep(remaining)
-    c.dev.add_supervisor(i)
+        ctx.sleep(remaining)
+    c.restart_supervisor(i)
     rec.healed = ctx.now()
-    back, back_secs = wait_until(lambda: c.supervisor_owner(i) is not None, 60)
+    back, back_secs = ctx.wait(lambda: c.supervisor_owner(i) is not None, 60)
     rec.end = ctx.now()
     rec.evidence = {
         "workers_killed": pids, "workers_dead": all(not process_alive(p) for p in pids),
@@ -155,7 +166,7 @@ def supervisor_kill(ctx: Context, rec: FaultRecord, index: int | None = None, do
 def nimbus_leader_kill(ctx: Context, rec: FaultRecord, down_secs: float = 10.0) -> None:
     """kill -9 of the leader nimbus; the standby takes over; the old leader restarts as a standby."""
     c = ctx.c
-    lead, _ = wait_until(lambda: c.leader_index() is not None and (c.leader_index(),), 60)
+    lead, _ = ctx.wait(lambda: c.leader_index() is not None and (c.leader_index(),), 60)
     if not lead:
         rec.error = "no leader to kill"
         return
@@ -163,16 +174,16 @@ def nimbus_leader_kill(ctx: Context, rec: FaultRecord, down_secs: float = 10.0) 
     epoch0 = _safe(c.leader_epoch)
     rec.target = f"nimbus-{lead} (pid {c.dev.nimbus_procs[lead].proc.pid}, epoch {epoch0})"
     rec.start = ctx.now()
-    c.dev.nimbus_procs[lead].kill()
+    c.kill_nimbus(lead)
     t0 = time.monotonic()
-    new, failover = wait_until(lambda: (j := c.leader_index()) is not None and j != lead and (j,), 60)
+    new, failover = ctx.wait(lambda: (j := c.leader_index()) is not None and j != lead and (j,), 60)
     epoch1 = _safe(c.leader_epoch)
     remaining = down_secs - (time.monotonic() - t0)
     if remaining > 0:
-        time.sleep(remaining)
-    c.dev.add_nimbus(lead)
+        ctx.sleep(remaining)
+    c.restart_nimbus(lead)
     rec.healed = ctx.now()
-    standby, standby_secs = wait_until(lambda: (h := c.dev.health(lead)) is not None and not h.get("leader"), 60)
+    standby, standby_secs = ctx.wait(lambda: (h := c.dev.health(lead)) is not None and not h.get("leader"), 60)
     rec.end = ctx.now()
     rec.evidence = {"new_leader": f"nimbus-{new[0]}" if new else None, "failover_secs": failover if new else None,
                     "epoch_before": epoch0, "epoch_after": epoch1,
@@ -186,17 +197,17 @@ def zk_restart(ctx: Context, rec: FaultRecord, down_secs: float = 3.0) -> None:
     old_pid = c.zk.proc.pid
     rec.target = f"ZooKeeper {c.zk.address} (pid {old_pid})"
     rec.start = ctx.now()
-    c.zk.kill()
+    c.kill_zookeeper()
     try:
         four_letter(c.zk.host, c.zk.port, "ruok", timeout=1.0)
         unreachable = False
     except OSError:
         unreachable = True
-    time.sleep(down_secs)
-    c.zk.start()
+    ctx.sleep(down_secs)
+    c.start_zookeeper()
     rec.healed = ctx.now()
     new_pid = c.zk.proc.pid
-    everyone, secs = wait_until(lambda: len(c.registered()) >= c.n_supervisors and c.leader_index() is not None, 60)
+    everyone, secs = ctx.wait(lambda: len(c.registered()) >= c.n_supervisors and c.leader_index() is not None, 60)
     rec.end = ctx.now()
     rec.evidence = {"old_pid": old_pid, "new_pid": new_pid, "unreachable_while_down": unreachable,
                     "old_pid_dead": not process_alive(old_pid),
@@ -221,12 +232,12 @@ def supervisor_session_expiry(ctx: Context, rec: FaultRecord, index: int | None 
     rec.start = ctx.now()
     c.suspend(pid)
     try:
-        gone, vanished_secs = wait_until(lambda: c.supervisor_owner(i) is None, SESSION_TIMEOUT_SECS + 20)
-        time.sleep(1.0)
+        gone, vanished_secs = ctx.wait(lambda: c.supervisor_owner(i) is None, SESSION_TIMEOUT_SECS + 20)
+        ctx.sleep(1.0)
     finally:
         c.resume(pid)
     rec.healed = ctx.now()
-    owner1, back_secs = wait_until(lambda: (o := c.supervisor_owner(i)) not in (None, owner0) and o, 60)
+    owner1, back_secs = ctx.wait(lambda: (o := c.supervisor_owner(i)) not in (None, owner0) and o, 60)
     rec.end = ctx.now()
     rec.evidence = {"stopped_secs": round(rec.healed - rec.start, 2),
                     "ephemeral_vanished_after_secs": vanished_secs if gone else None,
@@ -252,12 +263,12 @@ def worker_session_expiry(ctx: Context, rec: FaultRecord) -> None:
     rec.start = ctx.now()
     c.suspend(pid)
     try:
-        gone, gone_secs = wait_until(lambda: sid0 not in c.zk_sessions().values(), limit)
+        gone, gone_secs = ctx.wait(lambda: sid0 not in c.zk_sessions().values(), limit)
     finally:
         c.resume(pid)
     rec.healed = ctx.now()
-    new, new_secs = wait_until(lambda: (s := c.zk_session_of(pid)) not in (None, sid0) and s, 30)
-    time.sleep(2.0)
+    new, new_secs = ctx.wait(lambda: (s := c.zk_session_of(pid)) not in (None, sid0) and s, 30)
+    ctx.sleep(2.0)
     rec.end = ctx.now()
     rec.evidence = {"stopped_secs": round(rec.healed - rec.start, 2),
                     "session_expired_after_secs": gone_secs if gone else None,
@@ -278,24 +289,24 @@ def partition(ctx: Context, rec: FaultRecord, hold_secs: float = 20.0) -> None:
     ns_workers = [p for p, j in c.workers().items() if j == i]
     rec.target = f"{c.supervisor_id(i)} ({c.ns.ns_ip}) with workers {ns_workers}"
     rec.start = ctx.now()
-    c.ns.partition()
+    c.partition()
     t0 = time.monotonic()
     try:
-        gone, vanished_secs = wait_until(lambda: c.supervisor_owner(i) is None, SESSION_TIMEOUT_SECS + 20)
+        gone, vanished_secs = ctx.wait(lambda: c.supervisor_owner(i) is None, SESSION_TIMEOUT_SECS + 20)
         moved_secs = None
         if before:
             limit = max(hold_secs, float(CONF["nimbus.task.timeout.secs"]) + 20) - (time.monotonic() - t0)
-            moved, _ = wait_until(lambda: c.executors_on(i) == 0, max(0.0, limit))
+            moved, _ = ctx.wait(lambda: c.executors_on(i) == 0, max(0.0, limit))
             moved_secs = round(time.monotonic() - t0, 2) if moved else None
         remaining = hold_secs - (time.monotonic() - t0)
         if remaining > 0:
-            time.sleep(remaining)
+            ctx.sleep(remaining)
     finally:
-        c.ns.heal()
+        c.heal()
     rec.healed = ctx.now()
     healed_at = time.monotonic()
-    back, back_secs = wait_until(lambda: c.supervisor_owner(i) is not None, 60)
-    old_exited, _ = wait_until(lambda: all(not process_alive(p) for p in ns_workers), 60) \
+    back, back_secs = ctx.wait(lambda: c.supervisor_owner(i) is not None, 60)
+    old_exited, _ = ctx.wait(lambda: all(not process_alive(p) for p in ns_workers), 60) \
         if moved_secs is not None else (None, None)
     exit_secs = round(time.monotonic() - healed_at, 2)
     rec.end = ctx.now()
@@ -318,7 +329,7 @@ def slow_bolt(ctx: Context, rec: FaultRecord, hold_secs: float = 25.0, delay_sec
     c = ctx.c
     control = c.state_dir / SLOW_FILE
     # a baseline that no earlier fault is still moving (replays of its timeouts)
-    stable, _ = wait_until(lambda: (a := c.spout_failed()) is not None and time.sleep(3) is None
+    stable, _ = ctx.wait(lambda: (a := c.spout_failed()) is not None and time.sleep(3) is None
                            and c.spout_failed() == a and (a,), 30, interval=0.5)
     failed0 = stable[0] if stable else c.spout_failed()
     rec.target = f"work bolt, {delay_secs}s per tuple"
@@ -327,12 +338,12 @@ def slow_bolt(ctx: Context, rec: FaultRecord, hold_secs: float = 25.0, delay_sec
     tmp.write_text(str(delay_secs))
     os.replace(tmp, control)
     try:
-        time.sleep(hold_secs)
+        ctx.sleep(hold_secs)
     finally:
         control.unlink(missing_ok=True)
     rec.healed = ctx.now()
     timeout = float(CONF["topology.message.timeout.secs"])
-    failed, secs = wait_until(lambda: (f := c.spout_failed()) is not None and failed0 is not None and f > failed0 and f,
+    failed, secs = ctx.wait(lambda: (f := c.spout_failed()) is not None and failed0 is not None and f > failed0 and f,
                               timeout * 3 + 10, interval=1.0)
     rec.end = ctx.now()
     rec.evidence = {"spout_failed_before": failed0, "spout_failed_after": failed,
@@ -357,6 +368,8 @@ def inject(ctx: Context, rec: FaultRecord) -> FaultRecord:
     log(f"fault {rec.kind} {rec.params} ...")
     try:
         FAULTS[rec.kind](ctx, rec, **rec.params)
+    except Stopping:
+        rec.error = "interrupted: the run stopped"
     except Exception as exc:  # noqa: BLE001 - recorded; the run fails on a fault that did not take
         rec.error = f"{type(exc).__name__}: {exc}"
     if rec.end is None:

@@ -16,7 +16,8 @@ Names are unique per run (pid + random) and the /30 subnet is picked among 10.20
 collides with nothing configured on this machine. :meth:`cleanup` deletes the namespace and the
 link; processes still inside must be killed first (the harness does), otherwise the kernel keeps
 the namespace alive until they exit. :func:`sweep_stale` removes namespaces of runs whose process
-is gone (a run that was killed with SIGKILL cannot clean up after itself).
+is gone (a run that was killed with SIGKILL cannot clean up after itself), killing what still runs
+inside them.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import os
 import random
 import re
 import secrets
+import signal
 import subprocess
 
 PREFIX = "gale-chaos-"
@@ -68,6 +70,11 @@ def sweep_stale() -> list[str]:
         m = re.fullmatch(re.escape(PREFIX) + r"(\d+)-([0-9a-f]{6})", name)
         if not m or _pid_alive(int(m.group(1))):
             continue
+        for pid in ip("netns", "pids", name, check=False).stdout.split():
+            try:  # processes of the dead run still inside (its supervisor and workers)
+                os.kill(int(pid), signal.SIGKILL)
+            except (ProcessLookupError, ValueError):
+                pass
         ip("netns", "del", name, check=False)
         ip("link", "del", f"gc{m.group(2)}h", check=False)
         removed.append(name)

@@ -145,6 +145,7 @@ def run_chaos(base: Path, *, mode: str = "bounded", duration: float = 600.0, see
     t_start = time.monotonic()
     c = ChaosCluster(base)
     publisher = sampler = None
+    running: list[tuple[threading.Thread, FaultRecord]] = []
     try:
         c.start()
         c.submit()
@@ -158,7 +159,6 @@ def run_chaos(base: Path, *, mode: str = "bounded", duration: float = 600.0, see
         log(f"workload flowing: {publisher.count} published, {sink.distinct} processed")
         steps = iter(plan if plan is not None else bounded_plan()) if mode == "bounded" else soak_steps(rng)
         phase_start = ctx.now()
-        running: list[tuple[threading.Thread, FaultRecord]] = []
         for step in steps:
             if mode == "soak" and ctx.now() - phase_start >= duration:
                 break
@@ -204,6 +204,9 @@ def run_chaos(base: Path, *, mode: str = "bounded", duration: float = 600.0, see
         result.error = f"{type(exc).__name__}: {exc}"
         log(f"run failed: {result.error}")
     finally:
+        c.closing.set()  # faults still running stop at their next step (they undo what they did)
+        for thread, _ in running:
+            thread.join(30)
         if publisher is not None:
             publisher.stop()
         if sampler is not None:
