@@ -40,6 +40,9 @@ class StubRuntime:
         self.acker_msgs = []
         self.acker_task = lambda root: 1
 
+    def queue_of(self, task):
+        return None  # nothing is local: every tuple goes through send_tuple
+
     def send_tuple(self, task, tup):
         self.tuples.append((task, tup))
 

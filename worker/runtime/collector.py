@@ -29,6 +29,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 _rng = random.Random()
 _rand = _rng.getrandbits
+_new = object.__new__
 fromkeys = dict.fromkeys
 
 
@@ -81,6 +82,7 @@ class _Collector:
         self._stats = executor.stats
         executor.stats.routes = routes
         self._send_tuple = self._runtime.send_tuple
+        self._queue_of = self._runtime.queue_of
         self._send_acker = self._runtime.send_acker
         self._acker_task = self._runtime.acker_task
         self._acking = self._runtime.acking
@@ -172,10 +174,16 @@ class SpoutOutputCollector(_Collector):
                 if root < 2:
                     root += n
             xor = 0
+            queue_of = self._queue_of
             for target in targets:
                 edge = _rand(64) or 1
                 xor ^= edge
-                send(target, new_tuple(values, fields, task, {root: edge}))
+                t = new_tuple(values, fields, task, {root: edge})
+                q = queue_of(target)
+                if q is not None:
+                    q.append(t)
+                else:
+                    send(target, t)
             self._pending.put(root, (task, msg_id, stream, self._clock.monotonic()))
             self._send_acker(self._acker_task(root), (INIT, root, xor, task))
         else:
@@ -219,11 +227,28 @@ class BoltOutputCollector(_Collector):
                 # the common case, inlined: one tracked anchor
                 fields, task, send = route.fields, self.task, self._send_tuple
                 if len(a_anchors) == 1:
+                    # the hottest path of a topology, inlined: new_tuple() and send_tuple() by hand
                     (root,) = a_anchors
+                    queue_of = self._queue_of
+                    component = fields.component
                     for target in targets:
                         edge = _rand(64) or 1
                         anchors.ack_val ^= edge
-                        send(target, new_tuple(values, fields, task, {root: edge}))
+                        t = _new(Tuple)
+                        t.values = values
+                        t.fields = fields
+                        t.component = component
+                        t.stream = stream
+                        t.task = task
+                        t.anchors = {root: edge}
+                        t.ack_val = 0
+                        t._t0 = 0.0
+                        t._done = 0
+                        q = queue_of(target)
+                        if q is not None:
+                            q.append(t)
+                        else:
+                            send(target, t)
                 else:
                     for target in targets:
                         edge = _rand(64) or 1

@@ -262,6 +262,7 @@ class WorkerRuntime:
         def acker_task(root: int) -> int:
             return acker_tasks[root % n]
 
+        self.queue_of = queue_of  # task → its deque in this process (None: elsewhere)
         self.send_tuple = send_tuple
         self.send_acker = send_acker
         self.send_result = send_result
