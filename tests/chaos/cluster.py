@@ -10,7 +10,8 @@ so when a lost node comes back nimbus spreads the topology over it again (fewer 
 requested while slots are free) and every fault finds work on every node.
 
 Observations come from outside the daemons: ZooKeeper read directly (the project's own
-:class:`~common.cluster_state.ClusterState` and :class:`~common.layout.Layout`), nimbus's HTTP API,
+:class:`~common.layout.Layout` and :mod:`common.records`, every read bounded by a timeout so a
+ZooKeeper restart never blocks a fault), nimbus's HTTP API,
 ZooKeeper's ``cons`` four-letter word (which client connection has which session), ``/proc``
 (psutil) for processes, and ``rabbitmqctl`` for the queue.
 """
@@ -30,9 +31,10 @@ from typing import Any
 
 import psutil
 from kazoo.client import KazooClient
+from kazoo.exceptions import NoNodeError
 
-from common.cluster_state import ClusterState
 from common.layout import Layout
+from common.records import Assignment
 from common.zkserver import ZooKeeperServer, four_letter
 from nimbus.client import NimbusClient
 from nimbus.devcluster import DevCluster
@@ -64,6 +66,7 @@ CONF: dict[str, Any] = {
     "topology.max.replication.wait.time.sec": 30,
 }
 SESSION_TIMEOUT_SECS = CONF["storm.zookeeper.session.timeout"] / 1000.0
+ZK_READ_TIMEOUT_SECS = 5.0
 
 
 class Stopping(Exception):
@@ -127,7 +130,6 @@ class ChaosCluster:
         self.rabbit: ChaosRabbitMQ | None = None
         self.dev: DevCluster | None = None
         self.observer: KazooClient | None = None
-        self.state: ClusterState | None = None
         self.layout = Layout("/storm")
         self.topology_id: str | None = None
         self.stopped_pids: set[int] = set()  # SIGSTOPped by a fault and not resumed yet
@@ -162,7 +164,6 @@ class ChaosCluster:
         self.dev.wait_for_supervisors(self.n_supervisors, 120)
         self.observer = KazooClient(hosts=self.zk.address, timeout=10.0)
         self.observer.start(timeout=20)
-        self.state = ClusterState(self.observer, self.layout)
         rabbit_thread.join(150)
         if rabbit_error:
             raise rabbit_error[0]
@@ -317,22 +318,30 @@ class ChaosCluster:
     def supervisor_id(self, i: int) -> str:
         return self.dev.supervisor_id(i)
 
+    def _zk(self, async_result: Any) -> Any:
+        try:
+            return async_result.get(timeout=ZK_READ_TIMEOUT_SECS)
+        except NoNodeError:
+            return None
+
     def supervisor_owner(self, i: int) -> int | None:
         """Session id owning supervisor ``i``'s ephemeral node, or None when the node is absent."""
-        stat = self.observer.exists(self.layout.supervisor(self.supervisor_id(i)))
+        stat = self._zk(self.observer.exists_async(self.layout.supervisor(self.supervisor_id(i))))
         return stat.ephemeralOwner if stat is not None else None
 
     def registered(self) -> set[str]:
-        return set(self.state.supervisor_ids())
+        return set(self._zk(self.observer.get_children_async(self.layout.supervisors_dir)) or ())
 
     def executors_on(self, i: int) -> int:
-        a = self.state.assignment(self.topology_id)
-        if a is None:
+        path = self.layout.assignment(self.topology_id)
+        got = self._zk(self.observer.get_async(path))
+        if got is None:
             return 0
+        a = Assignment.decode(got[0], path)
         return sum(len(v) for v in a.executors_on(self.supervisor_id(i)).values())
 
     def leader_epoch(self) -> int:
-        data, _ = self.observer.get(self.layout.leader_epoch)
+        data, _ = self._zk(self.observer.get_async(self.layout.leader_epoch))
         return int(data.decode() or 0)
 
     def zk_sessions(self) -> dict[tuple[str, int], str]:
