@@ -74,8 +74,11 @@ def configure(
         root.removeHandler(old)
     root.addHandler(handler)
     root.setLevel(level if isinstance(level, int) else getattr(logging, str(level).upper(), logging.INFO))
-    for noisy in ("kazoo.client", "py4j", "urllib3", "httpx", "httpcore", "pika", "kafka"):
+    for noisy in ("kazoo.client", "py4j", "urllib3", "httpx", "httpcore", "kafka"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
+    # pika logs several error lines per failed reconnect attempt; the RabbitMQ spout reports
+    # connection trouble itself (one event per attempt, with backoff)
+    logging.getLogger("pika").setLevel(logging.CRITICAL)
     structlog.configure(
         processors=_shared_processors() + [structlog.stdlib.ProcessorFormatter.wrap_for_formatter],
         logger_factory=structlog.stdlib.LoggerFactory(),

@@ -107,7 +107,14 @@ def test_deactivate_activate_rebalance_kill(cluster, tmp_path):
     tid = cli(cluster, "submit", str(DURABLE_WC), "--name", "wc-actions", "--wait", *work.overrides()).stdout.strip()
     wait_for(lambda: len(work.acked()) > 100, 60)
     assert cli(cluster, "deactivate", "wc-actions").stdout.strip() == tid
-    time.sleep(4)  # workers notice within task.refresh.poll.secs; in-flight tuples finish
+    # workers notice within task.refresh.poll.secs; in-flight tuples finish (or time out)
+
+    def settled(window=2.0):
+        a = len(work.acked())
+        time.sleep(window)
+        return len(work.acked()) == a
+
+    wait_for(settled, 30, interval=0)
     before = len(work.acked())
     time.sleep(3)
     assert len(work.acked()) == before, "spouts stopped while INACTIVE"
