@@ -1,0 +1,75 @@
+"""The Kafka spout in real worker processes: kill -9 the worker holding partitions; the other task
+takes them over after the rebalance, nothing is lost, and committed offsets reach the high watermark."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+from kazoo.client import KazooClient
+
+from tests.brokers import kafka_broker  # noqa: F401
+from tests.cluster import cli, dump_logs, make_cluster, wait_for
+
+pytestmark = [pytest.mark.cluster, pytest.mark.timeout(300)]
+TOPOLOGY = Path(__file__).resolve().parent / "cluster_topologies" / "kafka_record_sink.py"
+PARTITIONS = 4
+
+
+def seen(state: Path) -> set[tuple[int, int]]:
+    out = set()
+    for p in state.glob("seen-*.log"):
+        for line in p.read_text().splitlines():
+            part, off = line.split()
+            out.add((int(part), int(off)))
+    return out
+
+
+def test_worker_holding_partitions_killed_nothing_lost(zk_server, tmp_path, kafka_broker):  # noqa: F811
+    c = make_cluster(zk_server, tmp_path, supervisors=2, slots=1)
+    c.start()
+    zk = KazooClient(hosts=zk_server.address)
+    zk.start(timeout=10)
+    try:
+        kafka_broker.create_topic("events", PARTITIONS)
+        first = kafka_broker.produce("events", [f"e{i}" for i in range(4000)], partitions=PARTITIONS)
+        state = tmp_path / "state"
+        group_root = c.root.rsplit("/", 1)[0] + "/kafka"
+        overrides = {
+            "kafka.bootstrap.servers": kafka_broker.bootstrap, "kafka.topic": "events", "kafka.group": "g1",
+            "kafka.zookeeper.root": group_root, "kafka.commit.interval.ms": 500, "test.state.dir": str(state),
+        }
+        args = [x for k, v in overrides.items() for x in ("-c", f"{k}={v}")]
+        cli(c, "submit", str(TOPOLOGY), "--name", "kafka-kill", "--wait", *args)
+        wait_for(lambda: len(seen(state)) > 500, 90)
+        # each spout task owns 2 partitions (range assignment, seed 004); kill the worker of one
+        st = json.loads(cli(c, "status", "kafka-kill", "--json").stdout)
+        victim = st["components"]["kafka"]["executor_list"][0]["worker"]["pid"]
+        owners_before = {p: zk.get(f"{group_root}/consumers/g1/owners/events/{p}")[0].decode() for p in range(PARTITIONS)}
+        assert len(set(owners_before.values())) == 2
+        os.kill(victim, signal.SIGKILL)
+        more = kafka_broker.produce("events", [f"f{i}" for i in range(2000)], partitions=PARTITIONS)
+        expected = {(p, o) for p, o in first + more}
+        wait_for(lambda: seen(state) >= expected, 180, lambda: f"{len(expected - seen(state))} records missing")
+        hws = kafka_broker.high_watermarks("events", PARTITIONS)
+
+        def committed():
+            return {p: int(zk.get(f"{group_root}/consumers/g1/offsets/events/{p}")[0]) for p in range(PARTITIONS)
+                    if zk.exists(f"{group_root}/consumers/g1/offsets/events/{p}")}
+
+        wait_for(lambda: committed() == hws, 60, lambda: f"committed {committed()} vs {hws}")
+        # the group re-formed: every partition owned again, by the surviving and the relaunched task
+        ids = zk.get_children(f"{group_root}/consumers/g1/ids")
+        assert len(ids) == 2
+        owners_after = {p: zk.get(f"{group_root}/consumers/g1/owners/events/{p}")[0].decode() for p in range(PARTITIONS)}
+        assert set(owners_after) == set(range(PARTITIONS))
+    except BaseException:
+        print(dump_logs(c))
+        raise
+    finally:
+        zk.stop()
+        c.cleanup()
