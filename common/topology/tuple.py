@@ -76,7 +76,7 @@ class Tuple:
     the acker tracks; empty when untracked).
     """
 
-    __slots__ = ("values", "fields", "component", "stream", "task", "anchors", "ack_val", "_t0", "_done")
+    __slots__ = ("values", "fields", "task", "anchors", "ack_val", "_st")
 
     def __init__(
         self,
@@ -87,15 +87,27 @@ class Tuple:
         task: int,
         anchors: dict[int, int] | None = None,
     ):
+        if fields.component != component or fields.stream != stream:
+            # the source component and stream live on the (shared, per-stream) Fields object
+            fields = Fields(fields.names, f"{component}:{stream}")
         self.values = values
         self.fields = fields
-        self.component = component
-        self.stream = stream
         self.task = task
         self.anchors = anchors
         self.ack_val = 0  # XOR of the edge ids of the tuples anchored to this one
-        self._t0 = 0.0  # arrival time when sampled for latency stats
-        self._done = 0  # 1 once acked, 2 once failed: a second ack/fail is ignored
+        # 0: not yet acked or failed; > 0: not yet acked, sampled for latency stats at this
+        # perf_counter time; -1: acked; -2: failed (a second ack or fail is ignored)
+        self._st = 0.0
+
+    @property
+    def component(self) -> str:
+        """The source component id."""
+        return self.fields.component
+
+    @property
+    def stream(self) -> str:
+        """The stream the tuple arrived on."""
+        return self.fields.stream
 
     # ---- access
     def __getitem__(self, key: int | str) -> Any:
@@ -160,11 +172,8 @@ def new_tuple(values: Sequence[Any], fields: Fields, task: int, anchors: dict[in
     t = _new(Tuple)
     t.values = values
     t.fields = fields
-    t.component = fields.component
-    t.stream = fields.stream
     t.task = task
     t.anchors = anchors
     t.ack_val = 0
-    t._t0 = 0.0
-    t._done = 0
+    t._st = 0.0
     return t

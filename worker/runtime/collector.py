@@ -42,10 +42,15 @@ def new_edge_id() -> int:
     return _rand(64) or 1
 
 
+def _no_targets(values: Sequence[Any]) -> list[int]:
+    return []
+
+
 class StreamRoute:
     """Where one output stream of one component goes: its fields and its subscriptions."""
 
-    __slots__ = ("stream", "fields", "n", "groupers", "direct", "direct_tasks", "single", "emitted", "transferred")
+    __slots__ = ("stream", "fields", "n", "groupers", "direct", "direct_tasks", "single", "choose", "emitted",
+                 "transferred")
 
     def __init__(self, stream: str, fields: Fields, groupers: list[Grouper], direct: bool):
         self.stream = stream
@@ -60,6 +65,10 @@ class StreamRoute:
             *[g.tasks for g in groupers if isinstance(g, DirectGrouper)]
         )
         self.single = self.groupers[0] if len(self.groupers) == 1 else None
+        #: values → target task ids, bound to the cheapest form for this route
+        self.choose: Callable[[Sequence[Any]], list[int]] = (
+            self.single.choose if self.single is not None else self.targets if self.groupers else _no_targets
+        )
 
     def targets(self, values: Sequence[Any]) -> list[int]:
         if self.single is not None:
@@ -151,8 +160,7 @@ class SpoutOutputCollector(_Collector):
         route = self._routes.get(stream)
         if route is None or len(values) != route.n:
             route = self._route(stream, values)
-        single = route.single
-        return self._emit(route, single.choose(values) if single is not None else route.targets(values), values, msg_id)
+        return self._emit(route, route.choose(values), values, msg_id)
 
     def emit_direct(self, task: int, values: Sequence[Any], msg_id: Any = None, stream: str = "default") -> list[int]:
         route = self._route(stream, values)
@@ -211,8 +219,7 @@ class BoltOutputCollector(_Collector):
         route = self._routes.get(stream)
         if route is None or len(values) != route.n:
             route = self._route(stream, values)
-        single = route.single
-        targets = single.choose(values) if single is not None else route.targets(values)
+        targets = route.choose(values)
         route.emitted += 1
         if self._capture is not None:
             self._capture(self.component, stream, values)
@@ -230,20 +237,16 @@ class BoltOutputCollector(_Collector):
                     # the hottest path of a topology, inlined: new_tuple() and send_tuple() by hand
                     (root,) = a_anchors
                     queue_of = self._queue_of
-                    component = fields.component
                     for target in targets:
                         edge = _rand(64) or 1
                         anchors.ack_val ^= edge
                         t = _new(Tuple)
                         t.values = values
                         t.fields = fields
-                        t.component = component
-                        t.stream = stream
                         t.task = task
                         t.anchors = {root: edge}
                         t.ack_val = 0
-                        t._t0 = 0.0
-                        t._done = 0
+                        t._st = 0.0
                         q = queue_of(target)
                         if q is not None:
                             q.append(t)
@@ -302,9 +305,10 @@ class BoltOutputCollector(_Collector):
         return targets
 
     def ack(self, tup: Tuple) -> None:
-        if tup._done:
+        st = tup._st
+        if st < 0:
             return
-        tup._done = 1
+        tup._st = -1.0
         anchors = tup.anchors
         if anchors and self._acking:
             av = tup.ack_val
@@ -318,15 +322,16 @@ class BoltOutputCollector(_Collector):
                     send(acker_task(root), (ACK, root, edge ^ av, 0))
         stats = self._stats
         stats.acked[tup.fields.source_key] += 1
-        if tup._t0:
+        if st:
             key = tup.fields.source_key
-            stats.process_ms[key] += (self._perf() - tup._t0) * 1000.0
+            stats.process_ms[key] += (self._perf() - st) * 1000.0
             stats.process_n[key] += 1
 
     def fail(self, tup: Tuple) -> None:
-        if tup._done:
+        st = tup._st
+        if st < 0:
             return
-        tup._done = 2
+        tup._st = -2.0
         anchors = tup.anchors
         if anchors and self._acking:
             for root in anchors:
@@ -334,8 +339,8 @@ class BoltOutputCollector(_Collector):
         key = tup.fields.source_key
         stats = self._stats
         stats.failed[key] += 1
-        if tup._t0:
-            stats.process_ms[key] += (self._perf() - tup._t0) * 1000.0
+        if st:
+            stats.process_ms[key] += (self._perf() - st) * 1000.0
             stats.process_n[key] += 1
 
     def reset_timeout(self, tup: Tuple) -> None:

@@ -344,13 +344,12 @@ class BoltExecutor(Executor):
                     executed[last_fields.source_key] += run
                 last_fields, run = fields, 0
             run += 1
-            sampled = False
+            sampled = 0.0
             if sample_every:
                 countdown -= 1
                 if countdown <= 0:
                     countdown = sample_every
-                    sampled = True
-                    tup._t0 = perf()
+                    sampled = tup._st = perf()
             if is_basic:
                 collector.auto_anchor = tup
             self.current = tup  # what the stats thread sees while user code runs (wedge detection)
@@ -373,7 +372,7 @@ class BoltExecutor(Executor):
                     collector.auto_anchor = None
             if sampled:
                 key = fields.source_key
-                stats.execute_ms[key] += (perf() - tup._t0) * 1000.0
+                stats.execute_ms[key] += (perf() - sampled) * 1000.0
                 stats.execute_n[key] += 1
         if run:
             executed[last_fields.source_key] += run
