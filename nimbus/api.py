@@ -174,25 +174,16 @@ def install_error_handlers(app: FastAPI) -> None:
     async def _not_leader(_req: Request, exc: NotLeaderError):
         return error_response(409, str(exc), leader=exc.leader)
 
-    @app.exception_handler(NotFoundError)
-    async def _not_found(_req: Request, exc: NotFoundError):
-        return error_response(404, str(exc))
+    def status_handler(status: int):
+        async def handler(_req: Request, exc: Exception):
+            return error_response(status, str(exc))
 
-    @app.exception_handler(TransitionError)
-    async def _transition(_req: Request, exc: TransitionError):
-        return error_response(409, str(exc))
+        return handler
 
-    @app.exception_handler(TopologyError)
-    async def _topology(_req: Request, exc: TopologyError):
-        return error_response(400, str(exc))
-
-    @app.exception_handler(ConfigError)
-    async def _config(_req: Request, exc: ConfigError):
-        return error_response(400, str(exc))
-
-    @app.exception_handler(GaleError)
-    async def _gale(_req: Request, exc: GaleError):
-        return error_response(400, str(exc))
+    # the most specific class wins (Starlette looks handlers up along the exception's MRO)
+    for error_class, status in ((NotFoundError, 404), (TransitionError, 409), (TopologyError, 400),
+                                (ConfigError, 400), (GaleError, 400)):
+        app.add_exception_handler(error_class, status_handler(status))
 
     @app.exception_handler(KazooException)
     async def _zk(_req: Request, exc: KazooException):
