@@ -240,6 +240,8 @@ KEYS: dict[str, Key] = {
         Key("topology.spark.batch.size", 10000, _POS, "tuples per Spark micro-batch"),
         Key("topology.spark.batch.millis", 2000, _POS, "max wait before a partial batch runs"),
         Key("topology.spark.start.timeout.secs", 300, _POS, "Spark batches fail if Spark is not up by then"),
+        Key("topology.spark.start.retry.secs", 30, _NONNEG,
+            "after a failed Spark start, retry after this long (doubling, at most 300 s; 0: never)"),
         Key("topology.spark.batch.timeout.secs", None, Optional(_POS),
             "interrupt a Spark batch running longer (null: max(120, 4 x message timeout))"),
         Key("topology.secret", None, Optional(Str()), "per-topology transport secret (set by nimbus)"),

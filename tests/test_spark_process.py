@@ -126,3 +126,57 @@ def test_stopping_while_spark_starts_leaves_nothing_behind():
         time.sleep(0.2)
     assert find_marked(marker) == []
     assert _spark_children() == []
+
+
+def test_a_failed_spark_start_is_retried_and_every_row_is_then_processed():
+    """A transient start failure (the driver's port is taken) is retried after
+    ``topology.spark.start.retry.secs``; the failed tuples replay and all succeed on the second
+    application."""
+    import socket
+
+    from worker.local import LocalTopology, local_conf
+
+    assert _spark_children() == []
+    blocker = socket.socket()
+    blocker.bind(("127.0.0.1", 0))
+    blocker.listen()
+    port = blocker.getsockname()[1]
+    rows = [[i, f"w{i % 3}"] for i in range(30)]
+    b = TopologyBuilder()
+    b.set_spout("src", RowSpout, 1, kwargs={"rows": rows})
+    b.set_bolt("count", CountWords, 1).shuffle_grouping("src")
+    topo = b.create_topology()
+    conf = {
+        "topology.spark.master": "local[1]", "topology.spark.batch.millis": 200,
+        "topology.spark.start.retry.secs": 2,
+        "topology.spark.conf": {"spark.driver.port": port, "spark.port.maxRetries": 0,
+                                "spark.driver.bindAddress": "127.0.0.1", "spark.driver.host": "127.0.0.1"},
+    }
+    lt = LocalTopology("retry", topo, local_conf(topo, conf))
+    spout = next(iter(next(ex for ex in lt.runtime.executors.values() if ex.component == "src").spouts.values()))
+    try:
+        deadline = time.monotonic() + 120
+        while not lt.errors.get("count"):
+            assert time.monotonic() < deadline, "the first start did not fail"
+            time.sleep(0.2)
+        first = lt.errors["count"][0]
+        print("first start error:", first.splitlines()[:3])
+        assert "Spark is not available" in first and "bind" in first.lower()
+        while not spout.failed:  # the first attempt's batches fail and replay
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+        assert not spout.acked
+        blocker.close()  # the port is free again: the next attempt can start
+        deadline = time.monotonic() + 180
+        while not spout.done():
+            assert time.monotonic() < deadline, f"{len(spout.acked)} of {len(rows)} acked; errors {lt.errors}"
+            time.sleep(0.2)
+        extra = lt.component_stats()["count"]["extra"]
+        assert extra["spark_start_attempts"] >= 2 and extra["spark_ready"] == 1.0
+    finally:
+        blocker.close()
+        lt.kill()
+    deadline = time.monotonic() + 20
+    while _spark_children() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert _spark_children() == []

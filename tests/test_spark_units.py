@@ -251,6 +251,18 @@ class StandInSpark:
         self.future: Future = Future()
         self.start_secs = 1.5
         self.closed = False
+        self.attempts = 1
+        self.retry_allowed = False  # the test says when the backoff is over
+        self.retry_bases: list[float] = []
+
+    def restart_if_due(self, base_secs):
+        self.retry_bases.append(base_secs)
+        if not (self.failed() and self.retry_allowed):
+            return False
+        self.retry_allowed = False
+        self.future = Future()
+        self.attempts += 1
+        return True
 
     def ready(self):
         return self.future.done() and self.future.exception() is None
@@ -364,6 +376,30 @@ def test_spark_start_failure_fails_batches_and_reports_the_error():
         assert set(_spout(rt).failed) >= set(range(10)) and not _spout(rt).acked
         (err, *_) = rt.errors["count"]
         assert "Spark is not available" in err and "Could not parse Master URL" in err
+    finally:
+        rt.stop()
+
+
+def test_a_failed_spark_start_is_retried_and_the_replays_then_succeed():
+    clock = SimulatedClock()
+    rows = [[i, "w"] for i in range(10)]
+    rt, spark = _runtime(rows, {"topology.spark.batch.millis": 100, "topology.spark.start.retry.secs": 7}, clock)
+    try:
+        spark.future.set_exception(RuntimeError("Service 'sparkDriver' could not bind on port 7078"))
+        assert _drive(rt, clock, lambda: len(_spout(rt).failed) >= 10)
+        assert not _spout(rt).acked and set(spark.retry_bases) == {7.0}  # asked with the configured base
+        spark.retry_allowed = True  # the backoff is over: the executor starts a second attempt
+        assert _drive(rt, clock, lambda: spark.attempts == 2)
+        ex = _executor(rt, "count")
+        failed_before = len(_spout(rt).failed)
+        for _ in range(20):  # the new attempt is pending: batches are held, not failed
+            clock.advance(0.05)
+            rt.fire_timers(clock.monotonic())
+            rt.run_until_idle(1000)
+        assert len(_spout(rt).failed) == failed_before and ex.pending_count() > 0
+        spark.future.set_result(StandInSession())
+        assert _drive(rt, clock, lambda: _spout(rt).done())  # every row acked after its replay
+        assert ex.stats.extra["spark_start_attempts"] == 2.0 and ex.stats.extra["spark_ready"] == 1.0
     finally:
         rt.stop()
 

@@ -96,7 +96,7 @@ STAT_KEYS = (
     "spark_batch_rows_out", "spark_batch_size_avg", "spark_batch_latency_ms_sum", "spark_batch_latency_ms_avg",
     "spark_batch_latency_ms_max", "spark_held_tuples", "spark_lineage_fallback_batches",
     "spark_lineage_fallback_rows", "spark_sink_rows_written", "spark_sink_rows_deduped",
-    "spark_sink_batches_committed",
+    "spark_sink_batches_committed", "spark_start_attempts",
 )
 
 
@@ -109,6 +109,9 @@ class SparkBatchExecutor(BoltExecutor):
         self.timeout = float(self.conf["topology.message.timeout.secs"])
         self.timeouts_enabled = bool(self.conf["topology.enable.message.timeouts"])
         self.start_timeout = float(self.conf.get("topology.spark.start.timeout.secs") or 300)
+        retry = self.conf.get("topology.spark.start.retry.secs")
+        self.start_retry = float(30 if retry is None else retry)
+        self._attempt: Any = None  # the Spark start attempt (its Future) this executor last saw
         self.batch_timeout = float(self.conf.get("topology.spark.batch.timeout.secs") or max(120.0, 4 * self.timeout))
         self.spark: Any = None
         self.states: dict[int, _Task] = {}
@@ -158,9 +161,17 @@ class SparkBatchExecutor(BoltExecutor):
 
             self.spark = self.runtime.resources["spark"] = start_spark_for(self.runtime)
         self.pool = ThreadPoolExecutor(max_workers=len(self.tasks), thread_name_prefix=f"spark-{self.component}")
-        self.prepared_at = self.clock.monotonic()
-        self.next_reset = self.prepared_at + self.timeout / 2
-        self.spark.future.add_done_callback(lambda _f: self._wake())
+        self.next_reset = self.clock.monotonic() + self.timeout / 2
+        self._follow_attempt(self.clock.monotonic())
+
+    def _follow_attempt(self, now: float) -> None:
+        """Track the handle's current start attempt: the start timeout counts from when this
+        executor first saw it, and its completion wakes the executor thread."""
+        future = self.spark.future
+        if future is not self._attempt:
+            self._attempt = future
+            self.prepared_at = now
+            future.add_done_callback(lambda _f: self._wake())
 
     def shutdown(self) -> None:
         self.closing = True
@@ -227,9 +238,14 @@ class SparkBatchExecutor(BoltExecutor):
         timeout resets of held tuples, Spark status in the stats."""
         self.next_periodic = now + PERIOD_SECS
         extra = self.stats.extra
-        if self.spark.future.done():
-            extra["spark_ready"] = 1.0 if self.spark.ready() else 0.0
-            extra["spark_start_secs"] = round(self.spark.start_secs or 0.0, 3)
+        spark = self.spark
+        if spark.failed() and spark.restart_if_due(self.start_retry):
+            self.log.warning("spark-restarting", attempt=spark.attempts)
+        self._follow_attempt(now)
+        if spark.future.done():
+            extra["spark_ready"] = 1.0 if spark.ready() else 0.0
+            extra["spark_start_secs"] = round(spark.start_secs or 0.0, 3)
+        extra["spark_start_attempts"] = float(spark.attempts)
         for st in self.states.values():
             if st.running is None:
                 if st.batcher.due(now):
@@ -264,6 +280,7 @@ class SparkBatchExecutor(BoltExecutor):
     def _launch(self, st: _Task, now: float) -> int:
         """Start the task's due batch on Spark; or fail it if Spark cannot run it."""
         spark = self.spark
+        self._follow_attempt(now)
         if not spark.future.done():
             if now - self.prepared_at < self.start_timeout:
                 return 0  # Spark is starting: hold the batch (and, once full, stop draining)

@@ -47,6 +47,8 @@ from common.log import get_logger
 log = get_logger("spark")
 
 CONNECT_PREFIX = "sc://"
+#: the longest wait between two start attempts after failures (topology.spark.start.retry.secs doubles up to it)
+MAX_RETRY_SECS = 300.0
 MARKER_PROPERTY = "gale.spark.marker"
 MARKER_ENV = "GALE_SPARK_MARKER"
 DEFAULT_STOP_WAIT_SECS = 60.0
@@ -135,10 +137,13 @@ class SparkApplication:
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
         self._started_at = 0.0
+        self.attempts = 0  # start attempts so far
+        self.failed_at: float | None = None  # time.monotonic() of the last failed start
 
     # ------------------------------------------------------------------ start
     def start(self) -> None:
         self._started_at = time.monotonic()
+        self.attempts += 1
         self._thread = threading.Thread(target=self._start, name="spark-start", daemon=True)
         self._thread.start()
 
@@ -163,6 +168,7 @@ class SparkApplication:
             try:
                 self._teardown(None)
             finally:
+                self.failed_at = time.monotonic()
                 self.future.set_exception(error)
             return
         self.start_secs = time.monotonic() - self._started_at
@@ -213,6 +219,28 @@ class SparkApplication:
             if proc is not None:
                 self.jvm_pid = proc.pid
         return session
+
+    def retry_delay(self, base_secs: float) -> float:
+        """Backoff before the next start attempt: ``base_secs`` doubling per failure, at most
+        ``MAX_RETRY_SECS`` (never less than the base)."""
+        return max(base_secs, min(MAX_RETRY_SECS, base_secs * 2 ** max(0, self.attempts - 1)))
+
+    def restart_if_due(self, base_secs: float) -> bool:
+        """Start again after a failed start once the backoff has passed. True if a new attempt
+        began (``future`` is then a new, pending Future); False otherwise (not failed, stopping,
+        a start in progress, or the backoff not over)."""
+        with self._lock:
+            if self._stopping or not self.future.done() or self.future.exception() is None:
+                return False
+            if self.failed_at is None or time.monotonic() - self.failed_at < self.retry_delay(base_secs):
+                return False
+            self.future = Future()
+            self.session = None
+            self.jvm_pid = None
+            self.start_secs = None
+        log.warning("spark-start-retry", master=self.settings.master, attempt=self.attempts + 1)
+        self.start()
+        return True
 
     # ------------------------------------------------------------------ state
     def ready(self) -> bool:
@@ -380,11 +408,25 @@ class SparkHandle:
     def __init__(self, app: SparkApplication | None, error: BaseException | None = None):
         self._app = app
         self._closed = False
-        if app is not None:
-            self.future: Future = app.future
-        else:
-            self.future = Future()
-            self.future.set_exception(error or SparkStartError("Spark is not available"))
+        self._error_future: Future = Future()
+        if app is None:
+            self._error_future.set_exception(error or SparkStartError("Spark is not available"))
+
+    @property
+    def future(self) -> Future:
+        """The current start attempt's Future (a new one after :meth:`restart_if_due`)."""
+        return self._app.future if self._app is not None else self._error_future
+
+    @property
+    def attempts(self) -> int:
+        return self._app.attempts if self._app is not None else 0
+
+    def restart_if_due(self, base_secs: float) -> bool:
+        """Retry a failed start once its backoff has passed (see SparkApplication.restart_if_due).
+        A handle refused for conflicting settings never retries (retrying cannot fix that)."""
+        if self._closed or self._app is None or base_secs <= 0:
+            return False
+        return self._app.restart_if_due(base_secs)
 
     @property
     def settings(self) -> SparkSettings | None:
