@@ -244,10 +244,13 @@ class DevCluster:
         for i, d in enumerate(self.nimbus_procs):
             if d.alive():
                 try:
-                    return httpx.get(f"{self.nimbus_url(i)}/api/v1/cluster", timeout=5.0, trust_env=False).json()
+                    r = httpx.get(f"{self.nimbus_url(i)}/api/v1/cluster", timeout=5.0, trust_env=False)
                 except httpx.HTTPError:
                     continue
-        raise GaleError("no nimbus reachable")
+                if r.status_code == 200:
+                    return r.json()
+                # a nimbus still starting (or between ZooKeeper sessions) answers with an error: ask the next
+        raise GaleError("no nimbus reachable with a cluster summary")
 
     def wait_for_supervisors(self, n: int, timeout: float = 60.0) -> None:
         deadline = time.monotonic() + timeout
