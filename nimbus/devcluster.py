@@ -149,16 +149,22 @@ class DevCluster:
     # ------------------------------------------------------------------ lifecycle
 
     def start(self, timeout: float = 60.0) -> DevCluster:
-        if self.zk is None:
-            self.zk = ZooKeeperServer(data_dir=self.base / "zookeeper")
-        if not self.zk.running():
-            self.zk.start()
-        for i in range(self.n_nimbuses):
-            self.add_nimbus(i)
-        self.wait_for_leader(timeout)
-        for _ in range(self.n_supervisors):
-            self.add_supervisor()
-        self.wait_for_supervisors(self.n_supervisors, timeout)
+        """Start ZooKeeper (unless given one), the nimbuses and the supervisors; if any of it
+        fails, stop what was started before raising (a failed start leaves no daemon behind)."""
+        try:
+            if self.zk is None:
+                self.zk = ZooKeeperServer(data_dir=self.base / "zookeeper")
+            if not self.zk.running():
+                self.zk.start()
+            for i in range(self.n_nimbuses):
+                self.add_nimbus(i)
+            self.wait_for_leader(timeout)
+            for _ in range(self.n_supervisors):
+                self.add_supervisor()
+            self.wait_for_supervisors(self.n_supervisors, timeout)
+        except BaseException:
+            self.stop()
+            raise
         return self
 
     def add_nimbus(self, i: int) -> Daemon:
