@@ -27,9 +27,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from common.zkserver import ZooKeeperServer
-from nimbus.client import NimbusClient
-from nimbus.devcluster import DevCluster
+from gale.zkserver import ZooKeeperServer
+from gale.nimbus.client import NimbusClient
+from gale.nimbus.devcluster import DevCluster
 
 ROOT = Path(__file__).resolve().parent.parent
 WORD_COUNT = ROOT / "examples" / "word_count.py"
@@ -40,7 +40,7 @@ MONITOR_SECS = 10
 
 def cli(cluster: DevCluster, *args: str) -> str:
     env = dict(os.environ, GALE_CONFIG=str(cluster.client_config_path()))
-    proc = subprocess.run([sys.executable, "-m", "nimbus.cli", *args], capture_output=True, text=True, env=env,
+    proc = subprocess.run([sys.executable, "-m", "gale.nimbus.cli", *args], capture_output=True, text=True, env=env,
                           cwd=ROOT, timeout=300)
     if proc.returncode != 0:
         raise RuntimeError(f"nimbus {' '.join(args)}: {proc.stderr.strip()}")

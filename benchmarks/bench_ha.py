@@ -17,8 +17,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from common.zkserver import ZooKeeperServer
-from nimbus.devcluster import DevCluster
+from gale.zkserver import ZooKeeperServer
+from gale.nimbus.devcluster import DevCluster
 
 
 def main() -> None:

@@ -2,7 +2,7 @@
 
 Run: ``.venv/bin/python -m benchmarks.bench_kafka [--records N] [--partitions P]``
 
-Starts its own ZooKeeper (``common.zkserver``) and Tansu broker (memory storage) on free loopback
+Starts its own ZooKeeper (``gale.zkserver``) and Tansu broker (memory storage) on free loopback
 ports and stops them at the end. Prints ``name: value unit`` lines:
 
 * ``kafka_spout_records_per_sec_per_task`` — KafkaSpout → no-op acking bolt in local mode (acker
@@ -30,12 +30,12 @@ import textwrap
 import time
 from pathlib import Path
 
-from common.api import Bolt, TopologyBuilder
-from common.config import defaults
-from common.log import configure
-from common.zkserver import ZooKeeperServer
-from worker.connectors.kafka_spout import KafkaSpout
-from worker.local import LocalCluster
+from gale import Bolt, TopologyBuilder
+from gale.config import defaults
+from gale.log import configure
+from gale.zkserver import ZooKeeperServer
+from gale.connectors import KafkaSpout
+from gale import LocalCluster
 
 SESSION_TIMEOUT_MS = 6000
 
@@ -149,12 +149,12 @@ def rebalance_after_leave(cluster_conf, broker, kconf, partitions: int) -> float
 
 VICTIM = textwrap.dedent("""
     import sys, time
-    from common.log import configure
+    from gale.log import configure
     configure(fmt="console", level="ERROR")
-    from common.config import defaults
-    from common.zk import start_client
-    from worker.connectors.kafka_group import ConsumerGroupPaths, consumer_id_string
-    from worker.connectors.kafka_member import GroupMember
+    from gale.config import defaults
+    from gale.zk import start_client
+    from gale.worker.connectors.kafka_group import ConsumerGroupPaths, consumer_id_string
+    from gale.worker.connectors.kafka_member import GroupMember
     zk, group, topic, partitions, timeout = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5])
     conf = defaults()
     conf.update({"storm.zookeeper.servers": [zk], "storm.zookeeper.session.timeout": timeout})

@@ -34,9 +34,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples"))
 
 import word_count  # noqa: E402
 
-from common.log import configure  # noqa: E402
-from worker.local import LocalCluster  # noqa: E402
-from worker.runtime.acker import ACK, INIT, AckerTable, ReferenceAcker  # noqa: E402
+from gale.log import configure  # noqa: E402
+from gale import LocalCluster  # noqa: E402
+from gale.worker.runtime.acker import ACK, INIT, AckerTable, ReferenceAcker  # noqa: E402
 
 
 def run_wordcount(sentences: int, acking: bool, threads: int = 1) -> dict[str, float]:

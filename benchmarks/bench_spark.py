@@ -28,12 +28,12 @@ import statistics
 import time
 from typing import Any
 
-from common.api import Bolt, Spout, TopologyBuilder
-from common.log import configure
-from common.topology.tuple import Fields, Tuple
-from worker.local import LocalTopology, local_conf
-from worker.spark import SparkBolt
-from worker.spark.session import acquire_spark, spark_settings
+from gale import Bolt, Spout, TopologyBuilder
+from gale.log import configure
+from gale.topology.tuple import Fields, Tuple
+from gale.worker.local import LocalTopology, local_conf
+from gale.spark import SparkBolt
+from gale.worker.spark.session import acquire_spark, spark_settings
 
 VOCABULARY = [f"w{i:04d}" for i in range(1000)]
 #: the topology config every run shares (one Spark application serves them all)

@@ -1,1 +1,56 @@
-"""Gale's shared foundation: configuration, ZooKeeper layout and records, LocalState, logging."""
+"""Gale: distributed realtime computation in Python with Storm's architecture.
+
+Everything a topology author needs::
+
+    from gale import Spout, Bolt, BasicBolt, TopologyBuilder, Tuple, Fields, FailedException
+    from gale import LocalCluster, complete_topology          # local mode and tests
+    from gale.spark import SparkBolt, SparkSink                # Spark stages
+    from gale.connectors import KafkaSpout, KafkaBolt, RabbitMQSpout, RabbitMQBolt
+
+This package's source is the repository's ``common/`` folder (the shared foundation: configuration,
+the ZooKeeper layout and records, LocalState, the topology definition); ``nimbus/``, ``supervisor/``
+and ``worker/`` are its subpackages ``gale.nimbus``, ``gale.supervisor`` and ``gale.worker``.
+Local mode lives in the worker and is imported on first use, so ``import gale`` stays light and the
+foundation never imports the daemons.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if __name__ != "gale":  # pragma: no cover - the repository root on sys.path
+    raise ImportError(
+        f"Gale's foundation was imported as {__name__!r}; its only import name is 'gale' "
+        "(install the project: pip install -e . — a module of yours named 'common' shadows nothing of Gale's)"
+    )
+
+from gale.topology.builder import Topology, TopologyBuilder
+from gale.topology.components import (
+    BasicBolt,
+    Bolt,
+    FailedException,
+    OutputFieldsDeclarer,
+    ReportedFailedException,
+    Spout,
+    TopologyContext,
+)
+from gale.topology.tuple import DEFAULT_STREAM, Fields, Tuple
+
+if TYPE_CHECKING:  # pragma: no cover
+    from gale.worker.local import LocalCluster, complete_topology
+
+_LOCAL = {"LocalCluster", "complete_topology"}
+
+__all__ = [
+    "BasicBolt", "Bolt", "DEFAULT_STREAM", "FailedException", "Fields", "LocalCluster", "OutputFieldsDeclarer",
+    "ReportedFailedException", "Spout", "Topology", "TopologyBuilder", "TopologyContext", "Tuple",
+    "complete_topology",
+]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LOCAL:
+        from gale.worker import local
+
+        return getattr(local, name)
+    raise AttributeError(f"module 'gale' has no attribute {name!r}")

@@ -20,7 +20,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from common.errors import GaleError
+from gale.errors import GaleError
 
 SKIP_DIRS = {"__pycache__", ".git", ".venv", "venv", "node_modules", ".mypy_cache", ".pytest_cache", ".hypothesis"}
 SKIP_SUFFIXES = (".pyc", ".pyo")

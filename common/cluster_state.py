@@ -1,8 +1,8 @@
 """Reading and writing Gale's cluster state in ZooKeeper (the seeds' layout, typed records).
 
-A thin shell over kazoo: every path comes from :class:`common.layout.Layout`, every payload is a
-:mod:`common.records` record. Single-record readers return ``None`` for a missing node and raise
-:class:`~common.errors.CorruptRecordError` for a malformed one; bulk readers skip malformed nodes
+A thin shell over kazoo: every path comes from :class:`gale.layout.Layout`, every payload is a
+:mod:`gale.records` record. Single-record readers return ``None`` for a missing node and raise
+:class:`~gale.errors.CorruptRecordError` for a malformed one; bulk readers skip malformed nodes
 and hand each one to ``on_corrupt`` (default: a structured warning), so one bad znode never stops
 a daemon loop.
 
@@ -22,10 +22,10 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, NotEmptyError
 from kazoo.protocol.states import ZnodeStat
 
-from common.errors import CorruptRecordError, GaleError
-from common.layout import ERRORS_KEPT, LAST_ERROR_SUFFIX, TOP_LEVEL, Layout, error_sequence
-from common.log import get_logger
-from common.records import (
+from gale.errors import CorruptRecordError, GaleError
+from gale.layout import ERRORS_KEPT, LAST_ERROR_SUFFIX, TOP_LEVEL, Layout, error_sequence
+from gale.log import get_logger
+from gale.records import (
     Assignment,
     ErrorInfo,
     NimbusSummary,

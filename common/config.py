@@ -18,7 +18,7 @@ from typing import Any
 
 import yaml
 
-from common.errors import ConfigError
+from gale.errors import ConfigError
 
 # --------------------------------------------------------------------------------------------
 # Types

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from common import log as glog
+from gale import log as glog
 
 
 def log_dir(conf: Mapping[str, Any]) -> Path:

@@ -9,7 +9,7 @@ from typing import Any
 
 import uvicorn
 
-from common.log import get_logger
+from gale.log import get_logger
 
 log = get_logger("http")
 

@@ -27,7 +27,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from common.log import get_logger
+from gale.log import get_logger
 
 log = get_logger("local_state")
 

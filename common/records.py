@@ -4,7 +4,7 @@ Field names follow Storm's Thrift structs (``reference/storm-internals.md`` §2)
 knows Storm can read them; each record is JSON with a ``version`` field (the record schema version;
 the software version is ``gale_version``), readable with ``zkCli.sh get``.
 
-:meth:`Record.decode` validates everything and raises :class:`~common.errors.CorruptRecordError`
+:meth:`Record.decode` validates everything and raises :class:`~gale.errors.CorruptRecordError`
 naming the path and the problem; it never lets a raw ``KeyError``/``ValueError`` escape.
 
 Executors are ``(start_task, end_task)`` pairs; in JSON maps they are keyed ``"start-end"``.
@@ -19,7 +19,7 @@ from typing import Annotated, Any, ClassVar, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from common.errors import CorruptRecordError
+from gale.errors import CorruptRecordError
 
 GALE_VERSION = "0.1.0"
 

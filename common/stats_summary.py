@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from common.records import ExecutorStats
+from gale.records import ExecutorStats
 
 WINDOWS = ("600", "10800", "86400", ":all-time")
 

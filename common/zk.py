@@ -10,7 +10,7 @@ from kazoo.client import KazooClient
 from kazoo.retry import KazooRetry
 from kazoo.security import make_digest_acl, make_acl
 
-from common.config import zookeeper_hosts
+from gale.config import zookeeper_hosts
 
 
 def digest_credentials(conf: Mapping[str, Any]) -> tuple[str, str] | None:
@@ -19,7 +19,7 @@ def digest_credentials(conf: Mapping[str, Any]) -> tuple[str, str] | None:
         return None
     user, sep, password = conf["storm.zookeeper.auth.payload"].partition(":")
     if not sep or not user:
-        from common.errors import ConfigError
+        from gale.errors import ConfigError
 
         raise ConfigError("storm.zookeeper.auth.payload must be 'user:password' for digest auth")
     return user, password

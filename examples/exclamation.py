@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import random
 
-from common.api import BasicBolt, Spout, TopologyBuilder
+from gale import BasicBolt, Spout, TopologyBuilder
 
 WORDS = ["nathan", "mike", "jackson", "golda", "bertels"]
 

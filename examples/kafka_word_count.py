@@ -15,10 +15,10 @@ there the offset to resume from; a restarted topology continues where the last o
 
 from __future__ import annotations
 
-from common.api import TopologyBuilder
+from gale import TopologyBuilder
 from word_count import SplitSentence, WordCount
-from worker.connectors.kafka_config import spout_settings
-from worker.connectors.kafka_spout import KafkaSpout
+from gale.worker.connectors.kafka_config import spout_settings
+from gale.connectors import KafkaSpout
 
 
 def topology(conf=None):
@@ -27,7 +27,7 @@ def topology(conf=None):
     spout_settings(kafka_conf)  # a missing or bad kafka.* key fails here, before anything runs
     parallelism = conf.get("kafka.spout.parallelism", 1)
     if isinstance(parallelism, bool) or not isinstance(parallelism, int) or parallelism < 1:
-        from common.errors import ConfigError
+        from gale.errors import ConfigError
 
         raise ConfigError(f"invalid value for 'kafka.spout.parallelism': {parallelism!r}; expected an integer >= 1")
     builder = TopologyBuilder()

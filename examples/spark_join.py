@@ -25,8 +25,8 @@ import random
 import sys
 import time
 
-from common.api import Bolt, Spout, TopologyBuilder
-from worker.spark import SparkBolt
+from gale import Bolt, Spout, TopologyBuilder
+from gale.spark import SparkBolt
 
 DEFAULT_DIR = "/tmp/gale-spark-join"
 REFERENCE = {
@@ -168,7 +168,7 @@ def main(argv=None) -> int:
     parser.add_argument("--master", default="local[2]")
     args = parser.parse_args(argv)
 
-    from worker.local import LocalCluster
+    from gale import LocalCluster
 
     conf = {"sparkjoin.dir": args.dir}
     topo = topology(conf)

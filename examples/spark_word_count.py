@@ -33,9 +33,9 @@ import random
 import sys
 import time
 
-from common.api import BasicBolt, Bolt, Spout, TopologyBuilder
-from common.log import get_logger
-from worker.spark import SparkBolt, SparkSink
+from gale import BasicBolt, Bolt, Spout, TopologyBuilder
+from gale.log import get_logger
+from gale.spark import SparkBolt, SparkSink
 
 log = get_logger("spark_word_count")
 
@@ -227,7 +227,7 @@ def main(argv=None) -> int:
     parser.add_argument("--rate", type=float, default=2000, help="sentences per second (0: unthrottled)")
     args = parser.parse_args(argv)
 
-    from worker.local import LocalCluster
+    from gale import LocalCluster
 
     conf = {"sparkwc.output.dir": args.output, "sparkwc.top.n": args.top, "sparkwc.sentences.per.sec": args.rate}
     topo = topology(conf)

@@ -17,7 +17,7 @@ from __future__ import annotations
 import random
 from collections import Counter
 
-from common.api import BasicBolt, Bolt, Spout, TopologyBuilder
+from gale import BasicBolt, Bolt, Spout, TopologyBuilder
 
 SENTENCES = [
     "the cow jumped over the moon",

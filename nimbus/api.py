@@ -30,11 +30,11 @@ from kazoo.exceptions import KazooException
 from pydantic import BaseModel, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from common.errors import ConfigError, GaleError, NotFoundError, TopologyError
-from common.log import get_logger
-from nimbus import views
-from nimbus.daemon import Nimbus, NotLeaderError
-from nimbus.transitions import TransitionError
+from gale.errors import ConfigError, GaleError, NotFoundError, TopologyError
+from gale.log import get_logger
+from gale.nimbus import views
+from gale.nimbus.daemon import Nimbus, NotLeaderError
+from gale.nimbus.transitions import TransitionError
 
 log = get_logger("nimbus.api")
 
@@ -290,7 +290,7 @@ def make_router(nimbus: Nimbus) -> APIRouter:
     def workers(name: str, window: str = Query(default=":all-time", pattern=WINDOW_PATTERN,
                                                description=WINDOW_DOC)) -> list[dict[str, Any]]:
         """Per-worker statistics: where each worker runs, its pid, log file, executors and their summed stats."""
-        from nimbus.storm_api import build
+        from gale.nimbus.storm_api import build
 
         return build.gale_workers(build.gather(nimbus, name, components=()), window)
 
@@ -356,7 +356,7 @@ def _extensions():
     import importlib
 
     out = []
-    for name in ("nimbus.storm_api", "nimbus.ui", "nimbus.metrics"):
+    for name in ("gale.nimbus.storm_api", "gale.nimbus.ui", "gale.nimbus.metrics"):
         try:
             module = importlib.import_module(name)
         except ModuleNotFoundError as exc:

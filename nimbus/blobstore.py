@@ -14,8 +14,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from common.bundle import BundleError, checksum, read_bundle
-from common.log import get_logger
+from gale.bundle import BundleError, checksum, read_bundle
+from gale.log import get_logger
 
 log = get_logger("blobstore")
 

@@ -14,8 +14,8 @@ from typing import Any
 
 import click
 
-from common import config as gconfig
-from common.errors import GaleError
+from gale import config as gconfig
+from gale.errors import GaleError
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
@@ -44,7 +44,7 @@ def topology_overrides(pairs: tuple[str, ...]) -> dict[str, Any]:
 
 
 def client_for(config: str | None):
-    from nimbus.client import NimbusClient
+    from gale.nimbus.client import NimbusClient
 
     return NimbusClient(load_conf(config))
 
@@ -58,7 +58,7 @@ FIXES = {
 
 def call(fn, *args, **kwargs):
     """Run a client call; turn every Gale error into a one-line message and exit code 1."""
-    from nimbus.client import ApiCallError
+    from gale.nimbus.client import ApiCallError
 
     try:
         return fn(*args, **kwargs)
@@ -107,7 +107,7 @@ def serve(config: str | None) -> None:
     Example:
       nimbus serve --config /etc/gale/gale.yaml
     """
-    from nimbus.serve import serve as run
+    from gale.nimbus.serve import serve as run
 
     conf = load_conf(config)
     try:
@@ -138,8 +138,8 @@ def submit(topology_file: str, name: str | None, overrides: tuple[str, ...], con
       nimbus submit examples/word_count.py --name wc -c topology.workers=2 --wait
       nimbus submit pipeline.py -c kafka.topic=events --config gale.yaml
     """
-    from common.bundle import make_bundle
-    from common.topology.loader import load_topology_file
+    from gale.bundle import make_bundle
+    from gale.topology.loader import load_topology_file
 
     conf = load_conf(config)
     extra = topology_overrides(overrides)
@@ -376,7 +376,7 @@ def _countdown(detail: dict, what: str) -> str | None:
 
 
 def _wait_removed(client, tid: str, timeout: float) -> None:
-    from nimbus.client import ApiCallError
+    from gale.nimbus.client import ApiCallError
 
     start = time.monotonic()
     last: list[str] = []
@@ -500,7 +500,7 @@ def local(topology_file: str, duration: float, overrides: tuple[str, ...], as_js
     Example:
       nimbus local examples/word_count.py --duration 10 -c topology.max.spout.pending=1000
     """
-    from nimbus.local_cmd import run_local
+    from gale.nimbus.local_cmd import run_local
 
     extra = topology_overrides(overrides)
     try:
@@ -529,7 +529,7 @@ def dev_cluster(supervisors: int, slots: int, base_dir: str | None, http_port: i
     Example:
       nimbus dev-cluster --supervisors 2 --slots 2
     """
-    from nimbus.devcluster import run_dev_cluster
+    from gale.nimbus.devcluster import run_dev_cluster
 
     try:
         sys.exit(run_dev_cluster(supervisors, slots, base_dir, http_port, demo, demo_duration))
@@ -537,5 +537,5 @@ def dev_cluster(supervisors: int, slots: int, base_dir: str | None, http_port: i
         fail(str(exc))
 
 
-if __name__ == "__main__":  # python -m nimbus.cli
+if __name__ == "__main__":  # python -m gale.nimbus.cli
     main()

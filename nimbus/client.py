@@ -14,7 +14,7 @@ from typing import Any
 
 import httpx
 
-from common.errors import GaleError
+from gale.errors import GaleError
 
 
 class NimbusUnavailable(GaleError):

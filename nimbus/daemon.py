@@ -2,8 +2,8 @@
 
 One lock serializes everything that writes cluster state (submit, user actions, scheduling
 rounds), the way Storm's ``submitLock``/``schedLock`` do. The pure decisions live in
-:mod:`nimbus.scheduler` and :mod:`nimbus.transitions`; this module reads ZooKeeper, calls them and
-writes the results. Leadership (several nimbus processes, one leader) is in :mod:`nimbus.leader`;
+:mod:`gale.nimbus.scheduler` and :mod:`gale.nimbus.transitions`; this module reads ZooKeeper, calls them and
+writes the results. Leadership (several nimbus processes, one leader) is in :mod:`gale.nimbus.leader`;
 only the leader schedules or accepts writes, and its writes to ``storms``/``assignments`` are
 fenced by the leader epoch.
 """
@@ -21,19 +21,19 @@ from typing import Any
 from kazoo.exceptions import KazooException
 from kazoo.protocol.states import KazooState
 
-from common import config as gconfig
-from common.bundle import BundleError, read_bundle
-from common.clock import REAL_CLOCK
-from common.cluster_state import ClusterState, FencedError
-from common.errors import ConfigError, CorruptRecordError, GaleError, NotFoundError, TopologyError
-from common.layout import Layout
-from common.log import bind, get_logger
-from common.records import Assignment, NimbusSummary, StormBase, TopologyStatus
-from common.topology.definition import TopologyDef, TopologyLayout, component_parallelism
-from common.zk import start_client
-from nimbus import transitions
-from nimbus.blobstore import BlobStore
-from nimbus.scheduler import HeartbeatCache, TopologySnapshot, compute_assignments, start_times_for
+from gale import config as gconfig
+from gale.bundle import BundleError, read_bundle
+from gale.clock import REAL_CLOCK
+from gale.cluster_state import ClusterState, FencedError
+from gale.errors import ConfigError, CorruptRecordError, GaleError, NotFoundError, TopologyError
+from gale.layout import Layout
+from gale.log import bind, get_logger
+from gale.records import Assignment, NimbusSummary, StormBase, TopologyStatus
+from gale.topology.definition import TopologyDef, TopologyLayout, component_parallelism
+from gale.zk import start_client
+from gale.nimbus import transitions
+from gale.nimbus.blobstore import BlobStore
+from gale.nimbus.scheduler import HeartbeatCache, TopologySnapshot, compute_assignments, start_times_for
 
 log = get_logger("nimbus")
 
@@ -62,7 +62,7 @@ class Nimbus:
         self.started_at = clock.time()
         self.client = None
         self.state: ClusterState | None = None
-        self.leader = None  # nimbus.leader.Leadership, set in start()
+        self.leader = None  # gale.nimbus.leader.Leadership, set in start()
         self.metrics = metrics
         self._defs: dict[str, tuple[str, TopologyDef, dict[str, Any]]] = {}
         self._submitted = 0
@@ -84,7 +84,7 @@ class Nimbus:
 
     def start(self) -> None:
         """Connect, register, join the leader election and start the monitor loop."""
-        from nimbus.leader import Leadership
+        from gale.nimbus.leader import Leadership
 
         if self.client is None:
             self.connect()
@@ -234,7 +234,7 @@ class Nimbus:
         return topology_id
 
     def replicate(self, topology_id: str, digest: str) -> None:
-        """Hook for nimbus HA: wait for standbys to copy the code (see nimbus.leader)."""
+        """Hook for nimbus HA: wait for standbys to copy the code (see gale.nimbus.leader)."""
         if self.leader is not None:
             self.leader.replicate(topology_id, digest)
 

@@ -15,10 +15,10 @@ from typing import Any
 
 import click
 
-from common import config as gconfig
-from common.bundle import make_bundle
-from common.topology.loader import load_topology_file
-from nimbus.client import NimbusClient
+from gale import config as gconfig
+from gale.bundle import make_bundle
+from gale.topology.loader import load_topology_file
+from gale.nimbus.client import NimbusClient
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 

@@ -21,9 +21,9 @@ from typing import Any
 import httpx
 import yaml
 
-from common import config as gconfig
-from common.errors import GaleError
-from common.zkserver import ZooKeeperServer, free_port
+from gale import config as gconfig
+from gale.errors import GaleError
+from gale.zkserver import ZooKeeperServer, free_port
 
 
 def free_port_pair(offset: int) -> int:
@@ -172,7 +172,7 @@ class DevCluster:
         conf = self.base_conf()
         conf.update({"nimbus.http.port": port, "storm.local.dir": str(self.base / f"nimbus-{i}")})
         path = self._write_conf(f"nimbus-{i}", conf)
-        d = Daemon(f"nimbus-{i}", [sys.executable, "-m", "nimbus.cli", "serve", "--config", str(path)],
+        d = Daemon(f"nimbus-{i}", [sys.executable, "-m", "gale.nimbus.cli", "serve", "--config", str(path)],
                    self.base / "logs" / f"nimbus-{i}.log")
         d.start()
         if i < len(self.nimbus_procs):
@@ -208,7 +208,7 @@ class DevCluster:
         if command_prefix is not None:
             self.supervisor_prefixes[i] = list(command_prefix)
         path = self._write_conf(f"supervisor-{i}", conf)
-        d = Daemon(f"supervisor-{i}", [*self.supervisor_prefixes[i], sys.executable, "-m", "supervisor.cli", "serve",
+        d = Daemon(f"supervisor-{i}", [*self.supervisor_prefixes[i], sys.executable, "-m", "gale.supervisor.cli", "serve",
                                        "--config", str(path)],
                    self.base / "logs" / f"supervisor-{i}.log")
         d.start()
@@ -348,7 +348,7 @@ def run_dev_cluster(supervisors: int, slots: int, base_dir: str | None, http_por
         click.echo(f"logs       {cluster.base / 'logs'}")
         click.echo(f"client config: export GALE_CONFIG={config_path}")
         if demo:
-            from nimbus.demo import run_demo
+            from gale.nimbus.demo import run_demo
 
             return run_demo(cluster, config_path, demo_duration, stop)
         click.echo("Ctrl-C stops everything.")

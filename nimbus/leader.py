@@ -24,11 +24,11 @@ import httpx
 from kazoo.exceptions import KazooException, NoNodeError
 from kazoo.protocol.states import KazooState
 
-from common.bundle import BundleError, checksum
-from common.log import get_logger
+from gale.bundle import BundleError, checksum
+from gale.log import get_logger
 
 if TYPE_CHECKING:  # pragma: no cover
-    from nimbus.daemon import Nimbus
+    from gale.nimbus.daemon import Nimbus
 
 log = get_logger("nimbus.leader")
 

@@ -11,10 +11,10 @@ from typing import Any
 
 import click
 
-from common.log import configure
-from common.stats_summary import format_table
-from common.topology.loader import load_topology_file
-from worker.local import LocalCluster
+from gale.log import configure
+from gale.stats_summary import format_table
+from gale.topology.loader import load_topology_file
+from gale.worker.local import LocalCluster
 
 
 def run_local(topology_file: str, duration: float, overrides: dict[str, Any], as_json: bool, name: str | None) -> int:

@@ -44,13 +44,13 @@ from prometheus_client import (
 )
 from prometheus_client.core import GaugeMetricFamily
 
-from common.log import get_logger
-from common.records import GALE_VERSION, TopologyStatus
+from gale.log import get_logger
+from gale.records import GALE_VERSION, TopologyStatus
 
 if TYPE_CHECKING:  # pragma: no cover
     from fastapi import FastAPI
 
-    from nimbus.daemon import Nimbus
+    from gale.nimbus.daemon import Nimbus
 
 log = get_logger("nimbus.metrics")
 
@@ -211,7 +211,7 @@ def install(app: FastAPI, nimbus: Nimbus) -> None:
     """Mount ``/metrics`` and ``/api/v1/prometheus/targets``; observe every API request."""
     from fastapi import APIRouter, Depends
 
-    from nimbus.api import ERROR_RESPONSES, token_checks
+    from gale.nimbus.api import ERROR_RESPONSES, token_checks
 
     metrics = nimbus.metrics
     if not isinstance(metrics, NimbusMetrics):

@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from common.records import ExecutorId
+from gale.records import ExecutorId
 
 Slot = tuple[str, int]  # (supervisor/node id, port)
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from common.daemon_util import StopSignals, configure_daemon_logging, sd_notify
-from common.http_server import HttpServer
-from common.log import get_logger
-from nimbus.api import create_app
-from nimbus.daemon import Nimbus
+from gale.daemon_util import StopSignals, configure_daemon_logging, sd_notify
+from gale.http_server import HttpServer
+from gale.log import get_logger
+from gale.nimbus.api import create_app
+from gale.nimbus.daemon import Nimbus
 
 log = get_logger("nimbus.serve")
 
@@ -21,7 +21,7 @@ class NimbusServer:
         self.conf = dict(conf)
         metrics = None
         try:
-            from nimbus.metrics import NimbusMetrics
+            from gale.nimbus.metrics import NimbusMetrics
 
             metrics = NimbusMetrics()
         except ModuleNotFoundError:

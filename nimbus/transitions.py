@@ -15,8 +15,8 @@ new nimbus leader resumes the countdown (``due_action``) instead of losing it.
 
 from __future__ import annotations
 
-from common.errors import GaleError
-from common.records import (
+from gale.errors import GaleError
+from gale.records import (
     KillOptions,
     RebalanceOptions,
     StormBase,

@@ -1,7 +1,7 @@
 """Gale's web UI, served by nimbus on ``nimbus.http.port`` (Storm UI's page names).
 
 Pages (static HTML + ``/ui/app.js``; every number comes from the Storm REST API of
-:mod:`nimbus.storm_api`, polled every few seconds without a full reload — ``?refresh=SECS``):
+:mod:`gale.nimbus.storm_api`, polled every few seconds without a full reload — ``?refresh=SECS``):
 
 * ``/`` (``/index.html``) — cluster: summary, nimbuses, topologies, supervisors;
 * ``/topology.html?id=<id>[&window=600]`` — status, actions (activate, deactivate, rebalance, kill,
@@ -23,10 +23,10 @@ from typing import TYPE_CHECKING
 from fastapi import APIRouter, FastAPI
 from fastapi.responses import Response
 
-from common.errors import NotFoundError
+from gale.errors import NotFoundError
 
 if TYPE_CHECKING:  # pragma: no cover
-    from nimbus.daemon import Nimbus
+    from gale.nimbus.daemon import Nimbus
 
 STATIC = Path(__file__).resolve().parent / "ui_static"
 PAGES = {

@@ -6,12 +6,12 @@ import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from common.records import ExecutorStats, executor_key
-from common.stats_summary import component_summary, stream_summary
-from common.topology.definition import ACKER_COMPONENT, TopologyLayout
+from gale.records import ExecutorStats, executor_key
+from gale.stats_summary import component_summary, stream_summary
+from gale.topology.definition import ACKER_COMPONENT, TopologyLayout
 
 if TYPE_CHECKING:  # pragma: no cover
-    from nimbus.daemon import Nimbus
+    from gale.nimbus.daemon import Nimbus
 
 
 def _uptime(launch: int) -> int:
@@ -94,7 +94,7 @@ def topology_detail(nimbus: Nimbus, topology_id: str, window: str = ":all-time")
     state = nimbus.state
     base = state.storm_base(topology_id)
     if base is None:
-        from common.errors import NotFoundError
+        from gale.errors import NotFoundError
 
         raise NotFoundError(f"no topology {topology_id!r}")
     a = state.assignment(topology_id)
@@ -154,7 +154,7 @@ def component_detail(nimbus: Nimbus, topology_id: str, component: str, window: s
     detail = topology_detail(nimbus, topology_id, window)
     comp = detail["components"].get(component)
     if comp is None:
-        from common.errors import NotFoundError
+        from gale.errors import NotFoundError
 
         raise NotFoundError(f"topology {topology_id} has no component {component!r}")
     return {"topology": topology_id, "name": detail["name"], "component": component, **comp}

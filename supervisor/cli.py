@@ -6,8 +6,8 @@ import sys
 
 import click
 
-from common import config as gconfig
-from common.errors import GaleError
+from gale import config as gconfig
+from gale.errors import GaleError
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -33,7 +33,7 @@ def serve(config: str | None, kill_workers_on_exit: bool) -> None:
     Example:
       supervisor serve --config /etc/gale/gale.yaml
     """
-    from supervisor.serve import serve as run
+    from gale.supervisor.serve import serve as run
 
     try:
         conf = gconfig.daemon_config(config)
@@ -43,5 +43,5 @@ def serve(config: str | None, kill_workers_on_exit: bool) -> None:
         sys.exit(1)
 
 
-if __name__ == "__main__":  # python -m supervisor.cli
+if __name__ == "__main__":  # python -m gale.supervisor.cli
     main()

@@ -23,9 +23,9 @@ from typing import Any
 
 import psutil
 
-from common.local_state import LocalState
-from common.log import get_logger
-from supervisor.slot import LocalAssignment
+from gale.local_state import LocalState
+from gale.log import get_logger
+from gale.supervisor.slot import LocalAssignment
 
 log = get_logger("supervisor.container")
 
@@ -61,7 +61,7 @@ class Containers:
 
     def command(self, assignment: LocalAssignment, port: int, worker_id: str) -> list[str]:
         return [
-            sys.executable, *self.conf.get("worker.childopts", []), "-m", "worker.cli", "run",
+            sys.executable, *self.conf.get("worker.childopts", []), "-m", "gale.worker.cli", "run",
             assignment.topology_id, self.supervisor_id, str(port), worker_id, "--config", self.config_path,
         ]
 

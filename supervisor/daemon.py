@@ -6,7 +6,7 @@ signal handlers only set the loop's wake-up event. Each loop iteration:
 1. re-reads ``/storm/assignments`` when a watch fired or every 10 s (on a failed read the last
    good view is kept — a ZooKeeper outage must not kill healthy workers);
 2. observes each slot's worker (LocalState heartbeat, process alive) and steps its state machine
-   (:mod:`supervisor.slot`), performing the returned actions;
+   (:mod:`gale.supervisor.slot`), performing the returned actions;
 3. persists ``local-assignments`` and ``approved-workers`` in LocalState when they change, so a
    restarted supervisor re-adopts running workers and kills the strays.
 """
@@ -26,16 +26,16 @@ import yaml
 from kazoo.exceptions import KazooException
 from kazoo.protocol.states import KazooState
 
-from common.cluster_state import ClusterState
-from common.layout import Layout
-from common.local_state import LocalState
-from common.log import get_logger
-from common.records import GALE_VERSION, SupervisorInfo
-from common.zk import start_client
-from nimbus.client import NimbusClient, seed_addresses
-from supervisor.container import Containers
-from supervisor.localizer import Localizer
-from supervisor.slot import (
+from gale.cluster_state import ClusterState
+from gale.layout import Layout
+from gale.local_state import LocalState
+from gale.log import get_logger
+from gale.records import GALE_VERSION, SupervisorInfo
+from gale.zk import start_client
+from gale.nimbus.client import NimbusClient, seed_addresses
+from gale.supervisor.container import Containers
+from gale.supervisor.localizer import Localizer
+from gale.supervisor.slot import (
     Cleanup, Kill, Launch, LocalAssignment, Observation, RequestCode, Slot, State, Timeouts, step,
 )
 

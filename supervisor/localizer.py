@@ -2,7 +2,7 @@
 
 Downloads run on a small thread pool so a slow nimbus never blocks the slot loop. Each bundle is
 verified against the checksum in the assignment before it is unpacked (safely, see
-:mod:`common.bundle`) and moved into place atomically; a truncated or tampered download is
+:mod:`gale.bundle`) and moved into place atomically; a truncated or tampered download is
 discarded and retried with backoff.
 """
 
@@ -15,8 +15,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Callable
 
-from common.bundle import BundleError, checksum, extract_bundle
-from common.log import get_logger
+from gale.bundle import BundleError, checksum, extract_bundle
+from gale.log import get_logger
 
 log = get_logger("supervisor.localizer")
 

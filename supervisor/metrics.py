@@ -27,10 +27,10 @@ from typing import Any
 from prometheus_client import Counter, start_http_server
 from prometheus_client.core import GaugeMetricFamily
 
-from common.log import get_logger
-from common.records import GALE_VERSION
-from nimbus.metrics import new_registry
-from supervisor.slot import State
+from gale.log import get_logger
+from gale.records import GALE_VERSION
+from gale.nimbus.metrics import new_registry
+from gale.supervisor.slot import State
 
 log = get_logger("supervisor.metrics")
 

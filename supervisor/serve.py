@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from common.daemon_util import StopSignals, configure_daemon_logging, sd_notify
-from common.log import get_logger
-from supervisor.daemon import Supervisor
+from gale.daemon_util import StopSignals, configure_daemon_logging, sd_notify
+from gale.log import get_logger
+from gale.supervisor.daemon import Supervisor
 
 log = get_logger("supervisor.serve")
 
@@ -17,7 +17,7 @@ def serve(conf: Mapping[str, Any], kill_workers_on_exit: bool = False) -> int:
     signals = StopSignals()
     metrics = None
     try:
-        from supervisor.metrics import SupervisorMetrics
+        from gale.supervisor.metrics import SupervisorMetrics
 
         metrics = SupervisorMetrics()
     except ModuleNotFoundError:

@@ -20,7 +20,7 @@ import enum
 import uuid
 from dataclasses import dataclass, field, replace
 
-from common.records import ExecutorId
+from gale.records import ExecutorId
 
 
 class State(str, enum.Enum):

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from nimbus.devcluster import DevCluster
+from gale.nimbus.devcluster import DevCluster
 
 ROOT = Path(__file__).resolve().parent.parent
 DURABLE_WC = Path(__file__).resolve().parent / "cluster_topologies" / "durable_wc.py"
@@ -51,7 +51,7 @@ def make_cluster(zk_server, tmp_path, **kwargs) -> DevCluster:
 
 def cli(cluster: DevCluster, *args: str, check: bool = True, timeout: float = 120) -> subprocess.CompletedProcess:
     env = dict(os.environ, GALE_CONFIG=str(cluster.client_config_path()))
-    proc = subprocess.run([sys.executable, "-m", "nimbus.cli", *args], capture_output=True, text=True, env=env,
+    proc = subprocess.run([sys.executable, "-m", "gale.nimbus.cli", *args], capture_output=True, text=True, env=env,
                           timeout=timeout, cwd=ROOT)
     if check and proc.returncode != 0:
         raise AssertionError(f"nimbus {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")

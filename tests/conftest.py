@@ -1,6 +1,6 @@
 """Shared fixtures: one real ZooKeeper per test session, a unique chroot per test.
 
-- ``zk_server``: the session's :class:`~common.zkserver.ZooKeeperServer`.
+- ``zk_server``: the session's :class:`~gale.zkserver.ZooKeeperServer`.
 - ``zk_chroot`` / ``zk``: a unique chroot per test and a started kazoo client inside it.
 - ``conf``: a daemon config pointing at the server and the test's chroot-free root
   (``storm.zookeeper.root`` = ``<chroot>/storm``) and a temp ``storm.local.dir``.
@@ -18,8 +18,8 @@ import pytest
 from kazoo.client import KazooClient
 from kazoo.protocol.states import KazooState
 
-from common.config import defaults
-from common.zkserver import ZooKeeperServer
+from gale.config import defaults
+from gale.zkserver import ZooKeeperServer
 
 _SERVER: ZooKeeperServer | None = None
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from common.api import Bolt, Spout
-from worker.spark import ROW_ID, SparkBolt, SparkSink
+from gale import Bolt, Spout
+from gale.spark import ROW_ID, SparkBolt, SparkSink
 
 
 class RowSpout(Spout):
@@ -178,8 +178,8 @@ class PythonCount(SparkBolt):
     hang = None
 
     def spark_job(self, spark, tuples):
-        from worker.spark.executor import BatchResult
-        from worker.spark.lineage import Anchoring, Lineage
+        from gale.worker.spark.executor import BatchResult
+        from gale.worker.spark.lineage import Anchoring, Lineage
 
         if self.hang is not None and any(t["word"] == "hang" for t in tuples):
             self.hang.wait(60)
@@ -199,7 +199,7 @@ class LowerCount(SparkBolt):
     def transform(self, df):
         from pyspark.sql import functions as F
 
-        from worker.spark import collect_row_ids
+        from gale.spark import collect_row_ids
 
         return df.groupBy(F.lower("word").alias("word")).agg(F.count("*").alias("count"), collect_row_ids())
 
@@ -212,8 +212,8 @@ def child_main() -> None:
 
     import psutil
 
-    from common.api import TopologyBuilder
-    from worker.local import LocalTopology, local_conf
+    from gale import TopologyBuilder
+    from gale.worker.local import LocalTopology, local_conf
 
     rows = [[i, f"w{i}"] for i in range(10)]
     b = TopologyBuilder()

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from worker.runtime.acker import (
+from gale.worker.runtime.acker import (
     ACK, ACKED, FAIL, FAILED, INIT, RESET, RESET_TIMEOUT, AckerTable, CompactTable, ReferenceAcker,
 )
 

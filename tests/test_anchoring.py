@@ -12,13 +12,13 @@ from collections import deque
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from common.clock import SimulatedClock
-from common.topology.tuple import Fields, Tuple
-from worker.runtime.acker import ACKED, FAILED, AckerTable
-from worker.runtime.collector import BoltOutputCollector, SpoutOutputCollector, StreamRoute
-from worker.runtime.grouping import Grouper
-from worker.runtime.rotating import RotatingMap
-from worker.runtime.stats import ExecutorStatsCollector
+from gale.clock import SimulatedClock
+from gale.topology.tuple import Fields, Tuple
+from gale.worker.runtime.acker import ACKED, FAILED, AckerTable
+from gale.worker.runtime.collector import BoltOutputCollector, SpoutOutputCollector, StreamRoute
+from gale.worker.runtime.grouping import Grouper
+from gale.worker.runtime.rotating import RotatingMap
+from gale.worker.runtime.stats import ExecutorStatsCollector
 
 
 class FixedTargets(Grouper):

@@ -15,7 +15,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from common import log as glog
+from gale import log as glog
 from tests.test_storm_api_units import submit_durable_wc
 
 SCHEMATHESIS = shutil.which("schemathesis") or str(Path(sys.executable).parent / "schemathesis")
@@ -26,7 +26,7 @@ pytestmark = pytest.mark.skipif(not Path(SCHEMATHESIS).exists(),
 
 @pytest.fixture
 def live_nimbus(conf):
-    from nimbus.serve import NimbusServer
+    from gale.nimbus.serve import NimbusServer
 
     c = dict(conf)
     c.update({"nimbus.http.port": 0, "nimbus.host": "127.0.0.1", "storm.local.hostname": "127.0.0.1",

@@ -195,10 +195,10 @@ def test_invalid_cli_arguments(cluster, tmp_path):
     import subprocess
     import sys
 
-    proc = subprocess.run([sys.executable, "-m", "supervisor.cli", "serve", "--config", str(bad_conf)],
+    proc = subprocess.run([sys.executable, "-m", "gale.supervisor.cli", "serve", "--config", str(bad_conf)],
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 1
     assert "invalid value for 'storm.zookeeper.servers'" in proc.stderr and "expected a list of strings" in proc.stderr
-    proc = subprocess.run([sys.executable, "-m", "nimbus.cli", "serve", "--config", str(tmp_path / "missing.yaml")],
+    proc = subprocess.run([sys.executable, "-m", "gale.nimbus.cli", "serve", "--config", str(tmp_path / "missing.yaml")],
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 1 and "cannot read config file" in proc.stderr

@@ -4,9 +4,9 @@ import json
 
 import pytest
 
-from common.api import TopologyBuilder
-from common.errors import TopologyError
-from common.topology.definition import (
+from gale import TopologyBuilder
+from gale.errors import TopologyError
+from gale.topology.definition import (
     TopologyDef,
     TopologyLayout,
     compute_executors,
@@ -112,7 +112,7 @@ def test_layout_adds_ackers_one_per_worker_by_default():
 
 
 def test_wrong_arity_detected_at_emit(tmp_path):
-    from worker.local import complete_topology
+    from gale import complete_topology
 
     b = base()
     b.set_bolt("w", WrongArity).shuffle_grouping("src")

@@ -7,7 +7,7 @@ import tarfile
 
 import pytest
 
-from common.bundle import BundleError, checksum, extract_bundle, make_bundle, read_bundle
+from gale.bundle import BundleError, checksum, extract_bundle, make_bundle, read_bundle
 
 
 def _tar(entries):
@@ -101,7 +101,7 @@ def test_localizer_discards_truncated_download_and_retries(tmp_path, monkeypatch
     """A truncated (or tampered) download never lands: the checksum refuses it, the next try does."""
     import time as _time
 
-    from supervisor import localizer as loc
+    from gale.supervisor import localizer as loc
 
     monkeypatch.setattr(loc, "RETRY_SECS", 0.05)
     good = make_bundle(None, '{"components": {}}', {})

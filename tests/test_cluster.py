@@ -159,7 +159,7 @@ def test_bad_input_is_refused_before_zookeeper(cluster, tmp_path):
         before = set(zk.get_children(f"{cluster.root}/storms"))
         cases = [
             (_write(tmp_path, "syntax.py", "def topology(:\n"), [], "syntax error in"),
-            (_write(tmp_path, "missing.py", "from common.api import TopologyBuilder\n"
+            (_write(tmp_path, "missing.py", "from gale import TopologyBuilder\n"
                     "def topology(conf):\n    b = TopologyBuilder()\n"
                     "    b.set_spout('s', 'nowhere.mod:Spouty')\n    return b.create_topology()\n"),
              [], "cannot import module 'nowhere.mod'"),

@@ -6,10 +6,10 @@ import threading
 import pytest
 from kazoo.client import KazooClient
 
-from common.cluster_state import ClusterState, FencedError
-from common.errors import CorruptRecordError
-from common.layout import Layout
-from common.records import (
+from gale.cluster_state import ClusterState, FencedError
+from gale.errors import CorruptRecordError
+from gale.layout import Layout
+from gale.records import (
     Assignment,
     ErrorInfo,
     ExecutorStats,

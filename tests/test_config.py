@@ -1,7 +1,7 @@
 import pytest
 
-from common import config
-from common.errors import ConfigError
+from gale import config
+from gale.errors import ConfigError
 
 
 def test_defaults_follow_storm():

@@ -1,9 +1,9 @@
 import random
 from collections import Counter
 
-from common.topology.definition import GroupingDef
-from common.topology.tuple import Fields
-from worker.runtime.grouping import make_grouper, stable_hash
+from gale.topology.definition import GroupingDef
+from gale.topology.tuple import Fields
+from gale.worker.runtime.grouping import make_grouper, stable_hash
 
 F = Fields(["word", "n"])
 

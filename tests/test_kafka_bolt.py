@@ -8,11 +8,11 @@ from collections import Counter
 
 import pytest
 
-from common.api import Spout, TopologyBuilder
-from common.errors import ConfigError, GaleError
-from worker.connectors.kafka_bolt import KafkaBolt
-from worker.connectors.kafka_spout import KafkaSpout
-from worker.local import LocalCluster
+from gale import Spout, TopologyBuilder
+from gale.errors import ConfigError, GaleError
+from gale.connectors import KafkaBolt
+from gale.connectors import KafkaSpout
+from gale import LocalCluster
 from tests.brokers import kafka_broker  # noqa: F401
 
 pytestmark = pytest.mark.timeout(120)

@@ -9,9 +9,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from common.config import validate
-from worker.connectors.kafka_config import BOLT_KEYS, SPOUT_KEYS
-from worker.connectors.kafka_group import (
+from gale.config import validate
+from gale.worker.connectors.kafka_config import BOLT_KEYS, SPOUT_KEYS
+from gale.worker.connectors.kafka_group import (
     BrokerPaths,
     ConsumerGroupPaths,
     GroupDataError,
@@ -24,7 +24,7 @@ from worker.connectors.kafka_group import (
     range_assign,
     registration_json,
 )
-from worker.connectors.kafka_member import GroupMember
+from gale.worker.connectors.kafka_member import GroupMember
 
 # ------------------------------------------------------------------------------------ range assignment
 
@@ -128,10 +128,10 @@ def test_broker_and_topic_payloads():
 
 
 def test_connector_keys_are_accepted_as_topology_config():
-    from worker.connectors.rabbitmq_bolt import KEYS as RABBIT_BOLT_KEYS
-    from worker.connectors.rabbitmq_spout import KEYS as RABBIT_SPOUT_KEYS
+    from gale.worker.connectors.rabbitmq_bolt import KEYS as RABBIT_BOLT_KEYS
+    from gale.worker.connectors.rabbitmq_spout import KEYS as RABBIT_SPOUT_KEYS
 
-    # user keys must not look like typos of Gale's own keys (common.config refuses those)
+    # user keys must not look like typos of Gale's own keys (gale.config refuses those)
     keys = {*SPOUT_KEYS, *BOLT_KEYS, "kafka.spout.parallelism", *RABBIT_SPOUT_KEYS, *RABBIT_BOLT_KEYS}
     validate({k: "x" for k in keys}, allow_user_keys=True)
 

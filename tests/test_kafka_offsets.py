@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from worker.connectors.kafka_offsets import (
+from gale.worker.connectors.kafka_offsets import (
     DROP,
     EMIT_NEW,
     EMIT_RETRY,

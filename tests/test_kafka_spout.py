@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from common.api import Bolt, TopologyBuilder
-from worker.connectors.kafka_group import ConsumerGroupPaths, range_assign
-from worker.connectors.kafka_spout import KafkaSpout
-from worker.local import LocalCluster
+from gale import Bolt, TopologyBuilder
+from gale.worker.connectors.kafka_group import ConsumerGroupPaths, range_assign
+from gale.connectors import KafkaSpout
+from gale import LocalCluster
 from tests.brokers import kafka_broker  # noqa: F401
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples"))
@@ -482,7 +482,7 @@ class TopicRecorder(Bolt):
 
 
 def test_a_crashed_group_thread_is_reported_as_a_component_error(kafka_broker, zk_chroot, conf, monkeypatch):
-    from worker.connectors.kafka_member import GroupMember
+    from gale.worker.connectors.kafka_member import GroupMember
 
     def broken(self):
         raise RuntimeError("bug in the rebalance")
@@ -508,7 +508,7 @@ def submit_error(conf, overrides, topology=None):
 
 
 def test_bad_configuration_is_named(kafka_broker, zk_chroot, conf):
-    from common.errors import ConfigError
+    from gale.errors import ConfigError
 
     kafka_broker.create_topic("exists", 1)
     base = kafka_conf(kafka_broker, zk_chroot, "exists", "bad")

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from common.api import Bolt, TopologyBuilder
-from common.clock import SimulatedClock
-from worker.local import LocalCluster, LocalTopology, complete_topology, local_conf
+from gale import Bolt, TopologyBuilder
+from gale.clock import SimulatedClock
+from gale.worker.local import LocalCluster, LocalTopology, complete_topology, local_conf
 from tests.topologies import (
     BasicFailOn, DirectEmitter, FailOn, FanOut, Identity, Joiner, ListSpout, Never, RaiseOn, Sink, TaskRecorder,
     Ticker,
@@ -291,7 +291,7 @@ def test_nimbus_local_cli_prints_stats_json():
     import subprocess
 
     root = Path(__file__).resolve().parent.parent
-    proc = subprocess.run([sys.executable, "-m", "nimbus.cli", "local", str(root / "examples" / "word_count.py"),
+    proc = subprocess.run([sys.executable, "-m", "gale.nimbus.cli", "local", str(root / "examples" / "word_count.py"),
                            "--duration", "1.5", "--json", "-c", "topology.max.spout.pending=100"],
                           capture_output=True, text=True, cwd=root, timeout=120)
     assert proc.returncode == 0, proc.stderr
@@ -303,8 +303,8 @@ def test_nimbus_local_cli_prints_stats_json():
 
 def test_spout_root_ids_are_steered_to_local_ackers():
     """With ackers in several workers, a spout picks root ids whose acker is in its own worker."""
-    from common.topology.definition import TopologyLayout
-    from worker.runtime.runtime import WorkerRuntime
+    from gale.topology.definition import TopologyLayout
+    from gale.worker.runtime.runtime import WorkerRuntime
 
     class NoRemote:
         def send_tuple(self, *a): pass

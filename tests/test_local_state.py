@@ -2,7 +2,7 @@ import os
 
 import pytest
 
-from common.local_state import LocalState
+from gale.local_state import LocalState
 
 
 def _files(d):

@@ -12,15 +12,15 @@ import pytest
 from prometheus_client import REGISTRY, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from common.api import TopologyBuilder
-from common.clock import SimulatedClock
-from common.records import StormBase, SupervisorInfo, TopologyStatus, WorkerHeartbeat
-from nimbus.metrics import NimbusMetrics
-from supervisor.metrics import SupervisorMetrics, new_history
-from supervisor.slot import KillReason, LocalAssignment, Slot, State
+from gale import TopologyBuilder
+from gale.clock import SimulatedClock
+from gale.records import StormBase, SupervisorInfo, TopologyStatus, WorkerHeartbeat
+from gale.nimbus.metrics import NimbusMetrics
+from gale.supervisor.metrics import SupervisorMetrics, new_history
+from gale.supervisor.slot import KillReason, LocalAssignment, Slot, State
 from tests.topologies import FailOn, ListSpout, Never, RaiseOn
-from worker.local import LocalTopology, local_conf
-from worker.metrics import WorkerMetrics, metric_name
+from gale.worker.local import LocalTopology, local_conf
+from gale.worker.metrics import WorkerMetrics, metric_name
 
 
 def samples(registry) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
@@ -100,7 +100,7 @@ def test_worker_metrics_equal_the_executors_counters():
     assert value(s, "gale_worker_spout_pending_tuples", component="src") == 0
     assert value(s, "gale_worker_queue_depth", component="check") == 0
     assert value(s, "gale_worker_info", topology_id="m-1-1", supervisor_id="sup-a", port="6700", worker_id="w-1",
-                 version=pytest.importorskip("common.records").GALE_VERSION) == 1
+                 version=pytest.importorskip("gale.records").GALE_VERSION) == 1
     assert value(s, "gale_worker_executors") == len(rt.executors)
     # the same numbers the heartbeat (and so the UI) reports
     records = lt.executor_stats()
@@ -192,7 +192,7 @@ def test_supervisor_slot_states_heartbeat_age_and_restart_reasons():
     assert value(s, "gale_supervisor_worker_restarts_total", reason="HB_TIMEOUT") == 1
     assert value(s, "gale_supervisor_slots", state="kill_and_relaunch") == 1
     assert value(s, "gale_supervisor_info", supervisor_id="sup-a", host="h1",
-                 version=pytest.importorskip("common.records").GALE_VERSION) == 1
+                 version=pytest.importorskip("gale.records").GALE_VERSION) == 1
     assert_conventions(m.registry)
 
 
@@ -207,7 +207,7 @@ def test_bounded_history_diff():
 
 
 def test_nimbus_metrics_and_service_discovery(conf):
-    from nimbus.serve import NimbusServer
+    from gale.nimbus.serve import NimbusServer
 
     c = dict(conf)
     c.update({"nimbus.http.port": 0, "nimbus.host": "127.0.0.1", "storm.local.hostname": "127.0.0.1",

@@ -11,7 +11,7 @@ import httpx
 import pytest
 import yaml
 
-from common.zkserver import free_port
+from gale.zkserver import free_port
 from tests.cluster import cli, dump_logs, make_cluster, wait_for
 from tests.test_storm_api import write_flaky
 

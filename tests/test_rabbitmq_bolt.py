@@ -8,11 +8,11 @@ import uuid
 
 import pytest
 
-from common.api import Spout, TopologyBuilder
-from common.errors import ConfigError, GaleError
-from worker.connectors.rabbitmq_bolt import RabbitMQBolt
-from worker.connectors.rabbitmq_spout import RabbitMQSpout
-from worker.local import LocalCluster
+from gale import Spout, TopologyBuilder
+from gale.errors import ConfigError, GaleError
+from gale.connectors import RabbitMQBolt
+from gale.connectors import RabbitMQSpout
+from gale import LocalCluster
 from tests.brokers import rabbitmq  # noqa: F401
 
 pytestmark = pytest.mark.timeout(120)

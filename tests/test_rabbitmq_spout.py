@@ -9,10 +9,10 @@ import uuid
 
 import pytest
 
-from common.api import Bolt, TopologyBuilder
-from common.errors import ConfigError, GaleError
-from worker.connectors.rabbitmq_spout import RabbitMQSpout
-from worker.local import LocalCluster
+from gale import Bolt, TopologyBuilder
+from gale.errors import ConfigError, GaleError
+from gale.connectors import RabbitMQSpout
+from gale import LocalCluster
 from tests.brokers import rabbitmq  # noqa: F401
 
 pytestmark = pytest.mark.timeout(120)

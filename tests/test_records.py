@@ -2,8 +2,8 @@ import json
 
 import pytest
 
-from common.errors import CorruptRecordError
-from common.records import (
+from gale.errors import CorruptRecordError
+from gale.records import (
     Assignment,
     ErrorInfo,
     ExecutorStats,

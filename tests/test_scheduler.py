@@ -1,6 +1,6 @@
 """The nimbus scheduler (pure): liveness, even distribution, reassignment — no I/O, no sleeps."""
 
-from nimbus.scheduler import (
+from gale.nimbus.scheduler import (
     HeartbeatCache,
     TopologySnapshot,
     bad_slots,

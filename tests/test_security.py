@@ -8,10 +8,10 @@ import time
 import httpx
 import pytest
 
-from common.topology.tuple import Fields, Tuple
-from common.zkserver import free_port
+from gale.topology.tuple import Fields, Tuple
+from gale.zkserver import free_port
 from tests.cluster import DURABLE_WC, DurableInput, cli, make_cluster, wait_for
-from worker.transfer import Transfer
+from gale.worker.transfer import Transfer
 
 
 def _transfer(port, secret, delivered):

@@ -2,7 +2,7 @@
 
 from itertools import count
 
-from supervisor.slot import (
+from gale.supervisor.slot import (
     Cleanup, Kill, KillReason, Launch, LocalAssignment, Observation, RequestCode, Slot, State, Timeouts, step,
 )
 

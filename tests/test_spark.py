@@ -9,11 +9,11 @@ from collections import Counter
 
 import pytest
 
-from common.api import TopologyBuilder
-from common.topology.definition import TopologyLayout
-from worker.local import LocalTopology, complete_topology, local_conf
-from worker.spark.commit import BATCH_DIR_PREFIX, TEMP_DIR
-from worker.spark.session import acquire_spark, find_marked, spark_settings
+from gale import TopologyBuilder
+from gale.topology.definition import TopologyLayout
+from gale.worker.local import LocalTopology, complete_topology, local_conf
+from gale.worker.spark.commit import BATCH_DIR_PREFIX, TEMP_DIR
+from gale.worker.spark.session import acquire_spark, find_marked, spark_settings
 from tests.spark_topologies import (
     CountWords, FailField, FailFirstAttempt, LowerCount, MissingField, NotAFrame, RowSpout, Totals, UpperNoLineage,
     UpperUdf, UpperWords, WordSink,

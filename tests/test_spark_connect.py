@@ -27,8 +27,8 @@ CHILD = textwrap.dedent(
     """
     import json, sys
     from collections import Counter
-    from common.api import TopologyBuilder
-    from worker.local import complete_topology
+    from gale import TopologyBuilder
+    from gale import complete_topology
     from tests.spark_topologies import CountWords, FailField, RowSpout, UpperWords
 
     master = sys.argv[1]

@@ -16,10 +16,10 @@ from pathlib import Path
 import psutil
 import pytest
 
-from worker.local import complete_topology
-from worker.spark.session import find_marked
+from gale import complete_topology
+from gale.worker.spark.session import find_marked
 from tests.spark_topologies import CountWords, RowSpout
-from common.api import TopologyBuilder
+from gale import TopologyBuilder
 
 pytestmark = [pytest.mark.spark, pytest.mark.filterwarnings("ignore:PySpark does not yet fully support pandas:FutureWarning")]
 
@@ -111,7 +111,7 @@ def test_no_spark_process_outlives_a_killed_worker(tmp_path):
 
 
 def test_stopping_while_spark_starts_leaves_nothing_behind():
-    from worker.spark.session import acquire_spark, spark_settings
+    from gale.worker.spark.session import acquire_spark, spark_settings
 
     handle = acquire_spark(spark_settings({}))
     time.sleep(1.5)  # spark-submit / the JVM are being launched
@@ -134,7 +134,7 @@ def test_a_failed_spark_start_is_retried_and_every_row_is_then_processed():
     application."""
     import socket
 
-    from worker.local import LocalTopology, local_conf
+    from gale.worker.local import LocalTopology, local_conf
 
     assert _spark_children() == []
     blocker = socket.socket()

@@ -13,18 +13,18 @@ from concurrent.futures import Future
 import pyarrow as pa
 import pytest
 
-from common.api import TopologyBuilder
-from common.clock import SimulatedClock
-from common.topology.tuple import Fields, Tuple
-from worker.local import LocalTopology, local_conf
-from worker.runtime.runtime import WorkerRuntime
-from worker.spark import lineage as lin
-from worker.spark.batching import Batcher, BatchPolicy
-from worker.spark.commit import BATCH_DIR_PREFIX, KEYS_FILE, TEMP_DIR, LocalBatchCommitter, batch_id, row_key
-from worker.spark.executor import BatchResult
-from worker.spark.frames import SparkStageError, tuples_to_arrow
-from worker.spark.lineage import ROW_ID
-from worker.spark.session import SparkHandle, acquire_spark, local_cores, spark_settings
+from gale import TopologyBuilder
+from gale.clock import SimulatedClock
+from gale.topology.tuple import Fields, Tuple
+from gale.worker.local import LocalTopology, local_conf
+from gale.worker.runtime.runtime import WorkerRuntime
+from gale.worker.spark import lineage as lin
+from gale.worker.spark.batching import Batcher, BatchPolicy
+from gale.worker.spark.commit import BATCH_DIR_PREFIX, KEYS_FILE, TEMP_DIR, LocalBatchCommitter, batch_id, row_key
+from gale.worker.spark.executor import BatchResult
+from gale.worker.spark.frames import SparkStageError, tuples_to_arrow
+from gale.worker.spark.lineage import ROW_ID
+from gale.worker.spark.session import SparkHandle, acquire_spark, local_cores, spark_settings
 from tests.spark_topologies import PythonCount, RowSpout
 from tests.topologies import Sink
 

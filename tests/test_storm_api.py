@@ -18,7 +18,7 @@ pytestmark = [pytest.mark.cluster, pytest.mark.timeout(240)]
 #: a reliable word count whose counting bolt fails (raises on) the word "moon" of every 97th sentence
 FLAKY_SOURCE = '''
 import itertools, time
-from common.api import BasicBolt, Bolt, Spout, TopologyBuilder
+from gale import BasicBolt, Bolt, Spout, TopologyBuilder
 
 WORDS = "the cow jumped over the moon an apple a day keeps the doctor away".split()
 

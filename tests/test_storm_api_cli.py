@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 from click.testing import CliRunner
 
-from common.zkserver import free_port
-from nimbus.cli import main
+from gale.zkserver import free_port
+from gale.nimbus.cli import main
 
 
 @pytest.mark.parametrize("command", sorted(main.commands))

@@ -11,14 +11,14 @@ import time
 import httpx
 import pytest
 
-from common import log as glog
-from common.bundle import make_bundle
-from common.config import defaults
-from common.records import Assignment, ErrorInfo, ExecutorStats, StormBase, TopologyStatus
-from common.topology.builder import TopologyBuilder
-from common.topology.definition import TopologyLayout, component_parallelism
-from common.topology.loader import load_topology_file
-from nimbus.storm_api import build
+from gale import log as glog
+from gale.bundle import make_bundle
+from gale.config import defaults
+from gale.records import Assignment, ErrorInfo, ExecutorStats, StormBase, TopologyStatus
+from gale.topology.builder import TopologyBuilder
+from gale.topology.definition import TopologyLayout, component_parallelism
+from gale.topology.loader import load_topology_file
+from gale.nimbus.storm_api import build
 from tests.cluster import DURABLE_WC
 from tests.topologies import Identity, ListSpout
 
@@ -161,7 +161,7 @@ def test_metrics_per_stream_and_gale_workers():
 
 @pytest.fixture
 def nimbus_server(conf):
-    from nimbus.serve import NimbusServer
+    from gale.nimbus.serve import NimbusServer
 
     c = dict(conf)
     c.update({"nimbus.http.port": 0, "nimbus.host": "127.0.0.1", "storm.local.hostname": "127.0.0.1",
@@ -328,7 +328,7 @@ def test_openapi_describes_every_route(nimbus_server):
 
 
 def test_api_token_guards_actions_but_not_reads(conf):
-    from nimbus.serve import NimbusServer
+    from gale.nimbus.serve import NimbusServer
 
     c = dict(conf)
     c.update({"nimbus.http.port": 0, "nimbus.host": "127.0.0.1", "nimbus.api.token": "s3cret"})

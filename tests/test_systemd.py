@@ -17,7 +17,7 @@ import httpx
 import pytest
 import yaml
 
-from common import config as gconfig
+from gale import config as gconfig
 from tests.cluster import DURABLE_WC, DurableInput, cli, dump_logs, make_cluster, wait_for
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -107,7 +107,7 @@ def _wait_message(sock: socket.socket, wanted: str, proc: subprocess.Popen, time
 @pytest.mark.parametrize("daemon", ["nimbus", "supervisor"])
 def test_daemon_notifies_ready_then_stopping(daemon, zk_server, tmp_path):
     """What Type=notify relies on: READY=1 once serving, STOPPING=1 and exit 0 on SIGTERM."""
-    from common.zkserver import free_port
+    from gale.zkserver import free_port
 
     conf = {
         "storm.zookeeper.servers": [zk_server.host], "storm.zookeeper.port": zk_server.port,
@@ -119,13 +119,13 @@ def test_daemon_notifies_ready_then_stopping(daemon, zk_server, tmp_path):
     path.write_text(yaml.safe_dump(conf))
     sock, addr = _notify_socket(tmp_path)
     env = dict(os.environ, NOTIFY_SOCKET=addr)
-    proc = subprocess.Popen([sys.executable, "-m", f"{daemon}.cli", "serve", "--config", str(path)], env=env,
+    proc = subprocess.Popen([sys.executable, "-m", f"gale.{daemon}.cli", "serve", "--config", str(path)], env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=ROOT)
     try:
         _wait_message(sock, "READY=1", proc, 60)
         if daemon == "nimbus":  # ready means serving
             assert httpx.get(f"http://127.0.0.1:{conf['nimbus.http.port']}/api/v1/health", timeout=5).status_code == 200
-        # serve() sends READY=1 just before it installs its SIGTERM handler (common.daemon_util.wait_for_signal):
+        # serve() sends READY=1 just before it installs its SIGTERM handler (gale.daemon_util.wait_for_signal):
         # a SIGTERM in between kills the process uncleanly. Known, reported; give it a moment here.
         time.sleep(1.0)
         proc.send_signal(signal.SIGTERM)

@@ -1,7 +1,7 @@
 import pytest
 
-from common.records import StormBase, TopologyStatus
-from nimbus import transitions as tr
+from gale.records import StormBase, TopologyStatus
+from gale.nimbus import transitions as tr
 
 
 def base(status="ACTIVE"):

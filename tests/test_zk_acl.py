@@ -4,10 +4,10 @@ import pytest
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoAuthError
 
-from common.cluster_state import ClusterState
-from common.layout import Layout
-from common.records import StormBase
-from common.zk import start_client
+from gale.cluster_state import ClusterState
+from gale.layout import Layout
+from gale.records import StormBase
+from gale.zk import start_client
 
 
 def test_cluster_nodes_are_writable_only_with_credentials(zk_server, zk_chroot, conf):
@@ -46,7 +46,7 @@ def test_cluster_nodes_are_writable_only_with_credentials(zk_server, zk_chroot, 
 
 
 def test_malformed_auth_payload_is_a_config_error(conf):
-    from common.errors import ConfigError
+    from gale.errors import ConfigError
 
     bad = dict(conf, **{"storm.zookeeper.auth.scheme": "digest", "storm.zookeeper.auth.payload": "nocolon"})
     with pytest.raises(ConfigError, match="user:password"):

@@ -2,7 +2,7 @@ import pytest
 from kazoo.client import KazooClient
 from kazoo.exceptions import ConnectionLoss, SessionExpiredError
 
-from common.zkserver import ZooKeeperServer, four_letter
+from gale.zkserver import ZooKeeperServer, four_letter
 
 
 def test_private_server_start_stop_restart(tmp_path):

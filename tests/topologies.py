@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from common.api import BasicBolt, Bolt, FailedException, Spout
+from gale import BasicBolt, Bolt, FailedException, Spout
 
 
 class ListSpout(Spout):

@@ -6,8 +6,8 @@ import sys
 
 import click
 
-from common import config as gconfig
-from common.errors import GaleError
+from gale import config as gconfig
+from gale.errors import GaleError
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -29,7 +29,7 @@ def run(topology_id: str, supervisor_id: str, port: int, worker_id: str, config:
     Example (what a supervisor runs):
       worker run wordcount-1-1700000000 5f0c...-host 6700 0b8e... --config storm-local/supervisor/worker-conf.yaml
     """
-    from worker.daemon import run_worker
+    from gale.worker.daemon import run_worker
 
     try:
         conf = gconfig.daemon_config(config)
@@ -39,5 +39,5 @@ def run(topology_id: str, supervisor_id: str, port: int, worker_id: str, config:
     sys.exit(run_worker(conf, topology_id, supervisor_id, port, worker_id))
 
 
-if __name__ == "__main__":  # python -m worker.cli
+if __name__ == "__main__":  # python -m gale.worker.cli
     main()

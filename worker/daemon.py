@@ -12,7 +12,7 @@ Started only by a supervisor (``worker run TOPOLOGY_ID SUPERVISOR_ID PORT WORKER
   this worker's executors changed or the assignment is gone, the worker exits (Storm's suicide
   rule, so a zombie never keeps running an old plan);
 * errors — reports executor errors to ``/storm/errors`` off the executor threads;
-* executor threads and the transfer threads (see :mod:`worker.runtime` and :mod:`worker.transfer`).
+* executor threads and the transfer threads (see :mod:`gale.worker.runtime` and :mod:`gale.worker.transfer`).
 
 SIGTERM: deactivate spouts, stop executors, flush transfers, delete the workerbeat node, exit 0.
 """
@@ -32,17 +32,17 @@ from typing import Any
 
 from kazoo.exceptions import KazooException, NoNodeError
 
-from common import log as glog
-from common.cluster_state import ClusterState
-from common.errors import GaleError
-from common.layout import Layout
-from common.local_state import LocalState
-from common.records import ErrorInfo, TopologyStatus, WorkerHeartbeat
-from common.topology.builder import Topology
-from common.topology.definition import TopologyDef, TopologyLayout
-from common.zk import start_client
-from worker.runtime.runtime import WorkerRuntime
-from worker.transfer import Transfer
+from gale import log as glog
+from gale.cluster_state import ClusterState
+from gale.errors import GaleError
+from gale.layout import Layout
+from gale.local_state import LocalState
+from gale.records import ErrorInfo, TopologyStatus, WorkerHeartbeat
+from gale.topology.builder import Topology
+from gale.topology.definition import TopologyDef, TopologyLayout
+from gale.zk import start_client
+from gale.worker.runtime.runtime import WorkerRuntime
+from gale.worker.transfer import Transfer
 
 log = glog.get_logger("worker")
 
@@ -287,7 +287,7 @@ class Worker:
 
     def _start_metrics(self) -> None:
         try:
-            from worker.metrics import WorkerMetrics
+            from gale.worker.metrics import WorkerMetrics
         except ModuleNotFoundError:
             return
         offset = int(self.conf.get("worker.metrics.port.offset", 0))

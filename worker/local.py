@@ -2,7 +2,7 @@
 
 ::
 
-    from worker.local import LocalCluster
+    from gale.worker.local import LocalCluster
     with LocalCluster() as cluster:
         running = cluster.submit_topology("wc", {"topology.max.spout.pending": 1000}, topology)
         time.sleep(10)
@@ -20,15 +20,15 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from common import config as gconfig
-from common.clock import REAL_CLOCK
-from common.errors import GaleError
-from common.records import ExecutorStats
-from common.stats_summary import component_summary
-from common.topology.builder import Topology
-from common.topology.components import Spout
-from common.topology.definition import TopologyDef, TopologyLayout
-from worker.runtime.runtime import WorkerRuntime
+from gale import config as gconfig
+from gale.clock import REAL_CLOCK
+from gale.errors import GaleError
+from gale.records import ExecutorStats
+from gale.stats_summary import component_summary
+from gale.topology.builder import Topology
+from gale.topology.components import Spout
+from gale.topology.definition import TopologyDef, TopologyLayout
+from gale.worker.runtime.runtime import WorkerRuntime
 
 
 def local_conf(topology: Topology, overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
@@ -195,7 +195,7 @@ def complete_topology(
         if cid in mock_sources:
             stream = "default" if "default" in comp.streams else sorted(comp.streams)[0]
             components[cid] = comp.model_copy(
-                update={"class_path": "worker.local:FixedTupleSpout", "args": [], "kwargs": {}}
+                update={"class_path": "gale.worker.local:FixedTupleSpout", "args": [], "kwargs": {}}
             )
             tuples = [list(t) for t in mock_sources[cid]]
 

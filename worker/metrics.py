@@ -45,9 +45,9 @@ from typing import Any
 from prometheus_client import start_http_server
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, SummaryMetricFamily
 
-from common.log import get_logger
-from common.records import GALE_VERSION
-from nimbus.metrics import new_registry
+from gale.log import get_logger
+from gale.records import GALE_VERSION
+from gale.nimbus.metrics import new_registry
 
 log = get_logger("worker.metrics")
 

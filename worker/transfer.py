@@ -36,8 +36,8 @@ from typing import Any
 import msgpack
 import zmq
 
-from common.log import get_logger
-from common.topology.tuple import Fields, Tuple, new_tuple
+from gale.log import get_logger
+from gale.topology.tuple import Fields, Tuple, new_tuple
 
 log = get_logger("transfer")
 

@@ -21,9 +21,9 @@ import importlib
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from common.errors import TopologyError
-from common.topology.components import Bolt, Component, OutputFieldsDeclarer, Spout
-from common.topology.definition import (
+from gale.errors import TopologyError
+from gale.topology.components import Bolt, Component, OutputFieldsDeclarer, Spout
+from gale.topology.definition import (
     ComponentDef,
     GroupingDef,
     InputDef,
@@ -32,7 +32,7 @@ from common.topology.definition import (
     _check_id,
     validate,
 )
-from common.topology.tuple import DEFAULT_STREAM
+from gale.topology.tuple import DEFAULT_STREAM
 
 
 def class_path(cls: type) -> str:

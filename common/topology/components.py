@@ -22,10 +22,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from common.topology.tuple import DEFAULT_STREAM, Tuple
+from gale.topology.tuple import DEFAULT_STREAM, Tuple
 
 if TYPE_CHECKING:  # pragma: no cover
-    from worker.runtime.collector import BoltOutputCollector, SpoutOutputCollector
+    from gale.worker.runtime.collector import BoltOutputCollector, SpoutOutputCollector
 
 
 class FailedException(Exception):

@@ -19,9 +19,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from common import config as gconfig
-from common.errors import ConfigError, TopologyError
-from common.records import ExecutorId
+from gale import config as gconfig
+from gale.errors import ConfigError, TopologyError
+from gale.records import ExecutorId
 
 ACKER_COMPONENT = "__acker"
 ACKER_INIT_STREAM = "__ack_init"

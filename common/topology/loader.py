@@ -16,8 +16,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from common.errors import GaleError, TopologyError
-from common.topology.builder import Topology
+from gale.errors import GaleError, TopologyError
+from gale.topology.builder import Topology
 
 
 def load_topology_file(path: str | Path, conf: Mapping[str, Any] | None = None) -> Topology:

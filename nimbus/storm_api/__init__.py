@@ -14,7 +14,7 @@ dashboards (``storm_exporter`` and the like) work unchanged::
 
 ``<id>`` is a topology id or, as a convenience, its name. Unlike Storm (500 on any error), errors
 are 4xx JSON ``{"error": ...}`` that say what to fix; actions sent to a standby nimbus get 409
-with the leader's address. Field meanings: :mod:`nimbus.storm_api.build`.
+with the leader's address. Field meanings: :mod:`gale.nimbus.storm_api.build`.
 """
 
 from __future__ import annotations
@@ -24,11 +24,11 @@ from typing import TYPE_CHECKING, Any
 
 from fastapi import APIRouter, Body, Depends, FastAPI, Path, Query
 
-from common.errors import NotFoundError
-from nimbus.storm_api import build, models
+from gale.errors import NotFoundError
+from gale.nimbus.storm_api import build, models
 
 if TYPE_CHECKING:  # pragma: no cover
-    from nimbus.daemon import Nimbus
+    from gale.nimbus.daemon import Nimbus
 
 WINDOW = Query(default=":all-time", pattern=r"^(600|10800|86400|:all-time)$",
                description="stats window in seconds: 600, 10800, 86400 or :all-time")
@@ -43,7 +43,7 @@ def _sys(value: str) -> bool:
 
 
 def make_router(nimbus: Nimbus) -> APIRouter:
-    from nimbus.api import ERROR_RESPONSES, _in_thread, token_checks
+    from gale.nimbus.api import ERROR_RESPONSES, _in_thread, token_checks
 
     reader, writer = token_checks(nimbus)
     router = APIRouter(prefix="/api/v1", tags=["storm"], responses=ERROR_RESPONSES)
@@ -60,21 +60,21 @@ def make_router(nimbus: Nimbus) -> APIRouter:
     @router.get("/cluster/summary", response_model=models.ClusterSummary, dependencies=read)
     def cluster_summary() -> dict[str, Any]:
         """Supervisors, topologies, slots total/used/free, executors and tasks."""
-        from nimbus import views
+        from gale.nimbus import views
 
         return build.cluster_view(views.cluster_summary(nimbus), int(time.time() - nimbus.started_at))
 
     @router.get("/nimbus/summary", response_model=models.NimbusSummary, dependencies=read)
     def nimbus_summary() -> dict[str, Any]:
         """Every registered nimbus: host, port, Leader / Not a Leader, uptime, version."""
-        from nimbus import views
+        from gale.nimbus import views
 
         return {"nimbuses": build.nimbus_rows(views.cluster_summary(nimbus))}
 
     @router.get("/supervisor/summary", response_model=models.SupervisorSummary, dependencies=read)
     def supervisor_summary() -> dict[str, Any]:
         """Every live supervisor: host, uptime, slots total/used/free."""
-        from nimbus import views
+        from gale.nimbus import views
 
         return {"supervisors": build.supervisor_rows(views.cluster_summary(nimbus), time.time()),
                 "schedulerDisplayResource": False}
@@ -84,7 +84,7 @@ def make_router(nimbus: Nimbus) -> APIRouter:
                    host: str | None = Query(default=None, max_length=256, description="supervisor host name"),
                    sys: str = SYS) -> dict[str, Any]:
         """One supervisor by id (or those on a host) and the workers it runs."""
-        from nimbus import views
+        from gale.nimbus import views
 
         if not id and not host:
             raise NotFoundError("pass ?id=<supervisor id> or ?host=<host name>; ids are listed by "
@@ -113,7 +113,7 @@ def make_router(nimbus: Nimbus) -> APIRouter:
     @router.get("/topology/summary", response_model=models.TopologySummary, dependencies=read)
     def topology_summary() -> dict[str, Any]:
         """Every topology: id, name, status, uptime, tasks, workers, executors."""
-        from nimbus import views
+        from gale.nimbus import views
 
         rows = []
         for t in views.topology_list(nimbus):

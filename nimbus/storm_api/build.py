@@ -28,13 +28,13 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from common.errors import NotFoundError
-from common.records import GALE_VERSION, Assignment, ErrorInfo, ExecutorStats, StormBase, executor_key
-from common.stats_summary import WINDOWS, component_summary
-from common.topology.definition import ACKER_COMPONENT, TopologyDef, TopologyLayout
+from gale.errors import NotFoundError
+from gale.records import GALE_VERSION, Assignment, ErrorInfo, ExecutorStats, StormBase, executor_key
+from gale.stats_summary import WINDOWS, component_summary
+from gale.topology.definition import ACKER_COMPONENT, TopologyDef, TopologyLayout
 
 if TYPE_CHECKING:  # pragma: no cover
-    from nimbus.daemon import Nimbus
+    from gale.nimbus.daemon import Nimbus
 
 SECRET_KEYS = ("nimbus.api.token", "storm.zookeeper.auth.payload", "topology.secret")
 
@@ -86,7 +86,7 @@ class TopologySnapshot:
     defn: TopologyDef
     conf: dict[str, Any]
     layout: TopologyLayout
-    #: executor key → (stats, node, port, worker info) from fresh workerbeats (see nimbus.views)
+    #: executor key → (stats, node, port, worker info) from fresh workerbeats (see gale.nimbus.views)
     stats: dict[str, tuple[ExecutorStats, str, int, dict[str, Any]]]
     errors: dict[str, list[ErrorInfo]] = field(default_factory=dict)
     replication: int = 1
@@ -112,7 +112,7 @@ class TopologySnapshot:
 
 def gather(nimbus: Nimbus, name_or_id: str, *, components: Iterable[str] | None = None) -> TopologySnapshot:
     """Read one topology (by id or name). Errors are read for ``components`` (default: all)."""
-    from nimbus import views
+    from gale.nimbus import views
 
     state = nimbus.state
     tid = nimbus.topology_id(name_or_id)
@@ -499,7 +499,7 @@ def executor_rows(snap: TopologySnapshot, component: str, window: str, sys: bool
 
 
 def supervisor_rows(cluster: Mapping[str, Any], now: float) -> list[dict[str, Any]]:
-    """``supervisors[]`` from :func:`nimbus.views.cluster_summary`'s supervisors."""
+    """``supervisors[]`` from :func:`gale.nimbus.views.cluster_summary`'s supervisors."""
     return [{
         "id": s["id"], "host": s["host"], "uptime": pretty_secs(s["uptime_secs"]), "uptimeSeconds": s["uptime_secs"],
         "slotsTotal": s["slots"], "slotsUsed": s["used_slots"], "slotsFree": s["free_slots"],

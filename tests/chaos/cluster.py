@@ -10,7 +10,7 @@ so when a lost node comes back nimbus spreads the topology over it again (fewer 
 requested while slots are free) and every fault finds work on every node.
 
 Observations come from outside the daemons: ZooKeeper read directly (the project's own
-:class:`~common.layout.Layout` and :mod:`common.records`, every read bounded by a timeout so a
+:class:`~gale.layout.Layout` and :mod:`gale.records`, every read bounded by a timeout so a
 ZooKeeper restart never blocks a fault), nimbus's HTTP API,
 ZooKeeper's ``cons`` four-letter word (which client connection has which session), ``/proc``
 (psutil) for processes, and ``rabbitmqctl`` for the queue.
@@ -33,11 +33,11 @@ import psutil
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
-from common.layout import Layout
-from common.records import Assignment
-from common.zkserver import ZooKeeperServer, four_letter
-from nimbus.client import NimbusClient
-from nimbus.devcluster import DevCluster
+from gale.layout import Layout
+from gale.records import Assignment
+from gale.zkserver import ZooKeeperServer, four_letter
+from gale.nimbus.client import NimbusClient
+from gale.nimbus.devcluster import DevCluster
 from tests.chaos.broker import ChaosRabbitMQ
 from tests.chaos.netns import NetNamespace, sweep_stale
 
@@ -195,7 +195,7 @@ class ChaosCluster:
 
     def cli(self, *args: str, timeout: float = 120.0) -> subprocess.CompletedProcess:
         env = dict(os.environ, GALE_CONFIG=str(self.dev.client_config_path()))
-        proc = subprocess.run([sys.executable, "-m", "nimbus.cli", *args], capture_output=True, text=True, env=env,
+        proc = subprocess.run([sys.executable, "-m", "gale.nimbus.cli", *args], capture_output=True, text=True, env=env,
                               timeout=timeout, cwd=ROOT)
         if proc.returncode != 0:
             raise RuntimeError(f"nimbus {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")

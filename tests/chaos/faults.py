@@ -21,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from common.zkserver import four_letter
+from gale.zkserver import four_letter
 from tests.chaos.cluster import CONF, SESSION_TIMEOUT_SECS, ChaosCluster, Stopping, log, process_alive
 from tests.chaos_topology.pipeline import SLOW_FILE
 

@@ -20,8 +20,8 @@ import os
 import time
 from pathlib import Path
 
-from common.api import Bolt, TopologyBuilder
-from worker.connectors.rabbitmq_spout import RabbitMQSpout
+from gale import Bolt, TopologyBuilder
+from gale.connectors import RabbitMQSpout
 
 SLOW_FILE = "slow"
 

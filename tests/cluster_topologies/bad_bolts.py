@@ -3,7 +3,7 @@ fail the affected tuples (so they replay) and keep every daemon and worker runni
 
 from __future__ import annotations
 
-from common.api import Bolt, Spout, TopologyBuilder
+from gale import Bolt, Spout, TopologyBuilder
 
 
 class Numbers(Spout):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 
-from common.api import Bolt, Spout, TopologyBuilder
+from gale import Bolt, Spout, TopologyBuilder
 
 
 class Ticks(Spout):

@@ -19,7 +19,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from common.api import BasicBolt, Bolt, Spout, TopologyBuilder
+from gale import BasicBolt, Bolt, Spout, TopologyBuilder
 
 
 class DurableSpout(Spout):

@@ -6,8 +6,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from common.api import Bolt, TopologyBuilder
-from worker.connectors.kafka_spout import KafkaSpout
+from gale import Bolt, TopologyBuilder
+from gale.connectors import KafkaSpout
 
 
 class RecordOffsets(Bolt):

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from pyspark.sql import functions as F
 
-from common.api import BasicBolt, TopologyBuilder
+from gale import BasicBolt, TopologyBuilder
 from durable_wc import DurableSpout
-from worker.spark import SparkBolt, SparkSink
+from gale.spark import SparkBolt, SparkSink
 
 
 class Words(BasicBolt):

@@ -1,13 +1,13 @@
 """Connectors: spouts and bolts for external systems that can replay (Kafka, RabbitMQ).
 
-- :mod:`worker.connectors.kafka_spout` — a Kafka spout whose tasks form a ZooKeeper consumer group
+- :mod:`gale.worker.connectors.kafka_spout` — a Kafka spout whose tasks form a ZooKeeper consumer group
   laid out as seed 004 (``/consumers/<group>/ids|owners|offsets``).
-- :mod:`worker.connectors.kafka_bolt` — produces tuples to a Kafka topic, acking after the broker does.
-- :mod:`worker.connectors.rabbitmq_spout` — consumes a RabbitMQ queue with manual acknowledgements.
-- :mod:`worker.connectors.rabbitmq_bolt` — publishes tuples to RabbitMQ with publisher confirms.
+- :mod:`gale.worker.connectors.kafka_bolt` — produces tuples to a Kafka topic, acking after the broker does.
+- :mod:`gale.worker.connectors.rabbitmq_spout` — consumes a RabbitMQ queue with manual acknowledgements.
+- :mod:`gale.worker.connectors.rabbitmq_bolt` — publishes tuples to RabbitMQ with publisher confirms.
 
 The pure parts (range assignment, committed-offset bookkeeping, retry schedules, config checks)
 live in their own modules and are tested without I/O. Import the classes from their modules:
-``from worker.connectors.kafka_spout import KafkaSpout`` (importing this package loads no client
+``from gale.worker.connectors.kafka_spout import KafkaSpout`` (importing this package loads no client
 library).
 """

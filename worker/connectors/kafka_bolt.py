@@ -2,7 +2,7 @@
 
 ::
 
-    from worker.connectors.kafka_bolt import KafkaBolt
+    from gale.worker.connectors.kafka_bolt import KafkaBolt
     builder.set_bolt("to-kafka", KafkaBolt, 2, kwargs={"config": {"kafka.topic": "counts"},
                                                        "key_field": "word"}).fields_grouping("count", ["word"])
 
@@ -27,12 +27,12 @@ import json
 from collections import deque
 from typing import Any
 
-from common.errors import ConfigError, GaleError
-from common.log import get_logger
-from common.topology.components import Bolt
-from common.topology.tuple import TICK_STREAM
-from worker.connectors.kafka_config import BOLT_KEYS, bolt_settings, merged
-from worker.connectors.metrics import TaskCounters
+from gale.errors import ConfigError, GaleError
+from gale.log import get_logger
+from gale.topology.components import Bolt
+from gale.topology.tuple import TICK_STREAM
+from gale.worker.connectors.kafka_config import BOLT_KEYS, bolt_settings, merged
+from gale.worker.connectors.metrics import TaskCounters
 
 log = get_logger("connectors.kafka.bolt")
 

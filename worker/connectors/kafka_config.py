@@ -1,9 +1,9 @@
 """The ``kafka.*`` configuration keys of the Kafka spout and bolt: defaults and validation.
 
 Keys live in the topology configuration (``-c kafka.topic=words``) or, per component, in the
-``config`` argument of :class:`~worker.connectors.kafka_spout.KafkaSpout` /
-:class:`~worker.connectors.kafka_bolt.KafkaBolt`, which wins. Errors are
-:class:`~common.errors.ConfigError` naming the key, the value and what is expected.
+``config`` argument of :class:`~gale.worker.connectors.kafka_spout.KafkaSpout` /
+:class:`~gale.worker.connectors.kafka_bolt.KafkaBolt`, which wins. Errors are
+:class:`~gale.errors.ConfigError` naming the key, the value and what is expected.
 """
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from common.errors import ConfigError
-from worker.connectors.kafka_group import check_name
-from worker.connectors.kafka_offsets import RESET_POLICIES, RetryPolicy
+from gale.errors import ConfigError
+from gale.worker.connectors.kafka_group import check_name
+from gale.worker.connectors.kafka_offsets import RESET_POLICIES, RetryPolicy
 
 #: key → (default, description); documented in docs/kafka.md
 SPOUT_KEYS: dict[str, tuple[Any, str]] = {

@@ -14,7 +14,7 @@ default, so the paths read as in the seed)::
 thread id is ``<consumerIdString>-<n>``. Each Gale spout task is one member with one thread per topic.
 
 Every path is built here (:class:`ConsumerGroupPaths`, :class:`BrokerPaths`); nothing else formats
-znode paths. The ZooKeeper I/O is in :mod:`worker.connectors.kafka_member`.
+znode paths. The ZooKeeper I/O is in :mod:`gale.worker.connectors.kafka_member`.
 """
 
 from __future__ import annotations

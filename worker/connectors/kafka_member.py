@@ -3,7 +3,7 @@
 A :class:`GroupMember` is one Kafka spout task. It registers the ephemeral
 ``/consumers/<group>/ids/<consumerId>`` node, watches the group's members (and, with ZooKeeper
 discovery, the topics' partition lists), computes the range assignment
-(:func:`~worker.connectors.kafka_group.range_assign`), claims ephemeral ``owners/<topic>/<p>`` nodes
+(:func:`~gale.worker.connectors.kafka_group.range_assign`), claims ephemeral ``owners/<topic>/<p>`` nodes
 and commits ``offsets/<topic>/<p>``.
 
 Threads: all ZooKeeper I/O runs on the member's own thread (``kafka-group-<task>``). Kazoo watch
@@ -45,9 +45,9 @@ from typing import Any
 from kazoo.exceptions import KazooException, NodeExistsError, NoNodeError
 from kazoo.protocol.states import KazooState
 
-from common.clock import REAL_CLOCK
-from common.log import get_logger
-from worker.connectors.kafka_group import (
+from gale.clock import REAL_CLOCK
+from gale.log import get_logger
+from gale.worker.connectors.kafka_group import (
     BrokerPaths,
     ConsumerGroupPaths,
     GroupDataError,

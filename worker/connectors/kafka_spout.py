@@ -2,11 +2,11 @@
 
 ::
 
-    from worker.connectors.kafka_spout import KafkaSpout
+    from gale.worker.connectors.kafka_spout import KafkaSpout
     builder.set_spout("sentences", KafkaSpout, 2, kwargs={"fields": ["value"]})
     conf = {"kafka.bootstrap.servers": "127.0.0.1:9092", "kafka.topic": "sentences", "kafka.group": "wc"}
 
-Each task is one member of the group ``kafka.group`` (see :mod:`worker.connectors.kafka_member`):
+Each task is one member of the group ``kafka.group`` (see :mod:`gale.worker.connectors.kafka_member`):
 it owns a contiguous range of each topic's partitions and reads them with kafka-python by manual
 assignment (``assign``/``seek``; no broker-side group coordinator). Every record is emitted with
 the message id ``(topic, partition, offset)``:
@@ -37,13 +37,13 @@ import socket
 from collections import deque
 from typing import Any
 
-from common.clock import REAL_CLOCK
-from common.errors import ConfigError, GaleError
-from common.log import get_logger
-from common.topology.components import Spout
-from common.zk import start_client
-from worker.connectors.kafka_config import SPOUT_KEYS, merged, spout_settings
-from worker.connectors.kafka_group import (
+from gale.clock import REAL_CLOCK
+from gale.errors import ConfigError, GaleError
+from gale.log import get_logger
+from gale.topology.components import Spout
+from gale.zk import start_client
+from gale.worker.connectors.kafka_config import SPOUT_KEYS, merged, spout_settings
+from gale.worker.connectors.kafka_group import (
     BrokerPaths,
     ConsumerGroupPaths,
     TopicPartition,
@@ -51,9 +51,9 @@ from worker.connectors.kafka_group import (
     consumer_id_string,
     parse_topic_partitions,
 )
-from worker.connectors.kafka_member import Assignment, GroupMember
-from worker.connectors.kafka_offsets import DROP, EARLIEST, EMIT_RETRY, SKIP, OffsetTracker
-from worker.connectors.metrics import TaskCounters
+from gale.worker.connectors.kafka_member import Assignment, GroupMember
+from gale.worker.connectors.kafka_offsets import DROP, EARLIEST, EMIT_RETRY, SKIP, OffsetTracker
+from gale.worker.connectors.metrics import TaskCounters
 
 log = get_logger("connectors.kafka.spout")
 

@@ -2,7 +2,7 @@
 
 ::
 
-    from worker.connectors.rabbitmq_bolt import RabbitMQBolt
+    from gale.worker.connectors.rabbitmq_bolt import RabbitMQBolt
     builder.set_bolt("publish", RabbitMQBolt, 1, kwargs={"config": {"rabbitmq.routing.key": "results"},
                                                          "body_field": "line"}).shuffle_grouping("split")
 
@@ -29,13 +29,13 @@ import json
 import time
 from typing import Any
 
-from common.errors import ConfigError, GaleError
-from common.log import get_logger
-from common.topology.components import Bolt
-from worker.connectors.kafka_bolt import ENCODERS, encoder
-from worker.connectors.metrics import TaskCounters
-from worker.connectors.rabbitmq_spout import KEYS as SPOUT_KEYS
-from worker.connectors.rabbitmq_spout import connection_params, int_setting, merged
+from gale.errors import ConfigError, GaleError
+from gale.log import get_logger
+from gale.topology.components import Bolt
+from gale.worker.connectors.kafka_bolt import ENCODERS, encoder
+from gale.worker.connectors.metrics import TaskCounters
+from gale.worker.connectors.rabbitmq_spout import KEYS as SPOUT_KEYS
+from gale.worker.connectors.rabbitmq_spout import connection_params, int_setting, merged
 
 log = get_logger("connectors.rabbitmq.bolt")
 

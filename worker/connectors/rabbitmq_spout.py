@@ -2,7 +2,7 @@
 
 ::
 
-    from worker.connectors.rabbitmq_spout import RabbitMQSpout
+    from gale.worker.connectors.rabbitmq_spout import RabbitMQSpout
     builder.set_spout("events", RabbitMQSpout, 2)
     conf = {"rabbitmq.host": "127.0.0.1", "rabbitmq.queue": "events", "topology.max.spout.pending": 500}
 
@@ -40,10 +40,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from common.errors import ConfigError, GaleError
-from common.log import get_logger
-from common.topology.components import Spout
-from worker.connectors.metrics import TaskCounters
+from gale.errors import ConfigError, GaleError
+from gale.log import get_logger
+from gale.topology.components import Spout
+from gale.worker.connectors.metrics import TaskCounters
 
 log = get_logger("connectors.rabbitmq.spout")
 

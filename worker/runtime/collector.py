@@ -20,12 +20,12 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from common.topology.tuple import Fields, Tuple, new_tuple
-from worker.runtime.acker import ACK, FAIL, INIT, RESET
-from worker.runtime.grouping import DirectGrouper, Grouper
+from gale.topology.tuple import Fields, Tuple, new_tuple
+from gale.worker.runtime.acker import ACK, FAIL, INIT, RESET
+from gale.worker.runtime.grouping import DirectGrouper, Grouper
 
 if TYPE_CHECKING:  # pragma: no cover
-    from worker.runtime.executor import BoltExecutor, SpoutExecutor
+    from gale.worker.runtime.executor import BoltExecutor, SpoutExecutor
 
 _rng = random.Random()
 _rand = _rng.getrandbits

@@ -2,7 +2,7 @@
 
 An executor owns the instances of its tasks (one spout or bolt object per task), one input queue
 per task (a deque of payloads: tuples for bolts, acker messages for ackers, ack results for
-spouts) and its statistics. An executor thread (``worker.runtime.threads``)
+spouts) and its statistics. An executor thread (``gale.worker.runtime.threads``)
 calls :meth:`Executor.run_batch` in rounds; nothing here sleeps or blocks except user code.
 
 User code errors never lose a tuple silently: an exception from ``execute`` is reported (throttled
@@ -18,16 +18,16 @@ import traceback
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
-from common.log import get_logger
-from common.topology.components import BasicBolt, FailedException, ReportedFailedException, TopologyContext
-from common.topology.tuple import SYSTEM_COMPONENT, TICK_FIELDS, TICK_STREAM, Tuple
-from worker.runtime.acker import ACKED, FAILED, RESET_TIMEOUT, AckerTable
-from worker.runtime.collector import BoltOutputCollector, SpoutOutputCollector
-from worker.runtime.rotating import RotatingMap
-from worker.runtime.stats import ExecutorStatsCollector
+from gale.log import get_logger
+from gale.topology.components import BasicBolt, FailedException, ReportedFailedException, TopologyContext
+from gale.topology.tuple import SYSTEM_COMPONENT, TICK_FIELDS, TICK_STREAM, Tuple
+from gale.worker.runtime.acker import ACKED, FAILED, RESET_TIMEOUT, AckerTable
+from gale.worker.runtime.collector import BoltOutputCollector, SpoutOutputCollector
+from gale.worker.runtime.rotating import RotatingMap
+from gale.worker.runtime.stats import ExecutorStatsCollector
 
 if TYPE_CHECKING:  # pragma: no cover
-    from worker.runtime.runtime import WorkerRuntime
+    from gale.worker.runtime.runtime import WorkerRuntime
 
 log = get_logger("executor")
 

@@ -15,8 +15,8 @@ import zlib
 from collections.abc import Sequence
 from typing import Any
 
-from common.topology.definition import GroupingDef
-from common.topology.tuple import Fields
+from gale.topology.definition import GroupingDef
+from gale.topology.tuple import Fields
 
 _MASK32 = 0xFFFFFFFF
 crc32 = zlib.crc32

@@ -14,22 +14,22 @@ import threading
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Protocol
 
-from common.clock import REAL_CLOCK
-from common.log import get_logger
-from common.records import ExecutorStats, executor_key
-from common.topology.builder import Topology
-from common.topology.components import TopologyContext
-from common.topology.definition import ACKER_COMPONENT, TopologyLayout
-from common.topology.tuple import Fields
-from worker.runtime.collector import StreamRoute
-from worker.runtime.executor import AckerExecutor, BoltExecutor, Executor, SpoutExecutor
-from worker.runtime.grouping import make_grouper, process_hash_is_shared
+from gale.clock import REAL_CLOCK
+from gale.log import get_logger
+from gale.records import ExecutorStats, executor_key
+from gale.topology.builder import Topology
+from gale.topology.components import TopologyContext
+from gale.topology.definition import ACKER_COMPONENT, TopologyLayout
+from gale.topology.tuple import Fields
+from gale.worker.runtime.collector import StreamRoute
+from gale.worker.runtime.executor import AckerExecutor, BoltExecutor, Executor, SpoutExecutor
+from gale.worker.runtime.grouping import make_grouper, process_hash_is_shared
 
 log = get_logger("runtime")
 
 
 class RemoteSender(Protocol):
-    """Delivery to tasks hosted by other workers (see ``worker.transfer``)."""
+    """Delivery to tasks hosted by other workers (see ``gale.worker.transfer``)."""
 
     def send_tuple(self, task: int, tup: Any) -> None: ...
     def send_acker(self, task: int, msg: tuple) -> None: ...
@@ -296,11 +296,11 @@ class WorkerRuntime:
         """Start per-worker resources the local components need, before any task is prepared.
 
         Spark components get a Spark application started in the background (see
-        ``worker.spark``); the handle lands in ``resources["spark"]`` and is visible to tasks as
+        ``gale.worker.spark``); the handle lands in ``resources["spark"]`` and is visible to tasks as
         ``context.resources["spark"]``. Resources with a ``close()`` are closed by :meth:`stop`.
         """
         if "spark" not in self.resources and self.defn.uses_spark(self.local_components()):
-            from worker.spark.session import start_spark_for
+            from gale.worker.spark.session import start_spark_for
 
             self.resources["spark"] = start_spark_for(self)
 

@@ -12,7 +12,7 @@ import time
 from collections import defaultdict
 from typing import Any
 
-from common.records import ExecutorStats
+from gale.records import ExecutorStats
 
 WINDOWS = (600, 10800, 86400)
 ALL_TIME = ":all-time"

@@ -1,12 +1,12 @@
 """Spark stages in Gale: Spark bolts and sinks run in micro-batches by the worker's executors,
 on a Spark application the worker starts in the background (see ``docs/spark.md``).
 
-``from worker.spark import SparkBolt, SparkSink, collect_row_ids, ROW_ID``
+``from gale.worker.spark import SparkBolt, SparkSink, collect_row_ids, ROW_ID``
 """
 
-from worker.spark.bolt import SparkBolt, SparkComponent, collect_row_ids
-from worker.spark.frames import SparkStageError
-from worker.spark.lineage import ROW_ID, ROW_IDS
-from worker.spark.sink import SparkSink
+from gale.worker.spark.bolt import SparkBolt, SparkComponent, collect_row_ids
+from gale.worker.spark.frames import SparkStageError
+from gale.worker.spark.lineage import ROW_ID, ROW_IDS
+from gale.worker.spark.sink import SparkSink
 
 __all__ = ["ROW_ID", "ROW_IDS", "SparkBolt", "SparkComponent", "SparkSink", "SparkStageError", "collect_row_ids"]

@@ -3,7 +3,7 @@
 ::
 
     from pyspark.sql import functions as F
-    from worker.spark import SparkBolt
+    from gale.worker.spark import SparkBolt
 
     class CountWords(SparkBolt):
         output_fields = ["word", "count"]
@@ -13,11 +13,11 @@
 
     builder.set_bolt("count", CountWords, 1).shuffle_grouping("split")
 
-The executor (:class:`worker.spark.executor.SparkBatchExecutor`) collects input tuples into
+The executor (:class:`gale.worker.spark.executor.SparkBatchExecutor`) collects input tuples into
 batches of ``topology.spark.batch.size`` tuples or ``topology.spark.batch.millis`` of waiting,
 whichever comes first; hands each batch to :meth:`SparkBolt.transform` as a DataFrame on a Spark
 job thread; then, back on the executor thread, emits every result row anchored to the input
-tuples it derives from (see :mod:`worker.spark.lineage`) and acks the batch's inputs. If the
+tuples it derives from (see :mod:`gale.worker.spark.lineage`) and acks the batch's inputs. If the
 transform (or Spark) raises, every tuple of the batch fails and the error is reported.
 
 ``transform`` runs on a job thread, not the executor thread: it must not use ``self.collector``.
@@ -29,11 +29,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from common.topology.components import Bolt
-from common.topology.tuple import DEFAULT_STREAM
-from worker.spark.executor import BatchResult, SparkBatchExecutor
-from worker.spark.frames import SparkStageError, rows_of, table_columns, tuples_to_arrow
-from worker.spark.lineage import (
+from gale.topology.components import Bolt
+from gale.topology.tuple import DEFAULT_STREAM
+from gale.worker.spark.executor import BatchResult, SparkBatchExecutor
+from gale.worker.spark.frames import SparkStageError, rows_of, table_columns, tuples_to_arrow
+from gale.worker.spark.lineage import (
     ROW_ID,
     ROW_IDS,
     Lineage,
@@ -43,7 +43,7 @@ from worker.spark.lineage import (
     hashable_key,
     whole_batch,
 )
-from worker.spark.plan import grouping_keys
+from gale.worker.spark.plan import grouping_keys
 
 
 def collect_row_ids() -> Any:
@@ -184,7 +184,7 @@ class SparkBolt(SparkComponent):
         return BatchResult(values=values, anchoring=anchoring, lineage=lineage)
 
     def lineage_of(self, out: Any, df: Any, columns: list[str]) -> Lineage:
-        """Which lineage rule applies to this transform's output (see :mod:`worker.spark.lineage`)."""
+        """Which lineage rule applies to this transform's output (see :mod:`gale.worker.spark.lineage`)."""
         if ROW_ID in columns:
             return Lineage("row")
         if ROW_IDS in columns:

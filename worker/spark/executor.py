@@ -4,7 +4,7 @@ Threads. Everything that touches a collector (emit, ack, fail, reset_timeout) ha
 executor thread, in :meth:`run_batch` (and its periodic part). A batch's Spark work runs on a job
 thread (one per task at most); its outcome is queued and applied by the executor thread.
 
-Flow per task: tuples move from the input deque into a :class:`~worker.spark.batching.Batcher`
+Flow per task: tuples move from the input deque into a :class:`~gale.worker.spark.batching.Batcher`
 (at most ``topology.spark.batch.size``); a due batch (full, or its oldest tuple waited
 ``topology.spark.batch.millis``) starts a job when Spark is ready and no other batch of the task
 is running. Meanwhile the next batch fills; when it is full the executor stops draining, the
@@ -29,14 +29,14 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from common.errors import TopologyError
-from common.topology.tuple import TICK_STREAM
-from worker.runtime.collector import BoltOutputCollector
-from worker.runtime.executor import BoltExecutor, format_error
-from worker.spark.batching import Batcher, BatchPolicy
+from gale.errors import TopologyError
+from gale.topology.tuple import TICK_STREAM
+from gale.worker.runtime.collector import BoltOutputCollector
+from gale.worker.runtime.executor import BoltExecutor, format_error
+from gale.worker.spark.batching import Batcher, BatchPolicy
 
 if TYPE_CHECKING:  # pragma: no cover
-    from worker.runtime.runtime import WorkerRuntime
+    from gale.worker.runtime.runtime import WorkerRuntime
 
 MAX_ERROR_CHARS = 4000
 PERIOD_SECS = 0.05
@@ -53,7 +53,7 @@ def _rendered(error: BaseException) -> str:
 class BatchResult:
     """What a Spark job returns for one batch."""
 
-    #: output rows (Spark bolts) and, per row, its anchors (``worker.spark.lineage.Anchoring``)
+    #: output rows (Spark bolts) and, per row, its anchors (``gale.worker.spark.lineage.Anchoring``)
     values: list[list[Any]] = field(default_factory=list)
     anchoring: Any = None
     lineage: Any = None
@@ -157,7 +157,7 @@ class SparkBatchExecutor(BoltExecutor):
             self.states[task] = _Task(task, bolt, collector, self.policy)
         self.spark = self.runtime.resources.get("spark")
         if self.spark is None:  # a definition that did not flag the component as Spark
-            from worker.spark.session import start_spark_for
+            from gale.worker.spark.session import start_spark_for
 
             self.spark = self.runtime.resources["spark"] = start_spark_for(self.runtime)
         self.pool = ThreadPoolExecutor(max_workers=len(self.tasks), thread_name_prefix=f"spark-{self.component}")

@@ -12,7 +12,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from worker.spark.lineage import ROW_ID
+from gale.worker.spark.lineage import ROW_ID
 
 
 class SparkStageError(Exception):

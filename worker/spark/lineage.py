@@ -7,10 +7,10 @@ Each input tuple of a batch gets a row id (its index in the batch) in the hidden
            ``explode`` through ``withColumn``, joins that keep the stream's columns, ``select``
            that names :data:`ROW_ID`): each output row anchors to the one input it came from.
 ``rows``   the output has :data:`ROW_IDS`, an array of row ids (aggregations that include
-           :func:`worker.spark.bolt.collect_row_ids`): each row anchors to those inputs.
+           :func:`gale.worker.spark.bolt.collect_row_ids`): each row anchors to those inputs.
 ``keys``   the output is a grouped aggregation (``groupBy(...).agg``, ``distinct``,
            ``dropDuplicates``) whose grouping keys are unchanged input columns; proven from
-           Spark's analyzed plan (:mod:`worker.spark.plan`). Each row anchors to the inputs with
+           Spark's analyzed plan (:mod:`gale.worker.spark.plan`). Each row anchors to the inputs with
            its key values.
 ``batch``  none of the above: lineage is lost and every output row anchors to the whole batch.
            Correct (a failure replays the whole batch) but costs outputs × inputs acker edges.

@@ -42,7 +42,7 @@ from typing import Any
 
 import psutil
 
-from common.log import get_logger
+from gale.log import get_logger
 
 log = get_logger("spark")
 

@@ -9,7 +9,7 @@
 With a ``path`` the batch is written into a temporary directory and renamed into
 ``<path>/gale_batch=<id>/`` in one atomic step, and rows whose key was already committed are
 skipped, so replays neither duplicate rows nor leave partial files (see
-:mod:`worker.spark.commit`). ``key_fields`` name the fields that identify a row (default: all
+:mod:`gale.worker.spark.commit`). ``key_fields`` name the fields that identify a row (default: all
 fields, so rows equal in every field are one row); ``dedup=False`` appends every tuple (still
 atomically per batch). Without a ``path`` (formats such as ``jdbc`` or ``noop`` that write
 elsewhere) the batch is written with ``mode`` and options as given: at-least-once, no dedup.
@@ -22,10 +22,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from worker.spark.bolt import SparkComponent
-from worker.spark.commit import LocalBatchCommitter, batch_id, random_batch_id, row_key
-from worker.spark.executor import BatchResult
-from worker.spark.frames import SparkStageError
+from gale.worker.spark.bolt import SparkComponent
+from gale.worker.spark.commit import LocalBatchCommitter, batch_id, random_batch_id, row_key
+from gale.worker.spark.executor import BatchResult
+from gale.worker.spark.frames import SparkStageError
 
 #: DataFrameWriter formats that write files under a path
 FILE_FORMATS = frozenset({"parquet", "orc", "json", "csv", "text", "avro", "xml"})
