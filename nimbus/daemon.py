@@ -1,11 +1,19 @@
 """The nimbus daemon: submission, the topology state machine, scheduling rounds, cleanup.
 
-One lock serializes everything that writes cluster state (submit, user actions, scheduling
-rounds), the way Storm's ``submitLock``/``schedLock`` do. The pure decisions live in
-:mod:`gale.nimbus.scheduler` and :mod:`gale.nimbus.transitions`; this module reads ZooKeeper, calls them and
-writes the results. Leadership (several nimbus processes, one leader) is in :mod:`gale.nimbus.leader`;
-only the leader schedules or accepts writes, and its writes to ``storms``/``assignments`` are
-fenced by the leader epoch.
+The pure decisions live in :mod:`gale.nimbus.plan` (a scheduling round: snapshot in, writes out,
+over :mod:`gale.nimbus.scheduler`) and :mod:`gale.nimbus.transitions`; this module reads ZooKeeper,
+calls them and writes the results. Leadership (several nimbus processes, one leader) is the
+recipe in :mod:`gale.nimbus.leadership`, code copies between nimbuses the service in
+:mod:`gale.nimbus.replication`; nimbus gives them what they need and callbacks, they never reach
+back into it. Only the leader schedules or accepts writes, and its writes to
+``storms``/``assignments`` are fenced by the leader epoch of its term.
+
+:attr:`Nimbus.lock` serializes every read-then-write of cluster state, as Storm's
+``submitLock``/``schedLock`` do: a submit's name and id reservation and its final writes, user
+actions, and the monitor round (due actions, scheduling, cleanup). It is never held while waiting
+for other nimbuses: a submit waits for code replication between its two locked steps, while
+rounds go on; the topology's id is reserved meanwhile (:attr:`Nimbus.pending`) so cleanup keeps
+its code and no other submit takes its name.
 """
 
 from __future__ import annotations
@@ -14,7 +22,6 @@ import re
 import secrets
 import socket
 import threading
-import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -33,7 +40,10 @@ from gale.topology.definition import TopologyDef, TopologyLayout, component_para
 from gale.zk import start_client
 from gale.nimbus import transitions
 from gale.nimbus.blobstore import BlobStore
-from gale.nimbus.scheduler import HeartbeatCache, TopologySnapshot, compute_assignments, start_times_for
+from gale.nimbus.leadership import LeaderElection, Term
+from gale.nimbus.plan import RoundPlan, RoundSnapshot, SchedulingTimeouts, TopologyInputs, plan_round
+from gale.nimbus.replication import CodeReplication
+from gale.nimbus.scheduler import HeartbeatCache
 
 log = get_logger("nimbus")
 
@@ -62,12 +72,17 @@ class Nimbus:
         self.started_at = clock.time()
         self.client = None
         self.state: ClusterState | None = None
-        self.leader = None  # gale.nimbus.leader.Leadership, set in start()
+        self.replication: CodeReplication | None = None  # set in connect()
+        self.leader: LeaderElection | None = None  # set in start()
         self.metrics = metrics
+        #: topologies between a submit's two locked steps (id → name): their code is kept, their
+        #: name taken
+        self.pending: dict[str, str] = {}
         self._defs: dict[str, tuple[str, TopologyDef, dict[str, Any]]] = {}
         self._submitted = 0
         self._monitor: threading.Thread | None = None
-        self.rounds = 0
+        self.rounds = 0  # scheduling rounds (leader)
+        self.iterations = 0  # monitor-loop iterations (leader or standby)
         self.corrupt_seen: list[str] = []
 
     # ------------------------------------------------------------------ lifecycle
@@ -81,15 +96,20 @@ class Nimbus:
         self.client.add_listener(self._on_zk_state)
         self.state = ClusterState(self.client, self.layout, on_corrupt=self._on_corrupt)
         self.state.ensure_layout()
+        self.replication = CodeReplication(self.state, self.blobs, self.address, headers=self.internal_headers,
+                                           on_announced=self.wakeup.set, clock=self.clock)
 
     def start(self) -> None:
         """Connect, register, join the leader election and start the monitor loop."""
-        from gale.nimbus.leader import Leadership
-
         if self.client is None:
             self.connect()
         self.register()
-        self.leader = Leadership(self)
+        self.replication.start()
+        self.leader = LeaderElection(
+            self.client, self.layout, self.address, ready=self.replication.sync,
+            on_elected=self._on_elected, on_deposed=self._on_deposed,
+            retry_secs=float(self.conf["nimbus.code.sync.freq.secs"]) / 4, clock=self.clock,
+        )
         self.leader.start()
         self._monitor = threading.Thread(target=self._monitor_loop, name="nimbus-monitor", daemon=True)
         self._monitor.start()
@@ -126,6 +146,19 @@ class Nimbus:
         if self.metrics is not None:
             self.metrics.corrupt_znodes.inc()
 
+    def _on_elected(self, term: Term) -> None:
+        # the election thread, before is_leader() turns True: fence every write of this term
+        self.state.fence = term.fence
+        if self.metrics is not None:
+            self.metrics.elections.inc()
+        self._needs_register = True  # the loop rewrites /nimbuses/<me> (now the leader)
+        self.wakeup.set()
+
+    def _on_deposed(self, _term: Term) -> None:
+        # the fence stays: its version is stale now, so a write still in flight is refused
+        self._needs_register = True
+        self.wakeup.set()
+
     def is_leader(self) -> bool:
         return self.leader is not None and self.leader.is_leader()
 
@@ -137,11 +170,9 @@ class Nimbus:
         )
 
     def register(self) -> None:
+        """Write this nimbus's summary and announce its code (after every new session)."""
         self.state.set_nimbus_summary(self.address, self.summary())
-        for tid in self.blobs.ids():
-            digest = self.blobs.checksum(tid)
-            if digest:
-                self.state.set_blob_holder(tid, self.address, digest)
+        self.replication.announce_all()
 
     def internal_headers(self) -> dict[str, str]:
         """Headers for nimbus-to-nimbus requests (the API token when one is configured)."""
@@ -185,7 +216,13 @@ class Nimbus:
     def submit(self, name: str, bundle: bytes, *, initial_status: str = "ACTIVE") -> str:
         """Validate and store a topology, write its znodes and schedule it. Returns its id.
 
-        Everything is validated before anything is written to ZooKeeper.
+        Everything is validated before anything is written. Then, under :attr:`lock`, the name and
+        an id are reserved; the code is stored and announced, and the leader waits — without the
+        lock, so scheduling rounds go on — until standbys copy it (``topology.min.replication.count``,
+        bounded by ``topology.max.replication.wait.time.sec``); under the lock again it writes
+        ``/workerbeats/<id>``, ``/errors/<id>`` and ``/storms/<id>`` and schedules the topology. A
+        submit that fails before ``/storms/<id>`` is written takes its code and znodes back: the
+        topology never existed.
         """
         self.require_leader()
         if not isinstance(name, str) or not NAME_RE.match(name):
@@ -202,41 +239,86 @@ class Nimbus:
         except ConfigError as exc:
             raise TopologyError(str(exc)) from None
         status = TopologyStatus(initial_status)
+        stored_conf = dict(topo_conf)
+        stored_conf["topology.name"] = name
+        stored_conf.setdefault("topology.secret", secrets.token_hex(16))
+        conf = self.topology_conf(stored_conf)
+        num_workers = int(conf["topology.workers"])
+        component_executors = component_parallelism(defn, conf, num_workers)
         with self.lock:
-            bases = self.state.storm_bases()
-            if any(b.name == name and b.status != TopologyStatus.KILLED for b in bases.values()):
-                raise TopologyError(f"a topology named {name!r} is already running; kill it first or pick another name")
-            now = self.clock.time()
-            self._submitted += 1
-            topology_id = f"{name}-{self._submitted}-{int(now)}"
-            while topology_id in bases:
-                self._submitted += 1
-                topology_id = f"{name}-{self._submitted}-{int(now)}"
-            stored_conf = dict(topo_conf)
-            stored_conf["topology.name"] = name
-            stored_conf.setdefault("topology.secret", secrets.token_hex(16))
-            conf = self.topology_conf(stored_conf)
-            num_workers = int(conf["topology.workers"])
-            digest = self.blobs.put(topology_id, bundle, definition_json, stored_conf)
-            # announce the code first: standbys copy it from here before the topology exists
-            self.state.set_blob_holder(topology_id, self.address, digest)
-            self.replicate(topology_id, digest)
-            self.state.setup_heartbeats(topology_id)
-            self.client.ensure_path(self.layout.errors_dir(topology_id))
+            topology_id, now = self._reserve(name)
+        base_written: bool | None = False  # None: unknown (the write failed on the way)
+        try:
             base = StormBase(
-                name=name, status=status, num_workers=num_workers,
-                component_executors=component_parallelism(defn, conf, num_workers),
+                name=name, status=status, num_workers=num_workers, component_executors=component_executors,
                 launch_time_secs=int(now), owner=conf.get("topology.submitter.user", "") or "",
             )
-            self.state.set_storm_base(topology_id, base)
-            log.info("topology-submitted", topology=topology_id, workers=num_workers, checksum=digest[:12])
-            self.mk_assignments()
+            digest = self.blobs.put(topology_id, bundle, definition_json, stored_conf)
+            # announce the code first: standbys copy it from here before the topology exists
+            self.replication.announce(topology_id, digest)
+            self.replication.wait_for_replicas(topology_id, digest, conf)
+            with self.lock:
+                self.require_leader()
+                self.state.setup_heartbeats(topology_id)
+                self.client.ensure_path(self.layout.errors_dir(topology_id))
+                base_written = None
+                try:
+                    self.state.set_storm_base(topology_id, base)
+                except FencedError:
+                    base_written = False
+                    self.leader.step_down()
+                    raise NotLeaderError(None) from None
+                base_written = True
+                del self.pending[topology_id]
+                log.info("topology-submitted", topology=topology_id, workers=num_workers, checksum=digest[:12])
+                self._schedule_now()
+        finally:
+            if base_written is not True:
+                with self.lock:
+                    self.pending.pop(topology_id, None)
+                    if base_written is False:
+                        self._discard(topology_id)
         return topology_id
 
-    def replicate(self, topology_id: str, digest: str) -> None:
-        """Hook for nimbus HA: wait for standbys to copy the code (see gale.nimbus.leader)."""
-        if self.leader is not None:
-            self.leader.replicate(topology_id, digest)
+    def _reserve(self, name: str) -> tuple[str, float]:
+        """Take ``name`` and a new topology id for a submit (under :attr:`lock`)."""
+        bases = self.state.storm_bases()
+        if any(b.name == name and b.status != TopologyStatus.KILLED for b in bases.values()):
+            raise TopologyError(f"a topology named {name!r} is already running; kill it first or pick another name")
+        if name in self.pending.values():
+            raise TopologyError(f"a topology named {name!r} is being submitted; wait for it or pick another name")
+        now = self.clock.time()
+        self._submitted += 1
+        topology_id = f"{name}-{self._submitted}-{int(now)}"
+        while topology_id in bases or topology_id in self.pending:
+            self._submitted += 1
+            topology_id = f"{name}-{self._submitted}-{int(now)}"
+        self.pending[topology_id] = name
+        return topology_id, now
+
+    def _discard(self, topology_id: str) -> None:
+        """Take back what an abandoned submit wrote (under :attr:`lock`); cleanup finishes the job
+        if ZooKeeper is unreachable now."""
+        log.warning("topology-submit-abandoned", topology=topology_id)
+        self.blobs.delete(topology_id)
+        self._defs.pop(topology_id, None)
+        try:
+            self.state.teardown_blobs(topology_id)
+            self.state.teardown_heartbeats(topology_id)
+            self.state.teardown_errors(topology_id)
+        except KazooException as exc:
+            log.warning("topology-discard-incomplete", topology=topology_id, error=type(exc).__name__)
+
+    def _schedule_now(self) -> None:
+        """A scheduling round right after a submit (under :attr:`lock`). The topology is written
+        already: if the round fails, the monitor loop's next round schedules it."""
+        try:
+            self.mk_assignments()
+        except FencedError:
+            self.leader.step_down()
+        except KazooException as exc:
+            log.warning("submit-round-deferred", error=type(exc).__name__)
+            self.wakeup.set()
 
     # ------------------------------------------------------------------ user actions
 
@@ -252,7 +334,7 @@ class Nimbus:
                 try:
                     self.state.set_storm_base(tid, new)
                 except FencedError:
-                    self.leader.deposed()
+                    self.leader.step_down()
                     raise NotLeaderError(None) from None
             return tid, new
 
@@ -324,16 +406,17 @@ class Nimbus:
                 if self.is_leader():
                     self.monitor_round()
                 else:
-                    self.sync_code()
+                    self.replication.sync()
             except FencedError as exc:
                 log.warning("monitor-round-fenced", error=str(exc))
-                self.leader.deposed()
+                self.leader.step_down()
             except KazooException as exc:
                 log.warning("monitor-round-failed", error=f"{type(exc).__name__}: {exc}")
             except Exception:  # noqa: BLE001 - a bug: log it, count it, keep the loop alive
                 log.exception("monitor-round-crashed")
                 if self.metrics is not None:
                     self.metrics.round_errors.inc()
+            self.iterations += 1
             self.wakeup.wait(period)
 
     def monitor_round(self) -> None:
@@ -341,10 +424,6 @@ class Nimbus:
             self.run_due_actions()
             self.mk_assignments()
             self.cleanup()
-
-    def sync_code(self) -> None:
-        if self.leader is not None:
-            self.leader.sync_code()
 
     def run_due_actions(self) -> None:
         now = self.clock.time()
@@ -367,8 +446,9 @@ class Nimbus:
         self.cleanup()
 
     def cleanup(self) -> None:
-        """Remove heartbeats, errors and code of topologies that no longer exist."""
-        live = set(self.state.storm_ids())
+        """Remove heartbeats, errors and code of topologies that no longer exist (or are not
+        being submitted)."""
+        live = set(self.state.storm_ids()) | set(self.pending)
         for tid in self.state.heartbeat_topologies():
             if tid not in live:
                 self.state.teardown_heartbeats(tid)
@@ -384,65 +464,53 @@ class Nimbus:
                 self._defs.pop(tid, None)
 
     def mk_assignments(self, scratch: str | None = None) -> dict[str, Assignment]:
-        """One scheduling round: judge liveness, place executors, write changed assignments."""
-        t0 = time.perf_counter()
+        """One scheduling round: read a snapshot, plan it (:func:`~gale.nimbus.plan.plan_round`),
+        apply the plan with fenced writes. Returns the assignments written."""
+        t0 = self.clock.perf_counter()
+        plan = plan_round(self.read_snapshot(scratch))
+        self.cache = plan.cache
+        written = self.apply_plan(plan)
+        self.rounds += 1
+        if self.metrics is not None:
+            self.metrics.observe_round(self.clock.perf_counter() - t0)
+        return written
+
+    def read_snapshot(self, scratch: str | None = None) -> RoundSnapshot:
+        """What a scheduling round decides on: cluster state, code and heartbeats, this instant."""
         now = self.clock.time()
+        storm_ids = set(self.state.storm_ids())
         bases = self.state.storm_bases()
         supervisors = self.state.supervisor_infos()
-        existing = self.state.assignments()
-        snapshots: list[TopologySnapshot] = []
+        assignments = self.state.assignments()
+        topologies: dict[str, TopologyInputs] = {}
         for tid, base in sorted(bases.items()):
             try:
                 defn, conf = self.definition(tid)
             except (NotFoundError, OSError, ValueError) as exc:
                 log.error("topology-code-unavailable", topology=tid, error=str(exc))
                 continue
-            layout = TopologyLayout(defn, conf, base.num_workers, base.component_executors)
-            old = existing.get(tid)
-            placements = old.executors() if old else {}
-            starts = old.start_times() if old else {}
-            for (node, port), hb in self.state.worker_heartbeats(tid).items():
-                here = {ex for ex, slot in placements.items() if slot == (node, port)}
-                for ex in hb.executors():
-                    if ex in here:
-                        self.cache.update(tid, ex, hb.time_secs, now)
-            self.cache.retain(tid, layout.executors)
-            snapshots.append(TopologySnapshot(tid, layout.executors, base.num_workers, placements, starts,
-                                              scratch=(tid == scratch)))
-        slots = {sid: list(info.meta) for sid, info in supervisors.items()}
-        new_placements, dead = compute_assignments(
-            snapshots, slots, self.cache, now,
-            launch_secs=float(self.conf["nimbus.task.launch.secs"]),
-            timeout_secs=float(self.conf["nimbus.task.timeout.secs"]),
-            orphan_grace_secs=3.0 * float(self.conf["task.heartbeat.frequency.secs"]),
-        )
-        written: dict[str, Assignment] = {}
-        for snap in snapshots:
-            tid = snap.topology_id
-            placements = new_placements.get(tid, {})
-            old = existing.get(tid)
-            starts = start_times_for(placements, snap.placements, snap.start_times, int(now))
-            node_host = {}
-            for node, _ in placements.values():
-                info = supervisors.get(node)
-                node_host[node] = info.hostname if info else (old.node_host.get(node, node) if old else node)
-            assignment = Assignment.build(
-                master_code_dir=str(self.blobs.dir(tid)),
-                code_checksum=self.blobs.checksum(tid),
-                node_host=node_host,
-                executor_node_port=placements,
-                executor_start_time_secs=starts,
-                owner=bases[tid].owner,
+            topologies[tid] = TopologyInputs(
+                base=base, defn=defn, conf=conf, code_dir=str(self.blobs.dir(tid)),
+                code_checksum=self.blobs.checksum(tid), heartbeats=self.state.worker_heartbeats(tid),
             )
-            moved = {ex for ex in placements if snap.placements.get(ex) != placements[ex]}
-            if old is None or assignment != old:
-                self.state.set_assignment(tid, assignment)
-                written[tid] = assignment
-                log.info("assignment-written", topology=tid, executors=len(placements),
-                         slots=len(set(placements.values())), moved=len(moved), dead=len(dead.get(tid, ())))
-                if self.metrics is not None and moved and old is not None:
-                    self.metrics.executors_reassigned.labels(reason="dead" if dead.get(tid) else "rebalance").inc(len(moved))
-        self.rounds += 1
-        if self.metrics is not None:
-            self.metrics.observe_round(time.perf_counter() - t0)
+        return RoundSnapshot(
+            now=now, topologies=topologies, storm_ids=frozenset(storm_ids | set(bases)), assignments=assignments,
+            supervisors=supervisors, cache=self.cache, timeouts=SchedulingTimeouts.from_conf(self.conf),
+            scratch=scratch,
+        )
+
+    def apply_plan(self, plan: RoundPlan) -> dict[str, Assignment]:
+        """Write a round's plan (fenced) and log and count what changed."""
+        written: dict[str, Assignment] = {}
+        for w in plan.writes:
+            self.state.set_assignment(w.topology_id, w.assignment)
+            written[w.topology_id] = w.assignment
+            placements = w.assignment.executors()
+            log.info("assignment-written", topology=w.topology_id, executors=len(placements),
+                     slots=len(set(placements.values())), moved=len(w.moved), dead=len(w.dead))
+            if self.metrics is not None and w.moved and w.previous is not None:
+                self.metrics.executors_reassigned.labels(reason="dead" if w.dead else "rebalance").inc(len(w.moved))
+        for tid in plan.deletions:
+            self.state.remove_assignment(tid)
+            log.warning("assignment-removed", topology=tid, reason="its topology no longer exists")
         return written

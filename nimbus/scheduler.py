@@ -1,8 +1,8 @@
 """Scheduling: executor liveness and Storm's even/default scheduler, as pure functions.
 
-Nothing here does I/O or reads a clock: nimbus's monitor loop takes a snapshot of the world
-(live supervisors, assignments, heartbeats) and calls :func:`compute_assignments`, which returns the
-new executor → slot placements. Semantics follow Storm (``reference/storm-internals.md`` §5.2–5.3):
+Nothing here does I/O or reads a clock: :func:`gale.nimbus.plan.plan_round` calls
+:func:`compute_assignments` with what nimbus read this round (live supervisors, assignments,
+heartbeats), which returns the new executor → worker slot placements. Semantics follow Storm (``reference/storm-internals.md`` §5.2–5.3):
 
 * An executor is alive iff it has a start time and either it is younger than the launch grace
   (``nimbus.task.launch.secs``) or nimbus saw its heartbeat's ``time_secs`` change within
@@ -26,7 +26,9 @@ from dataclasses import dataclass, field
 
 from gale.records import ExecutorId
 
-Slot = tuple[str, int]  # (supervisor/node id, port)
+#: Storm's WorkerSlot: (supervisor/node id, port). Not the supervisor's per-port state machine
+#: (:class:`gale.supervisor.slot.Slot`).
+WorkerSlot = tuple[str, int]
 
 
 @dataclass
@@ -45,6 +47,9 @@ class HeartbeatCache:
         seen = self.entries.get(topology_id, {}).get(executor)
         return None if seen is None else seen[1]
 
+    def copy(self) -> HeartbeatCache:
+        return HeartbeatCache({tid: dict(execs) for tid, execs in self.entries.items()})
+
     def forget(self, topology_id: str) -> None:
         self.entries.pop(topology_id, None)
 
@@ -58,7 +63,7 @@ class HeartbeatCache:
 
 def alive_executors(
     topology_id: str,
-    placements: Mapping[ExecutorId, Slot],
+    placements: Mapping[ExecutorId, WorkerSlot],
     start_times: Mapping[ExecutorId, int],
     cache: HeartbeatCache,
     now: float,
@@ -102,14 +107,14 @@ def integer_divided(total: int, parts: int) -> dict[int, int]:
     return out
 
 
-def sort_slots(available: Iterable[Slot]) -> list[Slot]:
+def sort_slots(available: Iterable[WorkerSlot]) -> list[WorkerSlot]:
     """Group by node, ports ascending; nodes with more free slots first (ties by id); interleave."""
     by_node: dict[str, list[int]] = {}
     for node, port in available:
         by_node.setdefault(node, []).append(port)
     nodes = sorted(by_node, key=lambda n: (-len(by_node[n]), n))
     columns = [[(n, p) for p in sorted(by_node[n])] for n in nodes]
-    out: list[Slot] = []
+    out: list[WorkerSlot] = []
     depth = max((len(c) for c in columns), default=0)
     for i in range(depth):
         for col in columns:
@@ -118,12 +123,12 @@ def sort_slots(available: Iterable[Slot]) -> list[Slot]:
     return out
 
 
-def bad_slots(alive_assigned: Mapping[Slot, list[ExecutorId]], num_executors: int, num_workers: int) -> set[Slot]:
+def bad_slots(alive_assigned: Mapping[WorkerSlot, list[ExecutorId]], num_executors: int, num_workers: int) -> set[WorkerSlot]:
     """Alive slots whose executor counts do not fit the ideal even distribution."""
     if num_workers <= 0:
         return set(alive_assigned)
     distribution = integer_divided(num_executors, num_workers)
-    keep: set[Slot] = set()
+    keep: set[WorkerSlot] = set()
     for slot, exs in sorted(alive_assigned.items()):
         n = len(exs)
         if distribution.get(n, 0) > 0:
@@ -135,10 +140,10 @@ def bad_slots(alive_assigned: Mapping[Slot, list[ExecutorId]], num_executors: in
 def schedule_topology(
     executors: list[ExecutorId],
     num_workers: int,
-    alive_placements: Mapping[ExecutorId, Slot],
-    available: Iterable[Slot],
-    live_slots: set[Slot],
-) -> dict[ExecutorId, Slot]:
+    alive_placements: Mapping[ExecutorId, WorkerSlot],
+    available: Iterable[WorkerSlot],
+    live_slots: set[WorkerSlot],
+) -> dict[ExecutorId, WorkerSlot]:
     """Storm's DefaultScheduler for one topology; returns every executor's slot (when possible).
 
     ``alive_placements``: alive executors of this topology and where they run. ``available``: free
@@ -146,7 +151,7 @@ def schedule_topology(
     every live supervisor.
     """
     available = [s for s in available if s not in set(alive_placements.values())]
-    alive_assigned: dict[Slot, list[ExecutorId]] = {}
+    alive_assigned: dict[WorkerSlot, list[ExecutorId]] = {}
     for ex, slot in alive_placements.items():
         alive_assigned.setdefault(slot, []).append(ex)
     can_reassign = {s for s in alive_assigned if s in live_slots}
@@ -174,12 +179,12 @@ def schedule_topology(
 
 
 def start_times_for(
-    new: Mapping[ExecutorId, Slot], old: Mapping[ExecutorId, Slot], old_start: Mapping[ExecutorId, int], now: int
+    new: Mapping[ExecutorId, WorkerSlot], old: Mapping[ExecutorId, WorkerSlot], old_start: Mapping[ExecutorId, int], now: int
 ) -> dict[ExecutorId, int]:
     """Old start times, reset to ``now`` for every executor whose slot's executor set changed."""
 
-    def by_slot(placements: Mapping[ExecutorId, Slot]) -> dict[Slot, list[ExecutorId]]:
-        out: dict[Slot, list[ExecutorId]] = {}
+    def by_slot(placements: Mapping[ExecutorId, WorkerSlot]) -> dict[WorkerSlot, list[ExecutorId]]:
+        out: dict[WorkerSlot, list[ExecutorId]] = {}
         for ex, slot in placements.items():
             out.setdefault(slot, []).append(ex)
         return {s: sorted(v) for s, v in out.items()}
@@ -196,19 +201,20 @@ def start_times_for(
 
 
 @dataclass
-class TopologySnapshot:
-    """What scheduling needs to know about one topology this round."""
+class TopologyDetails:
+    """What scheduling needs to know about one topology this round: Storm's ``TopologyDetails``
+    (executors, worker count) with its current ``SchedulerAssignment`` (placements, start times)."""
 
     topology_id: str
     executors: list[ExecutorId]
     num_workers: int
-    placements: dict[ExecutorId, Slot]  # the current assignment (possibly empty)
+    placements: dict[ExecutorId, WorkerSlot]  # the current assignment (possibly empty)
     start_times: dict[ExecutorId, int]
     scratch: bool = False  # being rebalanced: its current slots count as free
 
 
 def compute_assignments(
-    topologies: list[TopologySnapshot],
+    topologies: list[TopologyDetails],
     supervisors: Mapping[str, list[int]],
     cache: HeartbeatCache,
     now: float,
@@ -216,16 +222,16 @@ def compute_assignments(
     launch_secs: float,
     timeout_secs: float,
     orphan_grace_secs: float | None = 0.0,
-) -> tuple[dict[str, dict[ExecutorId, Slot]], dict[str, set[ExecutorId]]]:
+) -> tuple[dict[str, dict[ExecutorId, WorkerSlot]], dict[str, set[ExecutorId]]]:
     """New placements for every topology, plus each topology's dead executors (for metrics/logs).
 
     ``supervisors``: live supervisor id → its slot ports.
     """
     live_nodes = set(supervisors)
     live_slots = {(node, port) for node, ports in supervisors.items() for port in ports}
-    alive: dict[str, dict[ExecutorId, Slot]] = {}
+    alive: dict[str, dict[ExecutorId, WorkerSlot]] = {}
     dead: dict[str, set[ExecutorId]] = {}
-    dead_slots: set[Slot] = set()
+    dead_slots: set[WorkerSlot] = set()
     for t in topologies:
         if t.scratch:
             alive[t.topology_id] = {}
@@ -241,7 +247,7 @@ def compute_assignments(
         dead[t.topology_id] = {ex for ex in t.placements if ex not in live}
         dead_slots |= {t.placements[ex] for ex in dead[t.topology_id]}
     occupied = {slot for placements in alive.values() for slot in placements.values()}
-    result: dict[str, dict[ExecutorId, Slot]] = {}
+    result: dict[str, dict[ExecutorId, WorkerSlot]] = {}
     for t in sorted(topologies, key=lambda t: t.topology_id):
         mine = alive[t.topology_id]
         others = occupied - set(mine.values())

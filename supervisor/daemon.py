@@ -9,6 +9,9 @@ signal handlers only set the loop's wake-up event. Each loop iteration:
    (:mod:`gale.supervisor.slot`), performing the returned actions;
 3. persists ``local-assignments`` and ``approved-workers`` in LocalState when they change, so a
    restarted supervisor re-adopts running workers and kills the strays.
+
+Every time the loop decides on (heartbeat and resync periods, the slots' observation time, which
+the slot machine's timeouts are judged by) comes from the injected clock (:mod:`gale.clock`).
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ import yaml
 from kazoo.exceptions import KazooException
 from kazoo.protocol.states import KazooState
 
+from gale.clock import REAL_CLOCK
 from gale.cluster_state import ClusterState
 from gale.layout import Layout
 from gale.local_state import LocalState
@@ -52,9 +56,10 @@ def local_hostname(conf: dict[str, Any]) -> str:
 
 
 class Supervisor:
-    def __init__(self, conf: dict[str, Any], metrics: Any = None):
+    def __init__(self, conf: dict[str, Any], metrics: Any = None, *, clock: Any = REAL_CLOCK):
         self.conf = conf
         self.metrics = metrics
+        self.clock = clock
         self.local = Path(conf["storm.local.dir"])
         self.hostname = local_hostname(conf)
         self.ports = sorted(set(int(p) for p in conf["supervisor.slots.ports"]))
@@ -75,7 +80,7 @@ class Supervisor:
         self.localizer = Localizer(self.local, self._code_sources, on_ready=self.wake, metrics=metrics)
         self.wakeup = threading.Event()
         self.stopping = threading.Event()
-        self.started = time.time()
+        self.started = clock.time()
         self.slots: dict[int, Slot] = {}
         self.desired: dict[int, LocalAssignment] = {}
         self._assignments_dirty = True
@@ -145,7 +150,7 @@ class Supervisor:
         local_assignments = snapshot.get(LOCAL_ASSIGNMENTS_KEY) or {}
         approved = snapshot.get(APPROVED_WORKERS_KEY) or {}
         by_port = {int(port): wid for wid, port in approved.items()}
-        now = time.time()
+        now = self.clock.time()
         for port in self.ports:
             slot = Slot(port=port, since=now)
             entry = local_assignments.get(str(port))
@@ -181,15 +186,15 @@ class Supervisor:
     def info(self) -> SupervisorInfo:
         used = sorted(p for p, s in self.slots.items() if s.current is not None)
         return SupervisorInfo(
-            time_secs=int(time.time()), hostname=self.hostname, assignment_id=self.supervisor_id,
+            time_secs=int(self.clock.time()), hostname=self.hostname, assignment_id=self.supervisor_id,
             used_ports=used, meta=self.ports, scheduler_meta=self.conf.get("supervisor.scheduler.meta") or {},
-            uptime_secs=int(time.time() - self.started), gale_version=GALE_VERSION,
+            uptime_secs=int(self.clock.time() - self.started), gale_version=GALE_VERSION,
             server_port=self.metrics_port,
         )
 
     def register(self) -> None:
         self.state.set_supervisor_info(self.supervisor_id, self.info())
-        self._last_register = time.monotonic()
+        self._last_register = self.clock.monotonic()
 
     def read_assignments(self) -> None:
         try:
@@ -209,7 +214,7 @@ class Supervisor:
                 desired[port] = LocalAssignment(tid, tuple(executors), a.code_checksum)
         self.desired = desired
         self._assignments_dirty = False
-        self._last_assignment_read = time.monotonic()
+        self._last_assignment_read = self.clock.monotonic()
         self.localizer.cleanup({la.topology_id for la in desired.values()} |
                                {s.current.topology_id for s in self.slots.values() if s.current})
 
@@ -239,10 +244,10 @@ class Supervisor:
         while not self.stopping.is_set():
             self.wakeup.clear()  # before the work: a wake-up during it is not lost
             try:
-                if self._reregister or time.monotonic() - self._last_register >= hb_period:
+                if self._reregister or self.clock.monotonic() - self._last_register >= hb_period:
                     self._reregister = False
                     self.register()
-                if self._assignments_dirty or time.monotonic() - self._last_assignment_read >= ASSIGNMENT_RESYNC_SECS:
+                if self._assignments_dirty or self.clock.monotonic() - self._last_assignment_read >= ASSIGNMENT_RESYNC_SECS:
                     self.read_assignments()
                 self.step_slots()
             except KazooException as exc:
@@ -260,7 +265,7 @@ class Supervisor:
         if hb is not None and hb.get("port") == slot.port and (slot.current is None or hb.get("topology_id") == slot.current.topology_id):
             hb_secs = float(hb.get("time_secs", 0))
         return Observation(
-            now=time.time(),
+            now=self.clock.time(),
             assignment=desired,
             code_ready=desired is not None and self.localizer.ready(desired.topology_id, desired.code_checksum),
             heartbeat_secs=hb_secs,

@@ -2,7 +2,7 @@
 
 from gale.nimbus.scheduler import (
     HeartbeatCache,
-    TopologySnapshot,
+    TopologyDetails,
     bad_slots,
     compute_assignments,
     integer_divided,
@@ -25,7 +25,7 @@ def test_integer_divided_and_sort_slots():
 
 
 def test_new_topology_spreads_over_nodes():
-    snap = TopologySnapshot("t", EXECS, 3, {}, {})
+    snap = TopologyDetails("t", EXECS, 3, {}, {})
     placements, dead = compute_assignments([snap], SUPS, HeartbeatCache(), 1000, **T)
     slots = set(placements["t"].values())
     assert len(slots) == 3
@@ -36,7 +36,7 @@ def test_new_topology_spreads_over_nodes():
 
 
 def _running(now):
-    snap = TopologySnapshot("t", EXECS, 2, {}, {})
+    snap = TopologyDetails("t", EXECS, 2, {}, {})
     placements, _ = compute_assignments([snap], {"a": [1, 2], "b": [1, 2]}, HeartbeatCache(), now, **T)
     p = placements["t"]
     starts = start_times_for(p, {}, {}, now)
@@ -48,7 +48,7 @@ def test_alive_placements_are_kept():
     cache = HeartbeatCache()
     for ex in p:
         cache.update("t", ex, 1200, 1200)
-    snap = TopologySnapshot("t", EXECS, 2, p, starts)
+    snap = TopologyDetails("t", EXECS, 2, p, starts)
     again, _ = compute_assignments([snap], {"a": [1, 2], "b": [1, 2]}, cache, 1210, **T)
     assert again["t"] == p
 
@@ -65,7 +65,7 @@ def test_dead_executors_move_after_timeout_not_before():
         if slot != dead_slot:
             cache.update("t", ex, 1175, 1175)
             cache.update("t", ex, 1190, 1190)
-    snap = TopologySnapshot("t", EXECS, 2, p, starts)
+    snap = TopologyDetails("t", EXECS, 2, p, starts)
     early, dead = compute_assignments([snap], sups, cache, 1170, **T)  # 20 s of silence < 30 s timeout
     assert early["t"] == p and dead["t"] == set()
     late, dead = compute_assignments([snap], sups, cache, 1185, **T)  # 35 s of silence
@@ -82,14 +82,14 @@ def test_stale_heartbeat_time_does_not_count_as_alive():
     for now in (1130, 1140, 1150, 1170):
         for ex in p:
             cache.update("t", ex, 1130, now)  # time_secs never changes
-    snap = TopologySnapshot("t", EXECS, 2, p, starts)
+    snap = TopologyDetails("t", EXECS, 2, p, starts)
     _, dead = compute_assignments([snap], {"a": [1, 2], "b": [1, 2]}, cache, 1170, **T)
     assert dead["t"] == set(p)
 
 
 def test_new_executors_get_launch_grace():
     p, starts = _running(1000)
-    snap = TopologySnapshot("t", EXECS, 2, p, starts)
+    snap = TopologyDetails("t", EXECS, 2, p, starts)
     same, dead = compute_assignments([snap], {"a": [1, 2], "b": [1, 2]}, HeartbeatCache(), 1100, **T)
     assert same["t"] == p and dead["t"] == set()
     _, dead = compute_assignments([snap], {"a": [1, 2], "b": [1, 2]}, HeartbeatCache(), 1121, **T)
@@ -97,14 +97,14 @@ def test_new_executors_get_launch_grace():
 
 
 def test_vanished_supervisor_work_moves_to_others():
-    snap0 = TopologySnapshot("t", EXECS, 2, {}, {})
+    snap0 = TopologyDetails("t", EXECS, 2, {}, {})
     sups = {"a": [1], "b": [1], "c": [1]}
     p, _ = compute_assignments([snap0], sups, HeartbeatCache(), 1000, **T)
     p = p["t"]
     starts = start_times_for(p, {}, {}, 1000)
     gone = next(iter(p.values()))[0]
     left = {k: v for k, v in sups.items() if k != gone}
-    snap = TopologySnapshot("t", EXECS, 2, p, starts)
+    snap = TopologyDetails("t", EXECS, 2, p, starts)
     after, dead = compute_assignments([snap], left, HeartbeatCache(), 1001, **T)
     assert all(node != gone for node, _ in after["t"].values())
     assert len(set(after["t"].values())) == 2
@@ -113,32 +113,32 @@ def test_vanished_supervisor_work_moves_to_others():
 
 def test_all_supervisors_gone_means_empty_assignment():
     p, starts = _running(1000)
-    snap = TopologySnapshot("t", EXECS, 2, p, starts)
+    snap = TopologyDetails("t", EXECS, 2, p, starts)
     after, _ = compute_assignments([snap], {}, HeartbeatCache(), 1001, **T)
     assert after["t"] == {}
 
 
 def test_two_topologies_never_share_a_slot():
     sups = {"a": [1, 2], "b": [1, 2]}
-    snaps = [TopologySnapshot("t1", EXECS, 2, {}, {}), TopologySnapshot("t2", [(1, 2), (3, 4)], 2, {}, {})]
+    snaps = [TopologyDetails("t1", EXECS, 2, {}, {}), TopologyDetails("t2", [(1, 2), (3, 4)], 2, {}, {})]
     p, _ = compute_assignments(snaps, sups, HeartbeatCache(), 1000, **T)
     assert not set(p["t1"].values()) & set(p["t2"].values())
     assert len(set(p["t1"].values())) == 2 and len(set(p["t2"].values())) == 2
 
 
 def test_more_workers_than_slots_then_slots_added():
-    snap = TopologySnapshot("t", EXECS, 4, {}, {})
+    snap = TopologyDetails("t", EXECS, 4, {}, {})
     p, _ = compute_assignments([snap], {"a": [1]}, HeartbeatCache(), 1000, **T)
     assert set(p["t"].values()) == {("a", 1)}
     starts = start_times_for(p["t"], {}, {}, 1000)
-    snap = TopologySnapshot("t", EXECS, 4, p["t"], starts)
+    snap = TopologyDetails("t", EXECS, 4, p["t"], starts)
     p2, _ = compute_assignments([snap], {"a": [1], "b": [1, 2], "c": [1]}, HeartbeatCache(), 1001, **T)
     assert len(set(p2["t"].values())) == 4
 
 
 def test_rebalance_scratch_replans_from_scratch():
     p, starts = _running(1000)
-    snap = TopologySnapshot("t", EXECS, 1, p, starts, scratch=True)
+    snap = TopologyDetails("t", EXECS, 1, p, starts, scratch=True)
     after, _ = compute_assignments([snap], {"a": [1, 2], "b": [1, 2]}, HeartbeatCache(), 1001, **T)
     assert len(set(after["t"].values())) == 1
 
@@ -161,7 +161,7 @@ def test_schedule_topology_places_everything_round_robin():
 
 def test_vanished_supervisor_with_heartbeating_workers_keeps_them():
     """A supervisor restarting on its own: its node is gone for a moment, its workers still beat."""
-    snap0 = TopologySnapshot("t", EXECS, 2, {}, {})
+    snap0 = TopologyDetails("t", EXECS, 2, {}, {})
     sups = {"a": [1], "b": [1]}
     p, _ = compute_assignments([snap0], sups, HeartbeatCache(), 1000, **T)
     p = p["t"]
@@ -169,7 +169,7 @@ def test_vanished_supervisor_with_heartbeating_workers_keeps_them():
     cache = HeartbeatCache()
     for ex in p:
         cache.update("t", ex, 1198, 1198)
-    snap = TopologySnapshot("t", EXECS, 2, p, starts)
+    snap = TopologyDetails("t", EXECS, 2, p, starts)
     kept, dead = compute_assignments([snap], {"b": [1]}, cache, 1200, **T, orphan_grace_secs=9)
     assert kept["t"] == p and dead["t"] == set()
     # once its heartbeats stop for longer than the grace, the work moves

@@ -1,0 +1,185 @@
+"""A scheduling round as a pure function (gale.nimbus.plan): snapshot in, writes and deletions out.
+No ZooKeeper, no clock: each test builds a snapshot and asserts the plan."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from gale.config import defaults
+from gale.records import Assignment, ExecutorStats, StormBase, SupervisorInfo, TopologyStatus, WorkerHeartbeat, executor_key
+from gale.topology.builder import TopologyBuilder
+from gale.topology.definition import component_parallelism
+from gale.nimbus.plan import RoundSnapshot, SchedulingTimeouts, TopologyInputs, plan_round
+from gale.nimbus.scheduler import HeartbeatCache
+from tests.topologies import Identity, ListSpout
+
+NOW = 1_800_000_000.0
+T = SchedulingTimeouts(launch_secs=120, timeout_secs=30, orphan_grace_secs=9)
+CODE = "c" * 64
+
+
+def topology(workers: int = 2, owner: str = "ana") -> TopologyInputs:
+    b = TopologyBuilder()
+    b.set_spout("words", ListSpout, 2)
+    b.set_bolt("split", Identity, 2).shuffle_grouping("words")
+    conf = {**defaults(), "topology.workers": workers, "topology.acker.executors": 1}
+    defn = b.create_topology(name="t", conf={"topology.workers": workers}).definition
+    base = StormBase(name="t", status=TopologyStatus.ACTIVE, num_workers=workers,
+                     component_executors=component_parallelism(defn, conf, workers), launch_time_secs=int(NOW),
+                     owner=owner)
+    # executors: __acker (1,1), split (2,2) (3,3), words (4,4) (5,5)
+    return TopologyInputs(base=base, defn=defn, conf=conf, code_dir="/nimbus/stormdist/t-1", code_checksum=CODE,
+                          heartbeats={})
+
+
+def supervisors(*nodes: str, ports=(6700, 6701)) -> dict[str, SupervisorInfo]:
+    return {n: SupervisorInfo(time_secs=int(NOW), hostname=f"host-{n}", assignment_id=n, meta=list(ports))
+            for n in nodes}
+
+
+def snapshot(topologies=None, assignments=None, sups=None, now=NOW, cache=None, storm_ids=None, **kw) -> RoundSnapshot:
+    topologies = {"t-1": topology()} if topologies is None else topologies
+    return RoundSnapshot(
+        now=now, topologies=topologies, storm_ids=frozenset(topologies if storm_ids is None else storm_ids),
+        assignments=assignments or {}, supervisors=supervisors("a", "b") if sups is None else sups,
+        cache=cache or HeartbeatCache(), timeouts=T, **kw,
+    )
+
+
+def beat(tid: str, placements: dict, slot: tuple[str, int], time_secs: int, executors=None) -> WorkerHeartbeat:
+    """The workerbeat of ``slot``: stats for the executors placed there (or ``executors``)."""
+    mine = executors if executors is not None else [ex for ex, s in placements.items() if s == slot]
+    return WorkerHeartbeat(storm_id=tid, time_secs=time_secs, uptime_secs=1,
+                           executor_stats={executor_key(ex): ExecutorStats(component="c", kind="bolt") for ex in mine})
+
+
+def beats(tid: str, a: Assignment, time_secs: int) -> dict:
+    placements = a.executors()
+    return {slot: beat(tid, placements, slot, time_secs) for slot in set(placements.values())}
+
+
+def first_assignment() -> Assignment:
+    plan = plan_round(snapshot())
+    return plan.writes[0].assignment
+
+
+# ----------------------------------------------------------------------------- tests
+
+
+def test_new_topology_gets_a_complete_assignment():
+    plan = plan_round(snapshot())
+    assert [w.topology_id for w in plan.writes] == ["t-1"] and plan.deletions == ()
+    w = plan.writes[0]
+    a = w.assignment
+    assert w.previous is None and w.dead == frozenset()
+    assert set(a.executors()) == {(1, 1), (2, 2), (3, 3), (4, 4), (5, 5)}
+    slots = set(a.executors().values())
+    assert len(slots) == 2 and {n for n, _ in slots} == {"a", "b"}  # spread over both nodes
+    assert a.node_host == {"a": "host-a", "b": "host-b"}
+    assert set(a.start_times().values()) == {int(NOW)}
+    assert (a.master_code_dir, a.code_checksum, a.owner) == ("/nimbus/stormdist/t-1", CODE, "ana")
+
+
+def test_unchanged_world_writes_nothing_and_the_inputs_stay_untouched():
+    a = first_assignment()
+    cache = HeartbeatCache()
+    topo = replace(topology(), heartbeats=beats("t-1", a, int(NOW) + 5))
+    snap = snapshot({"t-1": topo}, {"t-1": a}, now=NOW + 5, cache=cache)
+    plan = plan_round(snap)
+    assert plan.writes == () and plan.deletions == ()
+    # the beats went into the plan's cache, not into the snapshot's
+    assert cache.entries == {}
+    assert plan.cache.last_change("t-1", (2, 2)) == NOW + 5
+    assert plan_round(snap) == plan  # a pure function: same snapshot, same plan
+
+
+def test_silent_executors_move_after_the_timeout_not_before():
+    a = first_assignment()
+    placements = a.executors()
+    dead_slot = placements[(1, 1)]
+    # every worker beats at launch + 150 s (past the 120 s launch grace); then one slot goes silent
+    t1 = NOW + 150
+    topo = replace(topology(), heartbeats=beats("t-1", a, int(t1)))
+    cache = plan_round(snapshot({"t-1": topo}, {"t-1": a}, now=t1)).cache
+    alive = {s: b for s, b in beats("t-1", a, int(t1) + 25).items() if s != dead_slot}
+    silent = {**alive, dead_slot: topo.heartbeats[dead_slot]}  # same time_secs as before: not a change
+    topo2 = replace(topo, heartbeats=silent)
+
+    early = plan_round(snapshot({"t-1": topo2}, {"t-1": a}, now=t1 + 25, cache=cache))
+    assert early.writes == ()  # 25 s of silence < nimbus.task.timeout.secs
+
+    late = plan_round(snapshot({"t-1": topo2}, {"t-1": a}, now=t1 + 31, cache=early.cache))
+    (w,) = late.writes
+    moved = {ex for ex, s in placements.items() if s == dead_slot}
+    assert w.dead == moved and w.moved == moved and w.previous == a
+    new = w.assignment.executors()
+    assert all(new[ex] != dead_slot for ex in moved)  # the dead slot is not reused this round
+    assert all(new[ex] == placements[ex] for ex in placements if ex not in moved)
+    # the moved executors start over; the others keep their start times
+    starts = w.assignment.start_times()
+    assert all(starts[ex] == int(t1 + 31) for ex in moved)
+    assert all(starts[ex] == int(NOW) for ex in placements if ex not in moved and new[ex] not in set(new[m] for m in moved))
+
+
+def test_a_beat_from_another_slot_does_not_keep_an_executor_alive():
+    """A zombie worker still writing stats for executors that now run elsewhere is not trusted."""
+    a = first_assignment()
+    placements = a.executors()
+    slot_of_1 = placements[(1, 1)]
+    other = next(s for s in set(placements.values()) if s != slot_of_1)
+    t1 = NOW + 150
+    # only the *other* slot beats, and it claims every executor
+    topo = replace(topology(), heartbeats={other: beat("t-1", placements, other, int(t1), executors=list(placements))})
+    plan = plan_round(snapshot({"t-1": topo}, {"t-1": a}, now=t1))
+    assert plan.cache.last_change("t-1", (1, 1)) is None
+    (w,) = plan.writes
+    assert w.dead == {ex for ex, s in placements.items() if s == slot_of_1}
+
+
+def test_assignments_of_removed_topologies_are_deleted_and_unschedulable_ones_kept():
+    a = first_assignment()
+    # "gone" has no /storms node; "no-code" has one, but this nimbus cannot read its code
+    snap = snapshot({}, {"gone": a, "no-code": a}, storm_ids={"no-code"})
+    plan = plan_round(snap)
+    assert plan.deletions == ("gone",) and plan.writes == ()
+
+
+def test_vanished_supervisor_keeps_its_host_while_its_workers_still_beat():
+    a = first_assignment()
+    t1 = NOW + 150
+    topo = replace(topology(), heartbeats=beats("t-1", a, int(t1)))
+    cache = plan_round(snapshot({"t-1": topo}, {"t-1": a}, now=t1)).cache
+    # supervisor "a" restarts: its znode is gone for a moment, its workers keep beating
+    topo2 = replace(topo, heartbeats=beats("t-1", a, int(t1) + 3))
+    plan = plan_round(snapshot({"t-1": topo2}, {"t-1": a}, sups=supervisors("b"), now=t1 + 3, cache=cache))
+    assert plan.writes == ()
+    # its workers go silent too: after the orphan grace their executors move to "b"
+    later = plan_round(snapshot({"t-1": topo2}, {"t-1": a}, sups=supervisors("b"), now=t1 + 13, cache=plan.cache))
+    (w,) = later.writes
+    assert {n for n, _ in w.assignment.executors().values()} == {"b"}
+    assert w.assignment.node_host == {"b": "host-b"}
+
+
+def test_rebalance_replans_from_scratch_and_forgets_removed_executors():
+    a = first_assignment()
+    t1 = NOW + 150
+    topo = replace(topology(), heartbeats=beats("t-1", a, int(t1)))
+    cache = plan_round(snapshot({"t-1": topo}, {"t-1": a}, now=t1)).cache
+    assert cache.last_change("t-1", (5, 5)) == t1
+    # rebalanced to one worker and one "words" executor: (4, 5) replaces (4, 4) and (5, 5)
+    base = topo.base.model_copy(update={"num_workers": 1,
+                                        "component_executors": {**topo.base.component_executors, "words": 1}})
+    topo1 = replace(topo, base=base)
+    plan = plan_round(snapshot({"t-1": topo1}, {"t-1": a}, now=t1 + 1, cache=cache, scratch="t-1"))
+    (w,) = plan.writes
+    assert len(set(w.assignment.executors().values())) == 1
+    assert (4, 5) in w.assignment.executors()
+    assert plan.cache.last_change("t-1", (5, 5)) is None  # not an executor of the topology any more
+
+
+def test_two_topologies_never_share_a_slot():
+    snap = snapshot({"t-1": topology(), "t-2": topology(workers=1)}, sups=supervisors("a", "b", ports=(6700, 6701)))
+    plan = plan_round(snap)
+    by_id = {w.topology_id: set(w.assignment.executors().values()) for w in plan.writes}
+    assert len(by_id["t-1"]) == 2 and len(by_id["t-2"]) == 1
+    assert not by_id["t-1"] & by_id["t-2"]

@@ -1,0 +1,41 @@
+"""The supervisor daemon decides its periods by the injected clock (a real ZooKeeper, simulated
+time): its znode heartbeat follows the clock, not the wall."""
+
+from __future__ import annotations
+
+import socket
+
+from gale.clock import SimulatedClock
+from gale.supervisor.daemon import Supervisor
+from tests.waiting import eventually
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_the_supervisor_heartbeats_to_zookeeper_by_its_injected_clock(conf):
+    clock = SimulatedClock()
+    port = free_port()
+    # a heartbeat period no test waits for in real time
+    c = {**conf, "supervisor.slots.ports": [port], "supervisor.heartbeat.frequency.secs": 600,
+         "supervisor.id": "sup-sim"}
+    sup = Supervisor(c, clock=clock)
+    sup.start()
+    try:
+        started = clock.time()
+        info = sup.state.supervisor_info("sup-sim")
+        assert (info.time_secs, info.uptime_secs) == (int(started), 0)
+        assert sup.slots[port].since == started  # the slots' timeouts count from the same clock
+
+        clock.advance(600)
+
+        def registered_again():
+            info = sup.state.supervisor_info("sup-sim")
+            assert (info.time_secs, info.uptime_secs) == (int(started) + 600, 600), info
+
+        eventually(registered_again, timeout=10)
+    finally:
+        sup.stop()
