@@ -1,8 +1,9 @@
-"""Read models for the CLI, the HTTP API and the UI, built from cluster state (no writes)."""
+"""Read models for the CLI, the HTTP API and the UI, built from cluster state (no writes).
+
+Ages and staleness are judged by nimbus's clock (``nimbus.clock``)."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -14,8 +15,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from gale.nimbus.daemon import Nimbus
 
 
-def _uptime(launch: int) -> int:
-    return max(0, int(time.time() - launch))
+def _uptime(launch: int, now: float) -> int:
+    return max(0, int(now - launch))
 
 
 def cluster_summary(nimbus: Nimbus) -> dict[str, Any]:
@@ -59,7 +60,7 @@ def topology_list(nimbus: Nimbus) -> list[dict[str, Any]]:
         a = assignments.get(tid)
         placements = a.executors() if a else {}
         out.append({
-            "id": tid, "name": base.name, "status": base.status.value, "uptime_secs": _uptime(base.launch_time_secs),
+            "id": tid, "name": base.name, "status": base.status.value, "uptime_secs": _uptime(base.launch_time_secs, nimbus.clock.time()),
             "workers": len(set(placements.values())), "requested_workers": base.num_workers,
             "executors": len(placements), "tasks": sum(e - s + 1 for s, e in placements),
             "launch_time_secs": base.launch_time_secs, "owner": base.owner,
@@ -76,7 +77,7 @@ def executor_stats(nimbus: Nimbus, topology_id: str) -> dict[str, tuple[Executor
     placements = {executor_key(ex): slot for ex, slot in a.executors().items()}
     out = {}
     stale_after = float(nimbus.conf["nimbus.task.timeout.secs"])
-    now = time.time()
+    now = nimbus.clock.time()
     for (node, port), hb in state.worker_heartbeats(topology_id).items():
         if now - hb.time_secs > stale_after:
             continue  # a dead worker's last beat: its executors are not running
@@ -135,7 +136,7 @@ def topology_detail(nimbus: Nimbus, topology_id: str, window: str = ":all-time")
         workers.setdefault(f"{node}:{port}", {**worker, "node": node, "executors": []})["executors"].append(key)
     return {
         "id": topology_id, "name": base.name, "status": base.status.value,
-        "uptime_secs": _uptime(base.launch_time_secs), "launch_time_secs": base.launch_time_secs,
+        "uptime_secs": _uptime(base.launch_time_secs, nimbus.clock.time()), "launch_time_secs": base.launch_time_secs,
         "requested_workers": base.num_workers, "workers": len(set(placements.values())),
         "executors": len(placements), "executors_running": len(stats), "tasks": len(layout.task_to_component),
         "message_timeout_secs": conf["topology.message.timeout.secs"],
