@@ -102,6 +102,7 @@ class LeaderElection:
         self._leading = False
         self._lost = threading.Event()  # the session ended, or step_down()/stop() was called
         self._stop = threading.Event()
+        self._pause = self.RECONTEND_SECS  # before contending again; longer after stepping aside
         self._thread = threading.Thread(target=self._contend, name="nimbus-election", daemon=True)
         client.add_listener(self._session_watcher)
 

@@ -21,7 +21,7 @@ A round:
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from gale.records import Assignment, ExecutorId, StormBase, SupervisorInfo, WorkerHeartbeat
@@ -86,7 +86,6 @@ class RoundPlan:
     writes: tuple[AssignmentWrite, ...]  # changed or new assignments, by topology id
     deletions: tuple[str, ...]  # assignments of topologies that no longer exist
     cache: HeartbeatCache  # the heartbeat cache after this round
-    dead: Mapping[str, frozenset[ExecutorId]] = field(default_factory=dict)
 
 
 def observe_heartbeats(
@@ -138,7 +137,7 @@ def plan_round(snapshot: RoundSnapshot) -> RoundPlan:
             moved = frozenset(ex for ex in placements if d.placements.get(ex) != placements[ex])
             writes.append(AssignmentWrite(tid, assignment, old, moved, frozenset(dead.get(tid, ()))))
     deletions = tuple(sorted(tid for tid in snapshot.assignments if tid not in snapshot.storm_ids))
-    return RoundPlan(tuple(writes), deletions, cache, {tid: frozenset(exs) for tid, exs in dead.items()})
+    return RoundPlan(tuple(writes), deletions, cache)
 
 
 def _node_hosts(placements: Mapping[ExecutorId, WorkerSlot], supervisors: Mapping[str, SupervisorInfo],
