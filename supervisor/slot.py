@@ -109,6 +109,9 @@ class Observation:
 
 @dataclass(frozen=True)
 class Slot:
+    """The state of one of this supervisor's worker ports (Storm's supervisor ``Slot``). Nimbus's
+    scheduler names a (node, port) place a :data:`~gale.nimbus.scheduler.WorkerSlot`."""
+
     port: int
     state: State = State.EMPTY
     current: LocalAssignment | None = None  # what the (starting/running) worker runs
