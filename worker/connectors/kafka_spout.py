@@ -97,6 +97,10 @@ def discover_brokers(client: Any, paths: BrokerPaths) -> list[str]:
 
 
 class KafkaSpout(Spout):
+    #: ``(topic, partition, offset)`` names a record whatever task reads it: a replay after a
+    #: rebalance keeps its lineage id (Spark sinks recognise it)
+    unique_message_ids = True
+
     def __init__(self, config: dict[str, Any] | None = None, fields: list[str] | tuple[str, ...] = ("value",),
                  decode: str = "utf-8"):
         self.config = dict(config or {})
