@@ -28,6 +28,12 @@ the message id ``(topic, partition, offset)``:
 Output fields are chosen with ``fields`` from topic, partition, offset, key, value, timestamp;
 ``decode`` turns key and value bytes into ``utf-8`` text (default), parsed ``json``, or leaves
 ``bytes``. ``config`` holds ``kafka.*`` keys for this component that override the topology's.
+
+A record that cannot be decoded is a **dead letter**: emitted on the ``error_stream`` (default
+``"error"``; fields ``raw, key, reason, source, coordinates``) under its own message id, so its
+offset is done only when the dead letter's tuple tree completes (a KafkaBolt subscribed to the
+stream writes a dead-letter topic). Counted in ``kafka_dead_letters``, logged and reported; see
+:mod:`gale.worker.connectors.dead_letter`.
 """
 
 from __future__ import annotations
@@ -42,6 +48,7 @@ from gale.errors import ConfigError, GaleError
 from gale.log import get_logger
 from gale.topology.components import Spout
 from gale.zk import start_client
+from gale.worker.connectors.dead_letter import ERROR_FIELDS, ERROR_STREAM, DeadLetters, check_stream
 from gale.worker.connectors.kafka_config import SPOUT_KEYS, merged, spout_settings
 from gale.worker.connectors.kafka_group import (
     BrokerPaths,
@@ -61,7 +68,7 @@ RECORD_FIELDS = ("topic", "partition", "offset", "key", "value", "timestamp")
 DECODERS = ("utf-8", "json", "bytes")
 COUNTERS = (
     "kafka_retried", "kafka_dropped", "kafka_lost", "kafka_offset_out_of_range", "kafka_decode_errors",
-    "kafka_rebalances", "kafka_rebalance_failures", "kafka_commit_writes", "kafka_owned_partitions",
+    "kafka_dead_letters", "kafka_rebalances", "kafka_rebalance_failures", "kafka_commit_writes", "kafka_owned_partitions",
 )
 HOUSEKEEPING_SECS = 0.02
 APPLY_RETRY_SECS = 1.0
@@ -102,9 +109,10 @@ class KafkaSpout(Spout):
     unique_message_ids = True
 
     def __init__(self, config: dict[str, Any] | None = None, fields: list[str] | tuple[str, ...] = ("value",),
-                 decode: str = "utf-8"):
+                 decode: str = "utf-8", error_stream: str | None = ERROR_STREAM):
         self.config = dict(config or {})
         merged({}, self.config, SPOUT_KEYS)  # unknown keys fail at build time
+        self.error_stream = check_stream("KafkaSpout", error_stream)
         self.fields = list(fields)
         bad = [f for f in self.fields if f not in RECORD_FIELDS]
         if bad or not self.fields:
@@ -115,6 +123,8 @@ class KafkaSpout(Spout):
 
     def declare_output_fields(self, declarer):
         declarer.declare(self.fields)
+        if self.error_stream is not None:
+            declarer.declare_stream(self.error_stream, ERROR_FIELDS)
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -123,6 +133,8 @@ class KafkaSpout(Spout):
         self.settings = s = spout_settings(conf, self.config, conf.get("storm.zookeeper.session.timeout"))
         self.log = log.bind(group=s.group, task=context.task_id, component=context.component_id)
         self.counters = TaskCounters(collector, COUNTERS)
+        self._dead = (DeadLetters(collector, self.counters, self.error_stream, "kafka", self.log)
+                      if self.error_stream is not None else None)
         self._getters = [self._getter(f) for f in self.fields]
         self._clock = REAL_CLOCK
         self.zk_client = None
@@ -290,12 +302,20 @@ class KafkaSpout(Spout):
                     continue
                 try:
                     values = [get(rec) for get in self._getters]
-                except ValueError as exc:  # undecodable: a poison record is done, not retried forever
-                    tracker.ack(rec.offset)
+                except ValueError as exc:  # undecodable: a dead letter, not retried as data
                     self.counters.incr("kafka_decode_errors")
-                    self.collector.report_error(f"Kafka record {rec.topic}-{rec.partition}@{rec.offset} "
-                                                f"cannot be decoded as {self.decode}: {exc}")
-                    continue
+                    reason = f"cannot decode {exc}"
+                    if self._dead is None:  # no error stream: done, counted and reported
+                        tracker.ack(rec.offset)
+                        self.collector.report_error(f"Kafka record {rec.topic}-{rec.partition}@{rec.offset} "
+                                                    f"skipped: {reason}")
+                        continue
+                    self._dead.emit((rec.topic, rec.partition, rec.offset), rec.value, rec.key, reason,
+                                    {"topic": rec.topic, "partition": rec.partition, "offset": rec.offset,
+                                     "timestamp": rec.timestamp})
+                    if verdict == EMIT_RETRY:
+                        self.counters.incr("kafka_retried")
+                    return
                 self.collector.emit(values, msg_id=(rec.topic, rec.partition, rec.offset))
                 if verdict == EMIT_RETRY:
                     self.counters.incr("kafka_retried")
@@ -320,10 +340,14 @@ class KafkaSpout(Spout):
 
     def _getter(self, name: str):
         decode = _decoder(self.decode)
-        if name == "value":
-            return lambda r: decode(r.value)
-        if name == "key":
-            return lambda r: decode(r.key)
+        kind = self.decode
+        if name in ("value", "key"):
+            def get(r):
+                try:
+                    return decode(getattr(r, name))
+                except ValueError as exc:  # json (and UnicodeDecodeError) errors
+                    raise ValueError(f"the {name} as {kind}: {exc}") from None
+            return get
         return lambda r: getattr(r, name)
 
     # ------------------------------------------------------------------ consumer upkeep
