@@ -44,10 +44,11 @@ from collections import deque
 from typing import Any
 
 from gale.clock import REAL_CLOCK
+from gale.deadline import Deadline, within
 from gale.errors import ConfigError, GaleError
 from gale.log import get_logger
 from gale.topology.components import Spout
-from gale.zk import start_client
+from gale.zk import start_client, stop_client
 from gale.worker.connectors.dead_letter import ERROR_FIELDS, ERROR_STREAM, DeadLetters, check_stream
 from gale.worker.connectors.kafka_config import SPOUT_KEYS, merged, spout_settings
 from gale.worker.connectors.kafka_group import (
@@ -72,6 +73,10 @@ COUNTERS = (
 )
 HOUSEKEEPING_SECS = 0.02
 APPLY_RETRY_SECS = 1.0
+#: how long deactivate waits for the offsets commit, and close for everything (ZooKeeper
+#: unreachable: the ZooKeeper steps are skipped, the committed offsets so far stand)
+COMMIT_WAIT_SECS = 2.0
+CLOSE_SECS = 2.0
 
 
 def _decoder(kind: str):
@@ -239,30 +244,39 @@ class KafkaSpout(Spout):
             out[topic] = parts
         return out
 
-    def _close_clients(self) -> None:
+    def _close_clients(self, deadline: Deadline | None = None) -> None:
+        deadline = deadline or Deadline(CLOSE_SECS)
         if self.consumer is not None:
-            try:
-                self.consumer.close()
-            except Exception:  # noqa: BLE001
-                pass
-            self.consumer = None
+            consumer, self.consumer = self.consumer, None
+            within(deadline, "kafka-consumer-close", consumer.close, autocommit=False,
+                   timeout_ms=int(deadline.remaining() * 1000))
         if self.zk_client is not None:
-            try:
-                self.zk_client.stop()
-                self.zk_client.close()
-            except Exception:  # noqa: BLE001
-                pass
+            stop_client(self.zk_client, deadline, "kafka-zookeeper-stop")
+
+    def _zookeeper_connected(self) -> bool:
+        return self.zk_client is not None and self.zk_client.connected
 
     def deactivate(self):
-        if self._member is not None and not self._member.commit(wait=5.0):
-            self.log.warning("kafka-commit-on-deactivate-timed-out")
+        if self._member is None:
+            return
+        if not self._zookeeper_connected():
+            # a commit would only queue behind the reconnect: the offsets committed so far stand,
+            # the acks since then replay (at-least-once)
+            self.log.warning("kafka-commit-on-deactivate-skipped", reason="ZooKeeper not connected")
+        elif not self._member.commit(wait=COMMIT_WAIT_SECS):
+            self.log.warning("kafka-commit-on-deactivate-timed-out", wait_secs=COMMIT_WAIT_SECS)
 
     def close(self):
+        deadline = Deadline(CLOSE_SECS)
         if self._member is not None:
-            self._member.stop()
+            if self._zookeeper_connected():
+                # commit, release the owner nodes, delete the registration
+                self._member.stop(timeout=deadline.earlier(0.5).remaining())
+            else:  # its ephemeral nodes go when the session expires; its thread is a daemon
+                self.log.warning("kafka-group-leave-skipped", reason="ZooKeeper not connected")
             self._publish_member_counters()
             self.counters.incr("kafka_owned_partitions", -self.counters["kafka_owned_partitions"])
-        self._close_clients()
+        self._close_clients(deadline)
         self.log.info("kafka-spout-closed", consumer=getattr(self, "consumer_id", None))
 
     # ------------------------------------------------------------------ emitting

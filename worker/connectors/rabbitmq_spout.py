@@ -212,10 +212,17 @@ class QueueConsumer:
         self._thread = threading.Thread(target=self._run, name=f"rabbitmq-{self.name}", daemon=True)
         self._thread.start()
 
-    def stop(self, timeout: float = 10.0) -> None:
+    def stop(self, timeout: float = 2.0) -> None:
+        """End the consumer thread within ``timeout``; it settles the queued acks and closes the
+        connection itself. A thread still blocked then (a broker that stopped answering) is left
+        to finish alone (a daemon): pika is not thread-safe, so its connection is not touched from
+        here, and the broker requeues whatever was not acked when the connection dies."""
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout)
+            if self._thread.is_alive():
+                self.log.warning("rabbitmq-consumer-stop-abandoned", timeout_secs=timeout)
+                return
         self._close()
 
     def _close(self) -> None:
