@@ -75,13 +75,22 @@ def _stop_and_close(client: KazooClient) -> None:
     client.close()
 
 
+#: how long a stop waits for a disconnected client (its thread finishes the stop by itself)
+DISCONNECTED_STOP_SECS = 0.5
+
+
 def stop_client(client: KazooClient | None, deadline: Deadline, what: str = "zookeeper-client-stop") -> bool:
     """Stop and close ``client`` by ``deadline``, whatever ZooKeeper's state; True if it did.
 
     kazoo's ``stop`` waits for its connection thread, which while ZooKeeper is unreachable may be in
-    a reconnect back-off or a connect attempt for up to the session timeout; past the deadline the
-    client is abandoned (its session expires on the server, which removes its ephemeral nodes).
+    a reconnect back-off (up to 5 s) or a connect attempt (up to the session timeout). A disconnected
+    client is given ``DISCONNECTED_STOP_SECS``: the stop is requested at once and its connection
+    thread ends at its next attempt, after this returns. A connected one gets until the deadline.
+    Either way a client still stopping is abandoned (its session expires on the server, which
+    removes its ephemeral nodes).
     """
     if client is None:
         return True
+    if not client.connected:
+        deadline = Deadline(min(deadline.remaining(), DISCONNECTED_STOP_SECS))
     return within(deadline, what, _stop_and_close, client)

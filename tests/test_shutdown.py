@@ -21,7 +21,8 @@ from kazoo.client import KazooClient
 from gale.clock import SimulatedClock
 from gale.deadline import Deadline, within
 from gale.zk import stop_client
-from gale.zkserver import ZooKeeperServer, free_port
+from gale.zkserver import ZooKeeperServer
+from tests.brokers import kafka_broker  # noqa: F401
 from tests.cluster import cli, dump_logs, make_cluster
 from tests.waiting import eventually
 
@@ -160,3 +161,43 @@ def test_worker_supervisor_and_nimbus_exit_within_their_bounds_while_zookeeper_i
     finally:
         cluster.stop()
         zk.stop()
+
+
+@pytest.mark.timeout(120)
+def test_a_kafka_spout_closes_within_its_bound_while_its_zookeeper_is_down(kafka_broker, tmp_path):
+    from gale import LocalCluster, TopologyBuilder
+    from gale.connectors import KafkaSpout
+    from gale.worker.connectors.kafka_spout import CLOSE_SECS
+    from tests.topologies import Sink
+
+    zk = ZooKeeperServer(data_dir=tmp_path / "zk").start()
+    kafka_broker.create_topic("t", 2)
+    kafka_broker.produce("t", [f"v{i}" for i in range(20)], partitions=2)
+    b = TopologyBuilder()
+    b.set_spout("kafka", KafkaSpout, 2)
+    b.set_bolt("ack", Sink, 1).shuffle_grouping("kafka")
+    conf = {"kafka.bootstrap.servers": kafka_broker.bootstrap, "kafka.topic": "t", "kafka.group": "g",
+            "kafka.zookeeper.servers": zk.address, "kafka.commit.interval.ms": 200}
+    cluster = LocalCluster()
+    try:
+        running = cluster.submit_topology("k", conf, b.create_topology(name="k"))
+
+        def all_acked():
+            assert running.component_stats()["kafka"]["acked"] == 20
+        eventually(all_acked, timeout=60)
+        spouts = [s for ex in running.runtime.executors.values() if ex.component == "kafka" for s in ex.spouts.values()]
+        zk.stop()
+        eventually(lambda: _assert_disconnected_all([s.zk_client for s in spouts]), timeout=30)
+        t0 = time.monotonic()
+        cluster.kill_topology("k")  # deactivate (commit) and close (leave the group) of both tasks
+        secs = time.monotonic() - t0
+        print(f"\nkill of a 2-task Kafka spout with its ZooKeeper down: {secs:.2f} s")
+        assert secs <= 2 * CLOSE_SECS, secs  # each task's close is bounded (it skips ZooKeeper work)
+    finally:
+        cluster.shutdown()
+        zk.stop()
+
+
+def _assert_disconnected_all(clients):
+    for c in clients:
+        _assert_disconnected(c)

@@ -73,10 +73,11 @@ COUNTERS = (
 )
 HOUSEKEEPING_SECS = 0.02
 APPLY_RETRY_SECS = 1.0
-#: how long deactivate waits for the offsets commit, and close for everything (ZooKeeper
-#: unreachable: the ZooKeeper steps are skipped, the committed offsets so far stand)
-COMMIT_WAIT_SECS = 2.0
-CLOSE_SECS = 2.0
+#: how long deactivate waits for the offsets commit, and close for everything, while ZooKeeper is
+#: connected (unreachable: the ZooKeeper steps are skipped, the committed offsets so far stand); a
+#: worker's stop bounds them further (supervisor.worker.shutdown.sleep.secs)
+COMMIT_WAIT_SECS = 5.0
+CLOSE_SECS = 5.0
 
 
 def _decoder(kind: str):
@@ -271,7 +272,7 @@ class KafkaSpout(Spout):
         if self._member is not None:
             if self._zookeeper_connected():
                 # commit, release the owner nodes, delete the registration
-                self._member.stop(timeout=deadline.earlier(0.5).remaining())
+                self._member.stop(timeout=deadline.earlier(1.0).remaining())
             else:  # its ephemeral nodes go when the session expires; its thread is a daemon
                 self.log.warning("kafka-group-leave-skipped", reason="ZooKeeper not connected")
             self._publish_member_counters()
