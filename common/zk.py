@@ -1,4 +1,4 @@
-"""Building kazoo clients from Gale configuration."""
+"""Building kazoo clients from Gale configuration, and stopping them within a deadline."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from kazoo.retry import KazooRetry
 from kazoo.security import make_digest_acl, make_acl
 
 from gale.config import zookeeper_hosts
+from gale.deadline import Deadline, within
 
 
 def digest_credentials(conf: Mapping[str, Any]) -> tuple[str, str] | None:
@@ -67,3 +68,29 @@ def start_client(conf: Mapping[str, Any], **kwargs: Any) -> KazooClient:
     client = make_client(conf, **kwargs)
     client.start(timeout=conf["storm.zookeeper.connection.timeout"] / 1000.0)
     return client
+
+
+def _stop_and_close(client: KazooClient) -> None:
+    client.stop()
+    client.close()
+
+
+#: how long a stop waits for a disconnected client (its thread finishes the stop by itself)
+DISCONNECTED_STOP_SECS = 0.5
+
+
+def stop_client(client: KazooClient | None, deadline: Deadline, what: str = "zookeeper-client-stop") -> bool:
+    """Stop and close ``client`` by ``deadline``, whatever ZooKeeper's state; True if it did.
+
+    kazoo's ``stop`` waits for its connection thread, which while ZooKeeper is unreachable may be in
+    a reconnect back-off (up to 5 s) or a connect attempt (up to the session timeout). A disconnected
+    client is given ``DISCONNECTED_STOP_SECS``: the stop is requested at once and its connection
+    thread ends at its next attempt, after this returns. A connected one gets until the deadline.
+    Either way a client still stopping is abandoned (its session expires on the server, which
+    removes its ephemeral nodes).
+    """
+    if client is None:
+        return True
+    if not client.connected:
+        deadline = Deadline(min(deadline.remaining(), DISCONNECTED_STOP_SECS))
+    return within(deadline, what, _stop_and_close, client)
