@@ -4,6 +4,7 @@ Everything a topology author needs::
 
     from gale import Spout, Bolt, BasicBolt, TopologyBuilder, Tuple, Fields, FailedException
     from gale import LocalCluster, complete_topology          # local mode and tests
+    from gale import ShellBolt, ShellSpout                     # multi-lang: a subprocess per task
     from gale.spark import SparkBolt, SparkSink                # Spark stages
     from gale.connectors import KafkaSpout, KafkaBolt, RabbitMQSpout, RabbitMQBolt
 
@@ -38,19 +39,27 @@ from gale.topology.tuple import DEFAULT_STREAM, Fields, Tuple
 
 if TYPE_CHECKING:  # pragma: no cover
     from gale.worker.local import LocalCluster, complete_topology
+    from gale.worker.multilang.components import ShellBolt, ShellSpout
 
-_LOCAL = {"LocalCluster", "complete_topology"}
+#: names loaded from the worker on first use: name → module
+_LAZY = {
+    "LocalCluster": "gale.worker.local",
+    "complete_topology": "gale.worker.local",
+    "ShellBolt": "gale.worker.multilang.components",
+    "ShellSpout": "gale.worker.multilang.components",
+}
 
 __all__ = [
     "BasicBolt", "Bolt", "DEFAULT_STREAM", "FailedException", "Fields", "LocalCluster", "OutputFieldsDeclarer",
-    "ReportedFailedException", "Spout", "Topology", "TopologyBuilder", "TopologyContext", "Tuple",
-    "complete_topology",
+    "ReportedFailedException", "ShellBolt", "ShellSpout", "Spout", "Topology", "TopologyBuilder", "TopologyContext",
+    "Tuple", "complete_topology",
 ]
 
 
 def __getattr__(name: str) -> Any:
-    if name in _LOCAL:
-        from gale.worker import local
+    module = _LAZY.get(name)
+    if module is not None:
+        import importlib
 
-        return getattr(local, name)
+        return getattr(importlib.import_module(module), name)
     raise AttributeError(f"module 'gale' has no attribute {name!r}")

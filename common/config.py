@@ -157,6 +157,13 @@ _PORT = Int(1, 65535)
 _POS = Int(1)
 _NONNEG = Int(0)
 
+#: values of topology.multilang.serializer: Storm's class names and Gale's short names
+#: (``gale.worker.multilang.codec.codec_for`` maps them to a codec)
+MULTILANG_SERIALIZERS = (
+    "org.apache.storm.multilang.JsonSerializer", "json",
+    "com.yelp.pyleus.serializer.MessagePackSerializer", "msgpack",
+)
+
 KEYS: dict[str, Key] = {
     k.name: k
     for k in [
@@ -250,6 +257,16 @@ KEYS: dict[str, Key] = {
         Key("topology.spark.batch.timeout.secs", None, Optional(_POS),
             "interrupt a Spark batch running longer (null: max(120, 4 x message timeout))"),
         Key("topology.secret", None, Optional(Str()), "per-topology transport secret (set by nimbus)"),
+        # Multi-lang (shell components: docs/multilang.md)
+        Key("topology.multilang.serializer", "org.apache.storm.multilang.JsonSerializer", Str(MULTILANG_SERIALIZERS),
+            "wire format with shell subprocesses: JSON (Storm's JsonSerializer, 'json') or msgpack ('msgpack')"),
+        Key("topology.shellbolt.max.pending", 100, _POS, "tuples a shell bolt task holds unwritten to its subprocess"),
+        Key("topology.subprocess.timeout.secs", None, Optional(_POS),
+            "a shell subprocess silent this long is killed (null: supervisor.worker.timeout.secs)"),
+        Key("topology.multilang.restart.secs", 1, Number(0.1),
+            "Gale: a failed shell subprocess is started again after this (doubling per failure in a row, at most 60 s)"),
+        Key("streamparse.env", None, Optional(Str()),
+            "Gale: the config.json environment a streamparse topology is submitted with (when it lists several)"),
     ]
 }
 

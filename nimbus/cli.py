@@ -148,7 +148,8 @@ def submit(topology_file: str, name: str | None, overrides: tuple[str, ...], con
         topo_conf = {**topology.conf, **extra}
         gconfig.validate(topo_conf, where="topology configuration", allow_user_keys=True)
         name = name or topology.name or Path(topology_file).stem
-        bundle = make_bundle(bundle_dir or Path(topology_file).resolve().parent, topology.to_json(), topo_conf,
+        bundle = make_bundle(bundle_dir or topology.code_dir or Path(topology_file).resolve().parent,
+                             topology.to_json(), topo_conf,
                              max_bytes=int(conf["nimbus.max.request.bytes"]))
     except GaleError as exc:
         fail(str(exc))

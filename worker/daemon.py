@@ -223,7 +223,7 @@ class Worker:
         base = self.state.storm_base(self.topology_id, watch=self._watch)
         if base is None:
             raise GaleError(f"topology {self.topology_id} does not exist")
-        defn, topo_conf, _code_dir = self.load_topology()
+        defn, topo_conf, code_dir = self.load_topology()
         conf = dict(self.conf)
         conf.update(topo_conf)
         layout = TopologyLayout(defn, conf, base.num_workers, base.component_executors)
@@ -239,7 +239,7 @@ class Worker:
         self.runtime = WorkerRuntime(
             Topology(defn), topology_id=self.topology_id, conf=conf, layout=layout, executors=self.executors,
             remote=self.transfer, error_sink=self.error_sink, worker_port=self.port,
-            local_dir=str(self.worker_dir), on_crash=self._crashed,
+            local_dir=str(self.worker_dir), code_dir=str(code_dir), on_crash=self._crashed,
         )
         self._fields = self.runtime._stream_fields
         self.transfer.start()

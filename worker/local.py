@@ -55,6 +55,7 @@ class LocalTopology:
             executors=self.layout.executors,
             clock=clock,
             capture=capture,
+            code_dir=topology.code_dir or "",
         )
         self.started = time.monotonic()
         if start:

@@ -68,6 +68,9 @@ class Topology:
     def __init__(self, definition: TopologyDef, classes: Mapping[str, type] | None = None):
         self.definition = definition
         self.classes: dict[str, type] = dict(classes or {})
+        #: the directory shipped as the code bundle (set by the topology-file loader: the file's
+        #: directory, or a streamparse project's root); shell components run from it in local mode
+        self.code_dir: str | None = None
 
     @property
     def name(self) -> str | None:

@@ -85,6 +85,9 @@ class TopologyContext:
     worker_tasks: Sequence[int] = ()
     #: a directory the task may write to (per worker)
     local_dir: str = ""
+    #: the topology's code directory (Storm's getCodeDir): the unpacked bundle in a worker, the
+    #: topology file's directory in local mode ("" when the topology was built in memory)
+    code_dir: str = ""
     #: component-specific resources (for example the Spark session of a Spark bolt)
     resources: dict[str, Any] = field(default_factory=dict)
 

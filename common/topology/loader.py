@@ -69,4 +69,5 @@ def load_topology_file(path: str | Path, conf: Mapping[str, Any] | None = None) 
         raise TopologyError(
             f"{path}: 'topology' must be a Topology (builder.create_topology()), got {type(obj).__name__}"
         )
+    obj.code_dir = directory
     return obj

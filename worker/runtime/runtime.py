@@ -109,6 +109,7 @@ class WorkerRuntime:
         capture: Callable[[str, str, Any], None] | None = None,
         worker_port: int = 0,
         local_dir: str = "",
+        code_dir: str = "",
         resources: Mapping[str, Any] | None = None,
         rng: random.Random | None = None,
         on_crash: Callable[[BaseException], None] | None = None,
@@ -124,6 +125,7 @@ class WorkerRuntime:
         self.capture = capture
         self.worker_port = worker_port
         self.local_dir = local_dir
+        self.code_dir = code_dir
         self.resources = dict(resources or {})
         self.rng = rng or random.Random()
         self.on_crash = on_crash
@@ -180,7 +182,8 @@ class WorkerRuntime:
             ex: Executor = AckerExecutor(self, ex_id, component)
             ex.budget = 8192
         elif self.defn.components[component].kind == "spout":
-            ex = SpoutExecutor(self, ex_id, component)
+            factory = getattr(self.topology.component_class(component), "executor_class", None)
+            ex = (factory or SpoutExecutor)(self, ex_id, component)
             ex.budget = 100
         else:
             factory = getattr(self.topology.component_class(component), "executor_class", None)
@@ -206,6 +209,7 @@ class WorkerRuntime:
             worker_port=self.worker_port,
             worker_tasks=sorted(self._local),
             local_dir=self.local_dir,
+            code_dir=self.code_dir,
             resources=self.resources,
         )
 

@@ -1,0 +1,490 @@
+"""The executors of shell components: a subprocess per task, driven from the executor thread.
+
+Per task a :class:`Shell` holds the protocol session (:mod:`gale.worker.multilang.protocol`), the
+child process (:mod:`gale.worker.multilang.process`) and an inbox. The child's reader thread only
+appends decoded messages to the inbox and wakes the executor thread; everything else — emits,
+acks, fails, task-id replies, heartbeats, timeouts, restarts — happens in :meth:`run_batch` on the
+executor thread, which owns the task. Messages to the child are collected during a round and
+written as one batch (non-blocking; what the pipe does not take waits for the next round).
+
+A child that exits, stays silent past ``topology.subprocess.timeout.secs`` (falling back to
+``supervisor.worker.timeout.secs``), writes what is not the protocol (a ``print`` to stdout) or
+breaks it is killed; the error is reported against the component with the last line seen and the
+end of its stderr; a bolt's pending tuples are failed (their trees replay); the child is started
+again after ``topology.multilang.restart.secs``, doubling with each failure in a row. The worker
+keeps running (Storm halts it with exit code 11).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import tempfile
+import time
+from collections import deque
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from gale.topology.tuple import Tuple
+from gale.worker.multilang import protocol as p
+from gale.worker.multilang.codec import Codec, ProtocolError, codec_for
+from gale.worker.multilang.process import ChildProcess, Exited, child_env, resolve_command, stop_children
+from gale.worker.runtime.executor import BoltExecutor, SpoutExecutor
+
+if TYPE_CHECKING:  # pragma: no cover
+    from gale.worker.runtime.runtime import WorkerRuntime
+
+STOP_GRACE_SECS = 1.0
+_LOG_METHODS = {"debug": "debug", "info": "info", "warning": "warning", "error": "error"}
+
+
+def subprocess_timeout(conf: dict[str, Any]) -> float:
+    """``topology.subprocess.timeout.secs``, falling back to ``supervisor.worker.timeout.secs``."""
+    value = conf.get("topology.subprocess.timeout.secs")
+    return float(value if value is not None else conf.get("supervisor.worker.timeout.secs", 30))
+
+
+def _plain(value: Any) -> Any:
+    """A JSON-safe copy of the topology configuration for the handshake."""
+    return json.loads(json.dumps(value, default=str))
+
+
+class Shell:
+    """One task's subprocess and protocol session (owned by the executor thread)."""
+
+    def __init__(self, executor: _ShellExecutor, task: int, component: Any, collector: Any):
+        self.executor = executor
+        self.task = task
+        self.component = component  # the ShellBolt/ShellSpout instance (its configuration)
+        self.collector = collector
+        self.session: Any = None
+        self.child: ChildProcess | None = None
+        self.generation = 0
+        self.inbox: deque = deque()  # (generation, messages | Exited | ProtocolError), from the reader
+        self.outbox: list[Any] = []  # messages for the child, written at the end of the round
+        self.unwritten = 0  # tuple messages in the child's write backlog
+        self.restart_at: float | None = None
+        self.restarts = p.Restarts(float(executor.conf.get("topology.multilang.restart.secs") or 1))
+        self.name = f"{executor.component}-{task}"
+        self.closing = False
+
+    # ------------------------------------------------------------------ commands (executor thread)
+    def send(self, msg: Any) -> None:
+        self.outbox.append(msg)
+
+    def command(self, name: str, msg_id: Any = "") -> None:
+        """A spout command (ack/fail/activate/deactivate); dropped while no child runs."""
+        if self.child is not None and self.session is not None:
+            self.send(self.session.command(name, self.executor.clock.monotonic(), msg_id))
+
+    def request_next(self) -> None:
+        """``next`` unless one is unanswered (one at a time, as Storm asks)."""
+        s = self.session
+        if self.child is not None and s is not None and s.started and not s.next_outstanding:
+            self.send(s.command("next", self.executor.clock.monotonic()))
+
+    def close(self) -> None:
+        self.closing = True
+
+    def flush(self) -> None:
+        child = self.child
+        if child is None:
+            self.outbox.clear()
+            return
+        if self.outbox:
+            msgs, self.outbox = self.outbox, []
+            child.write(self.executor.codec.encode_many(msgs))
+        elif child.backlog:
+            child.flush()
+        if not child.backlog:
+            self.unwritten = 0
+
+    def deliver(self, generation: int, item: Any) -> None:
+        """Called by the reader thread: queue for the executor thread and wake it."""
+        self.inbox.append((generation, item))
+        self.executor.wake()
+
+
+class _ShellExecutor:
+    """Mixed into the bolt and spout executors: starting, reading, checking and restarting children."""
+
+    shells: dict[int, Shell]
+    kind: str
+
+    def _init_shell(self) -> None:
+        serializer = self.conf.get("topology.multilang.serializer") or "json"
+        self.codec: Codec = codec_for(serializer)
+        self.timeout = subprocess_timeout(self.conf)
+        self.shells = {}
+        self._ids = itertools.count(1)
+        self.pid_dir = ""
+
+    def wake(self) -> None:
+        thread = self.thread
+        if thread is not None and thread.sleeping:
+            thread.wake()
+
+    def _new_id(self) -> str:
+        return str(next(self._ids))
+
+    def _attach(self, task: int, component: Any, collector: Any) -> Shell:
+        shell = Shell(self, task, component, collector)
+        component._shell = shell
+        self.shells[task] = shell
+        if not self.pid_dir:
+            local = self.runtime.local_dir
+            if local:
+                self.pid_dir = str(Path(local) / "pids")
+                os.makedirs(self.pid_dir, exist_ok=True)
+            else:
+                self.pid_dir = tempfile.mkdtemp(prefix="gale-pids-")
+        return shell
+
+    def _cwd(self, shell: Shell) -> str:
+        base = self.runtime.code_dir or os.getcwd()
+        return os.path.normpath(os.path.join(base, shell.component.cwd))
+
+    def _start(self, shell: Shell, now: float) -> None:
+        shell.generation += 1
+        generation = shell.generation
+        shell.restart_at = None
+        shell.outbox = []
+        shell.unwritten = 0
+        if self.kind == "bolt":
+            session: Any = p.BoltSession(self.component, shell.task, now, self.timeout, self._new_id)
+        else:
+            session = p.SpoutSession(self.component, shell.task, now, self.timeout)
+        cwd = self._cwd(shell)
+        argv = resolve_command(shell.component.command, cwd)
+        child = ChildProcess(argv, cwd, child_env(shell.component.env), self.codec,
+                             lambda item: shell.deliver(generation, item), shell.name)
+        conf = self.runtime.task_conf(self.component)
+        if not conf.get("topology.name"):
+            conf["topology.name"] = self.runtime.defn.name or self.runtime.topology_id
+        context = p.storm_context(self.runtime.defn, self.runtime.layout.task_to_component, self.component,
+                                  shell.task)
+        hello = session.handshake(_plain(conf), context, self.pid_dir, now)
+        try:
+            if not os.path.isdir(cwd):
+                raise FileNotFoundError(f"working directory {cwd} does not exist")
+            child.start()
+        except OSError as exc:
+            self._report(shell, f"cannot start subprocess {argv} in {cwd}: {exc}")
+            shell.restart_at = shell.restarts.failed(now)
+            return
+        shell.session, shell.child = session, child
+        child.write(self.codec.encode(hello))
+        self.log.info("subprocess-started", task=shell.task, pid=child.pid, command=argv, cwd=cwd)
+
+    def _report(self, shell: Shell, text: str) -> None:
+        self.report_error(f"shell {self.kind} {self.component!r} task {shell.task}: {text}")
+
+    def _child_failed(self, shell: Shell, reason: str, now: float, last_line: str = "") -> None:
+        """Kill the child, report why, fail what it held, schedule its restart."""
+        child = shell.child
+        if child is None:
+            return
+        child.kill()
+        last = last_line or child.decoder.last_line
+        parts = [f"subprocess {child.argv} (pid {child.pid}) {reason}"]
+        parts.append(f"last line seen: {last!r}" if last else "no output seen")
+        stderr = child.stderr_text()
+        if stderr:
+            parts.append(f"its stderr ends with:\n{stderr}")
+        failed = shell.session.fail_all() if self.kind == "bolt" else []
+        if failed:
+            parts.append(f"{len(failed)} pending tuples failed (they replay)")
+        shell.restart_at = shell.restarts.failed(now)
+        parts.append(f"restarting in {shell.restart_at - now:.1f}s")
+        self._report(shell, "; ".join(parts))
+        shell.generation += 1  # whatever the dead child's reader still delivers is dropped
+        shell.child = None
+        shell.session = None
+        shell.outbox = []
+        fail = shell.collector.fail
+        for tup in failed:
+            fail(tup)
+
+    def _check(self, shell: Shell, now: float) -> None:
+        """Once a round: restart when due, time out a silent child, send a bolt heartbeat."""
+        if shell.child is None:
+            if shell.restart_at is not None and now >= shell.restart_at and not shell.closing:
+                self._start(shell, now)
+                if shell.child is not None and self.kind == "spout" and self.active:
+                    shell.command("activate")
+            return
+        session = shell.session
+        if session.overdue(now):
+            what = "the handshake" if not session.started else "heartbeats and commands"
+            self._child_failed(shell, f"sent nothing for {session.silent_secs(now):.1f}s while asked for "
+                                      f"{what} (subprocess timeout {self.timeout:g}s)", now)
+            return
+        if self.kind == "bolt":
+            beat = session.heartbeat(now)
+            if beat is not None:
+                shell.send(beat)
+
+    def _drain(self, shell: Shell, now: float) -> int:
+        """Apply what the reader delivered; returns the number of messages applied."""
+        n = 0
+        inbox = shell.inbox
+        while inbox:
+            generation, item = inbox.popleft()
+            if generation != shell.generation or shell.child is None:
+                continue  # from a child already killed
+            if isinstance(item, list):
+                try:
+                    for msg in item:
+                        self._apply(shell, shell.session.receive(msg, now), now)
+                        n += 1
+                except ProtocolError as exc:
+                    self._child_failed(shell, f"broke the protocol: {exc.reason}", now, exc.last_line)
+                    return n
+            elif isinstance(item, ProtocolError):
+                self._child_failed(shell, f"wrote what is not the protocol: {exc_text(item)}", now, item.last_line)
+                return n
+            elif isinstance(item, Exited):
+                code = item.code
+                how = f"exited with code {code}" if code is None or code >= 0 else f"was killed by signal {-code}"
+                if shell.closing:
+                    shell.child = None
+                else:
+                    self._child_failed(shell, how, now)
+                return n
+        return n
+
+    def _apply_common(self, shell: Shell, cmd: Any, now: float) -> bool:
+        """Commands both kinds handle; False when ``cmd`` is kind-specific."""
+        cls = cmd.__class__
+        if cls is p.Log:
+            getattr(self.log, _LOG_METHODS.get(cmd.level, "info"))(
+                "subprocess-log", task=shell.task, pid=shell.session.pid, msg=cmd.text)
+        elif cls is p.ReportError:
+            self._report(shell, f"Shell Process Exception: {cmd.text}")
+        elif cls is p.Metric:
+            shell.collector.incr_metric(cmd.name, cmd.value)
+        elif cls is p.Problem:
+            if cmd.text:
+                self._report(shell, cmd.text)
+            for tup in cmd.fail:
+                shell.collector.fail(tup)
+            if cmd.reply:
+                shell.send([])
+        elif cls is p.Ignored:
+            if cmd.reply:
+                shell.send([])
+        elif cls is p.Started:
+            pid_file = Path(self.pid_dir) / str(cmd.pid)
+            if not pid_file.exists():
+                raise ProtocolError(f"did not create its pid file {pid_file} (the handshake asks for it)")
+            shell.restarts.started(now)
+            self.log.info("subprocess-ready", task=shell.task, pid=cmd.pid)
+        elif cls is p.Sync:
+            pass
+        else:
+            return False
+        return True
+
+    def _stop_children(self) -> None:
+        children = [s.child for s in self.shells.values() if s.child is not None]
+        for s in self.shells.values():
+            s.closing = True
+            s.flush()
+        stop_children(children, STOP_GRACE_SECS, self.clock)
+        if self.pid_dir and not self.runtime.local_dir:
+            for f in Path(self.pid_dir).glob("*"):
+                f.unlink(missing_ok=True)
+            try:
+                os.rmdir(self.pid_dir)
+            except OSError:
+                pass
+
+
+def exc_text(exc: ProtocolError) -> str:
+    return exc.reason
+
+
+class ShellBoltExecutor(_ShellExecutor, BoltExecutor):
+    """The executor of a :class:`~gale.worker.multilang.components.ShellBolt`."""
+
+    kind = "bolt"
+
+    def __init__(self, runtime: WorkerRuntime, executor_id: tuple[int, int], component: str):
+        super().__init__(runtime, executor_id, component)
+        self._init_shell()
+        self.max_pending = int(self.conf.get("topology.shellbolt.max.pending") or 100)
+
+    def prepare(self) -> None:
+        super().prepare()  # instances (the configuration), collectors, prepare()
+        now = self.clock.monotonic()
+        for task, bolt in self.bolts.items():
+            self.basic[task] = False
+            self._start(self._attach(task, bolt, self.collectors[task]), now)
+
+    def has_work(self) -> bool:
+        for task, shell in self.shells.items():
+            if shell.inbox:
+                return True
+            if self.queues[task] and shell.child is not None and shell.unwritten < self.max_pending:
+                return True
+        return False
+
+    def run_batch(self, budget: int) -> int:
+        now = self.clock.monotonic()
+        work = 0
+        for task, shell in self.shells.items():
+            if shell.inbox:
+                work += self._drain(shell, now)
+            self._check(shell, now)
+            queue = self.queues[task]
+            if queue and shell.child is not None:
+                room = min(len(queue), budget - work if budget > work else 0, self.max_pending - shell.unwritten)
+                if room > 0:
+                    work += self._forward(shell, queue, room)
+            if shell.child is not None and (shell.outbox or shell.child.backlog):
+                shell.flush()
+        return work
+
+    def _forward(self, shell: Shell, queue: deque, n: int) -> int:
+        """Write ``n`` input tuples to the child (one batch)."""
+        session = shell.session
+        message = session.tuple_message
+        executed = self.stats.executed
+        sample_every = self.sample_every
+        countdown = self._sample_n or sample_every
+        perf = time.perf_counter
+        pop = queue.popleft
+        out = shell.outbox
+        start = len(out)
+        for _ in range(n):
+            tup = pop()
+            executed[tup.fields.source_key] += 1
+            if sample_every:
+                countdown -= 1
+                if countdown <= 0:
+                    countdown = sample_every
+                    tup._st = perf()
+            out.append(message(tup))
+        self._sample_n = countdown
+        try:
+            data = self.codec.encode_many(out)
+        except (TypeError, ValueError, OverflowError):
+            self._drop_unencodable(shell, start)
+        else:
+            shell.outbox = []
+            shell.child.write(data)
+        shell.unwritten = shell.unwritten + n if shell.child.backlog else 0
+        return n
+
+    def _drop_unencodable(self, shell: Shell, start: int) -> None:
+        """Some tuples cannot be serialized: fail each of them with the reason, send the rest."""
+        keep = []
+        encode = self.codec.encode
+        for i, msg in enumerate(shell.outbox):
+            try:
+                encode(msg)
+            except (TypeError, ValueError, OverflowError) as exc:
+                tup = shell.session.pending.get(msg.get("id")) if i >= start and isinstance(msg, dict) else None
+                if tup is not None:
+                    shell.session.forget(msg["id"])
+                    self._report(shell, f"tuple from {tup.component}:{tup.stream} cannot be sent as "
+                                        f"{self.codec.name} ({exc}): failed")
+                    shell.collector.fail(tup)
+                continue
+            keep.append(msg)
+        shell.outbox = keep
+
+    def _apply(self, shell: Shell, cmd: Any, now: float) -> None:
+        cls = cmd.__class__
+        collector = shell.collector
+        if cls is p.BoltEmit:
+            anchors = cmd.anchors
+            anchor: Any = anchors[0] if len(anchors) == 1 else (anchors or None)
+            try:
+                if cmd.task:
+                    collector.emit_direct(cmd.task, cmd.values, anchor, cmd.stream)
+                    return
+                targets = collector.emit(cmd.values, anchor, cmd.stream)
+            except ValueError as exc:  # unknown stream, wrong arity, bad direct task: as a native bolt
+                self._report(shell, f"emit refused: {exc}")
+                for tup in shell.session.refuse(cmd.anchor_ids):
+                    collector.fail(tup)
+                targets = []
+            if cmd.need_task_ids:
+                shell.send(targets)
+        elif cls is p.Ack:
+            tup = cmd.tup
+            st = tup._st
+            collector.ack(tup)
+            if st > 0:  # sampled: the subprocess round trip is this bolt's execute latency
+                key = tup.fields.source_key
+                self.stats.execute_ms[key] += (time.perf_counter() - st) * 1000.0
+                self.stats.execute_n[key] += 1
+        elif cls is p.Fail:
+            collector.fail(cmd.tup)
+        elif cls is p.ResetTimeout:
+            collector.reset_timeout(cmd.tup)
+        elif not self._apply_common(shell, cmd, now):
+            self._report(shell, f"unexpected message for a bolt: {cmd!r}")
+
+    def pending_count(self) -> int:
+        return sum(len(s.session.pending) for s in self.shells.values() if s.session is not None)
+
+    def shutdown(self) -> None:
+        self._stop_children()
+        super().shutdown()
+
+
+class ShellSpoutExecutor(_ShellExecutor, SpoutExecutor):
+    """The executor of a :class:`~gale.worker.multilang.components.ShellSpout`. The spout
+    executor's own loop asks for tuples (``next_tuple`` → a ``next`` command) and hands it acks and
+    fails; this class applies the child's answers and keeps it alive."""
+
+    kind = "spout"
+
+    def __init__(self, runtime: WorkerRuntime, executor_id: tuple[int, int], component: str):
+        super().__init__(runtime, executor_id, component)
+        self._init_shell()
+
+    def prepare(self) -> None:
+        super().prepare()
+        now = self.clock.monotonic()
+        for task, spout in self.spouts.items():
+            self._start(self._attach(task, spout, self.collectors[task]), now)
+
+    def has_work(self) -> bool:
+        return any(s.inbox for s in self.shells.values()) or super().has_work()
+
+    def run_batch(self, budget: int) -> int:
+        now = self.clock.monotonic()
+        work = 0
+        for shell in self.shells.values():
+            if shell.inbox:
+                work += self._drain(shell, now)
+            self._check(shell, now)
+        work += super().run_batch(budget)
+        for shell in self.shells.values():
+            if shell.child is not None and (shell.outbox or shell.child.backlog):
+                shell.flush()
+        return work
+
+    def _apply(self, shell: Shell, cmd: Any, now: float) -> None:
+        if cmd.__class__ is p.SpoutEmit:
+            collector = shell.collector
+            try:
+                if cmd.task:
+                    collector.emit_direct(cmd.task, cmd.values, cmd.msg_id, cmd.stream)
+                    return
+                targets = collector.emit(cmd.values, cmd.msg_id, cmd.stream)
+            except ValueError as exc:  # as a native spout's emit raising in next_tuple
+                self._report(shell, f"emit refused: {exc}")
+                targets = []
+            if cmd.need_task_ids:
+                shell.send(targets)
+        elif not self._apply_common(shell, cmd, now):
+            self._report(shell, f"unexpected message for a spout: {cmd!r}")
+
+    def shutdown(self) -> None:
+        super().shutdown()  # deactivate and close (commands), then stop the children
+        self._stop_children()
