@@ -63,3 +63,19 @@ def read_lines(out: str, prefix: str) -> list:
             with open(os.path.join(out, name)) as fh:
                 rows += [json.loads(line) for line in fh if line.strip()]
     return rows
+
+
+class FailFirst(Bolt):
+    """Fails each value the first time this task sees it, acks it afterwards (replays must come)."""
+
+    def prepare(self, conf, context, collector):
+        super().prepare(conf, context, collector)
+        self.seen = set()
+
+    def execute(self, tup):
+        value = tup.values[0]
+        if value not in self.seen:
+            self.seen.add(value)
+            self.collector.fail(tup)
+        else:
+            self.collector.ack(tup)

@@ -235,6 +235,7 @@ class Session:
             if isinstance(pid, bool) or not isinstance(pid, int) or pid <= 0:
                 raise ProtocolError(f"expected the handshake reply {{\"pid\": <pid>}}, got {shorten(repr(msg))}")
             self.pid = pid
+            self._heard(now)  # the handshake is answered
             return Started(pid)
         command = msg.get("command")
         if not isinstance(command, str):
