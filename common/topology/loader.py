@@ -26,30 +26,12 @@ def load_topology_file(path: str | Path, conf: Mapping[str, Any] | None = None) 
         raise TopologyError(f"topology file {path} does not exist")
     if path.suffix != ".py" or not path.is_file():
         raise TopologyError(f"topology file {path} must be a Python file (*.py)")
-    module_name = path.stem
-    if not module_name.isidentifier():
-        raise TopologyError(f"topology file name {path.name!r} must be a valid Python module name")
+    from gale.topology import streamparse
+
+    if streamparse.is_streamparse_file(path):
+        return streamparse.load_streamparse_topology(path, conf or {})
     directory = str(path.resolve().parent)
-    if directory not in sys.path:
-        sys.path.insert(0, directory)
-    spec = importlib.util.spec_from_file_location(module_name, path)
-    if spec is None or spec.loader is None:
-        raise TopologyError(f"cannot load {path} as a Python module")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[module_name] = module
-    try:
-        spec.loader.exec_module(module)
-    except SyntaxError as exc:
-        sys.modules.pop(module_name, None)
-        raise TopologyError(f"syntax error in {path} line {exc.lineno}: {exc.msg}") from None
-    except GaleError:
-        sys.modules.pop(module_name, None)
-        raise
-    except Exception as exc:  # noqa: BLE001 - the user's module failed to import
-        sys.modules.pop(module_name, None)
-        tb = traceback.extract_tb(exc.__traceback__)
-        where = next((f"{f.filename}:{f.lineno}" for f in reversed(tb) if f.filename == str(path)), str(path))
-        raise TopologyError(f"importing {path} failed at {where}: {type(exc).__name__}: {exc}") from None
+    module = exec_topology_module(path, [directory])
     obj = getattr(module, "topology", None)
     if obj is None:
         raise TopologyError(
@@ -71,3 +53,33 @@ def load_topology_file(path: str | Path, conf: Mapping[str, Any] | None = None) 
         )
     obj.code_dir = directory
     return obj
+
+
+def exec_topology_module(path: Path, paths: list[str]) -> Any:
+    """Import ``path`` as a module named after the file, with ``paths`` first on ``sys.path``;
+    errors name the file and line."""
+    module_name = path.stem
+    if not module_name.isidentifier():
+        raise TopologyError(f"topology file name {path.name!r} must be a valid Python module name")
+    for directory in reversed(paths):
+        if directory not in sys.path:
+            sys.path.insert(0, directory)
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    if spec is None or spec.loader is None:
+        raise TopologyError(f"cannot load {path} as a Python module")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module
+    try:
+        spec.loader.exec_module(module)
+    except SyntaxError as exc:
+        sys.modules.pop(module_name, None)
+        raise TopologyError(f"syntax error in {path} line {exc.lineno}: {exc.msg}") from None
+    except GaleError:
+        sys.modules.pop(module_name, None)
+        raise
+    except Exception as exc:  # noqa: BLE001 - the user's module failed to import
+        sys.modules.pop(module_name, None)
+        tb = traceback.extract_tb(exc.__traceback__)
+        where = next((f"{f.filename}:{f.lineno}" for f in reversed(tb) if f.filename == str(path)), str(path))
+        raise TopologyError(f"importing {path} failed at {where}: {type(exc).__name__}: {exc}") from None
+    return module

@@ -216,7 +216,8 @@ class _ShellExecutor:
             return
         session = shell.session
         if session.overdue(now):
-            what = "the handshake" if not session.started else "heartbeats and commands"
+            what = ("its handshake reply" if not session.started
+                    else "a heartbeat reply" if self.kind == "bolt" else "a command's sync")
             self._child_failed(shell, f"sent nothing for {session.silent_secs(now):.1f}s while asked for "
                                       f"{what} (subprocess timeout {self.timeout:g}s)", now)
             return
