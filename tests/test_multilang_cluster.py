@@ -1,0 +1,89 @@
+"""Shell components on a real cluster (nimbus, supervisors, worker processes): unmodified pystorm
+bolts with acking intact (failures replay), the unedited streamparse quickstart project submitted
+as is, and a Node.js spout and bolt."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from tests.cluster import cli, dump_logs, make_cluster
+from tests.multilang_topologies import read_lines
+from tests.waiting import eventually
+
+pytestmark = [pytest.mark.cluster, pytest.mark.timeout(300)]
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+TOPOLOGY = FIXTURES / "multilang" / "cluster_topology.py"
+WORDCOUNT = FIXTURES / "streamparse_wordcount" / "topologies" / "wordcount.py"
+
+
+@pytest.fixture(scope="module")
+def cluster(zk_server, tmp_path_factory):
+    c = make_cluster(zk_server, tmp_path_factory.mktemp("multilang"), supervisors=1, slots=3)
+    c.start()
+    yield c
+    c.cleanup()
+
+
+@pytest.fixture(autouse=True)
+def _logs_on_failure(request):
+    yield
+    rep = getattr(request.node, "rep_call", None)
+    c = request.node.funcargs.get("cluster")
+    if rep is not None and rep.failed and c is not None:
+        print(dump_logs(c))
+
+
+def status(cluster, name):
+    return json.loads(cli(cluster, "status", name, "--json").stdout)
+
+
+def words_of(out: Path) -> Counter:
+    return Counter(w for (w,) in read_lines(str(out), "sink-"))
+
+
+def test_pystorm_bolts_on_a_cluster_with_failures_replayed(cluster, tmp_path):
+    n = 300
+    cli(cluster, "submit", str(TOPOLOGY), "--name", "ml-pystorm", "--wait",
+        "-c", f"test.out={tmp_path}", "-c", f"test.n={n}")
+
+    def complete():
+        acked = sorted(int(x) for x in read_lines(str(tmp_path), "acked-"))
+        assert acked == list(range(n)), f"{len(acked)} of {n} acked"
+        assert words_of(tmp_path) == Counter({**{f"s{i}": 1 for i in range(n)}, "alpha": n, "beta": n, "gamma": n})
+    eventually(complete, 120)
+    st = status(cluster, "ml-pystorm")
+    assert st["components"]["flaky"]["stats"]["failed"] == n  # each sentence failed once in the child...
+    assert st["components"]["source"]["stats"]["acked"] == n  # ...and every one replayed to completion
+    cli(cluster, "kill", "ml-pystorm", "--wait", "0")
+
+
+def test_the_unedited_streamparse_quickstart_project_submits_and_runs(cluster):
+    out = cli(cluster, "submit", str(WORDCOUNT), "--wait")
+    assert out.stdout.strip().startswith("wordcount-")
+
+    def counting():
+        st = status(cluster, "wordcount")
+        comps = st["components"]
+        assert comps["count_bolt"]["stats"]["executed"] >= 100 and comps["count_bolt"]["stats"]["emitted"] >= 100
+        assert comps["word_spout"]["stats"]["emitted"] >= 100
+        assert all(not c["errors"] for c in comps.values()), {k: c["errors"] for k, c in comps.items()}
+    eventually(counting, 120)
+    cli(cluster, "kill", "wordcount", "--wait", "0")
+
+
+def test_a_nodejs_spout_and_bolt_on_a_cluster(cluster, tmp_path):
+    n = 100
+    cli(cluster, "submit", str(TOPOLOGY), "--name", "ml-node", "--wait",
+        "-c", f"test.out={tmp_path}", "-c", f"test.n={n}", "-c", "test.variant=node")
+
+    def complete():
+        acked = sorted(int(x) for x in read_lines(str(tmp_path), "acked-js-"))
+        assert acked == list(range(n)), f"{len(acked)} of {n} acked"
+        assert words_of(tmp_path) == Counter({**{f"s{i}": 1 for i in range(n)}, "alpha": n, "beta": n, "gamma": n})
+    eventually(complete, 120)
+    cli(cluster, "kill", "ml-node", "--wait", "0")
