@@ -12,6 +12,9 @@ ack out) → a native sink that acks. Prints, per serializer (JSON, msgpack), th
   (fully acked spout tuples per second: every tuple crossed the subprocess both ways);
 * ``multilang_pystorm_spout_json_tuples_per_sec`` — a pystorm ``Spout`` task (request/reply: one
   ``next`` at a time, as Storm asks) into a native sink, acked tuples per second;
+* ``..._worker_cpu_us_per_tuple`` / ``..._subprocess_cpu_us_per_tuple`` — CPU time per tuple of
+  the worker process (spout, shell executor, sink, acker) and of the pystorm subprocess: figures
+  that hold on a loaded machine, where tuples/s mostly measure how much CPU the run was given;
 * ``load_average_1m`` — the machine's load when the runs ended (the machine is shared).
 """
 
@@ -19,6 +22,8 @@ from __future__ import annotations
 
 import argparse
 import os
+
+import psutil
 import sys
 import tempfile
 import time
@@ -52,7 +57,7 @@ class AckSink(Bolt):
         self.collector.ack(tup)
 
 
-def run(serializer: str, tuples: int) -> float:
+def run(serializer: str, tuples: int) -> tuple[float, float, float]:
     b = TopologyBuilder()
     b.set_spout("spout", FastSpout)
     b.set_bolt("pystorm", ShellBolt, 1, kwargs={
@@ -63,7 +68,7 @@ def run(serializer: str, tuples: int) -> float:
     return _measure(b.create_topology("bench", conf=conf), "spout", tuples)
 
 
-def run_spout(tuples: int) -> float:
+def run_spout(tuples: int) -> tuple[float, float, float]:
     out = tempfile.mkdtemp()
     b = TopologyBuilder()
     b.set_spout("spout", ShellSpout, kwargs={"command": [sys.executable, "pystorm_components.py", "NumberSpout"],
@@ -72,19 +77,31 @@ def run_spout(tuples: int) -> float:
     return _measure(b.create_topology("bench", conf={"test.n": tuples, "test.out": out}), "spout", tuples)
 
 
-def _measure(topology, spout: str, tuples: int) -> float:
+def _cpu(proc: psutil.Process) -> float:
+    t = proc.cpu_times()
+    return t.user + t.system
+
+
+def _measure(topology, spout: str, tuples: int) -> tuple[float, float, float]:
+    """(tuples/s, worker CPU µs per tuple, subprocess CPU µs per tuple), from the first ack on."""
+    me = psutil.Process()
     with LocalCluster() as cluster:
         running = cluster.submit_topology("bench", {}, topology)
         spouts = [ex for ex in running.runtime.executors.values() if ex.component == spout]
         t0 = None
         while True:
             acked = sum(sum(ex.stats.acked.values()) for ex in spouts)
-            if t0 is None and acked:
-                t0, first = time.perf_counter(), acked  # from the first ack: the subprocess is up
+            if t0 is None and acked:  # from the first ack: the subprocess is up
+                t0, first, kids = time.perf_counter(), acked, me.children()
+                cpu0, kids0 = _cpu(me), sum(_cpu(k) for k in kids)
             if acked >= tuples:
                 break
             time.sleep(0.01)
-        return (acked - first) / (time.perf_counter() - t0)
+        done = acked - first
+        rate = done / (time.perf_counter() - t0)
+        worker_us = (_cpu(me) - cpu0) / done * 1e6
+        child_us = (sum(_cpu(k) for k in kids) - kids0) / done * 1e6
+        return rate, worker_us, child_us
 
 
 def main() -> None:
@@ -93,11 +110,15 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=2)
     args = parser.parse_args()
     configure(fmt="console", level="WARNING")
+    def report(name: str, runs: list[tuple[float, float, float]]) -> None:
+        rate, worker_us, child_us = max(runs)
+        print(f"{name}_tuples_per_sec: {rate:.0f} tuples/s", flush=True)
+        print(f"{name}_worker_cpu_us_per_tuple: {worker_us:.1f} us", flush=True)
+        print(f"{name}_subprocess_cpu_us_per_tuple: {child_us:.1f} us", flush=True)
+
     for serializer in ("json", "msgpack"):
-        best = max(run(serializer, args.tuples) for _ in range(args.repeat))
-        print(f"multilang_pystorm_bolt_{serializer}_tuples_per_sec: {best:.0f} tuples/s", flush=True)
-    best = max(run_spout(args.tuples // 5) for _ in range(args.repeat))
-    print(f"multilang_pystorm_spout_json_tuples_per_sec: {best:.0f} tuples/s", flush=True)
+        report(f"multilang_pystorm_bolt_{serializer}", [run(serializer, args.tuples) for _ in range(args.repeat)])
+    report("multilang_pystorm_spout_json", [run_spout(args.tuples // 5) for _ in range(args.repeat)])
     print(f"load_average_1m: {os.getloadavg()[0]:.1f}", flush=True)
 
 
