@@ -142,6 +142,21 @@ def test_msgpack_spout_and_bolt(tmp_path):
         assert len(read_lines(str(tmp_path), "sink-")) == 2 * n
 
 
+def test_the_handshake_carries_conf_and_context_but_no_credentials(tmp_path):
+    b = TopologyBuilder()
+    b.set_spout("sentences", SentenceSpout)
+    b.set_bolt("hello", ShellBolt, kwargs=pystorm_bolt("HandshakeBolt", outputs=["name", "comp", "task", "secret",
+                                                                                "n", "sentence"])
+               ).shuffle_grouping("sentences")
+    b.set_bolt("sink", RecordSink).shuffle_grouping("hello")
+    topo = b.create_topology("hello", conf=conf(tmp_path, 5, **{"topology.secret": "s3cret"}))
+    with LocalCluster() as cluster:
+        running = cluster.submit_topology("hello", {}, topo)
+        all_acked(tmp_path, 5)
+        task = running.layout.component_tasks("hello")[0]
+    assert {tuple(r[:5]) for r in read_lines(str(tmp_path), "sink-")} == {("hello", "hello", task, False, 5)}
+
+
 def test_a_component_runs_with_its_own_interpreter_from_its_bundle(tmp_path):
     """A bundle with its own virtual environment: the command is a path relative to the component's
     working directory (a venv created here, seeing pystorm through a .pth file)."""

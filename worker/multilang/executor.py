@@ -35,7 +35,9 @@ from gale.worker.runtime.executor import BoltExecutor, SpoutExecutor
 if TYPE_CHECKING:  # pragma: no cover
     from gale.worker.runtime.runtime import WorkerRuntime
 
-STOP_GRACE_SECS = 1.0
+STOP_GRACE_SECS = 0.5
+#: daemon credentials a subprocess has no use for: left out of the handshake's conf
+CREDENTIAL_KEYS = ("topology.secret", "storm.zookeeper.auth.payload", "nimbus.api.token")
 _LOG_METHODS = {"debug": "debug", "info": "info", "warning": "warning", "error": "error"}
 
 
@@ -160,6 +162,8 @@ class _ShellExecutor:
         child = ChildProcess(argv, cwd, child_env(shell.component.env), self.codec,
                              lambda item: shell.deliver(generation, item), shell.name)
         conf = self.runtime.task_conf(self.component)
+        for key in CREDENTIAL_KEYS:
+            conf.pop(key, None)
         if not conf.get("topology.name"):
             conf["topology.name"] = self.runtime.defn.name or self.runtime.topology_id
         context = p.storm_context(self.runtime.defn, self.runtime.layout.task_to_component, self.component,

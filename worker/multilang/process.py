@@ -220,28 +220,26 @@ class ChildProcess:
 
 
 def stop_children(children: Sequence[ChildProcess], grace: float, clock: Any) -> None:
-    """Stop children together within about ``grace`` seconds: EOF on stdin, then SIGTERM at half
-    the grace, SIGKILL at the end (Storm sends SIGTERM at once; EOF lets a pystorm child finish)."""
+    """Stop children together within ``grace`` seconds: EOF on stdin and SIGTERM at once (Storm's
+    ``destroy``), SIGKILL for any still alive at the end. Their pending tuples replay from the
+    spouts (the worker is stopping); the bound keeps the worker within its own stop deadline."""
     live = [c for c in children if c.proc is not None]
     for c in live:
         c.flush()
         c.close_stdin()
+        c.terminate()
     deadline = clock.monotonic() + grace
-    for phase, signal_them in ((grace / 2, ChildProcess.terminate), (grace / 2, ChildProcess.kill)):
-        end = min(deadline, clock.monotonic() + phase)
-        for c in live:
-            remaining = end - clock.monotonic()
-            if remaining > 0 and c.proc is not None and c.proc.poll() is None:
-                try:
-                    c.proc.wait(timeout=remaining)
-                except subprocess.TimeoutExpired:
-                    pass
-        live = [c for c in live if not c.exited()]
-        for c in live:
-            signal_them(c)
     for c in live:
-        try:
-            c.proc.wait(timeout=1)
-        except subprocess.TimeoutExpired:  # pragma: no cover - SIGKILL ignored: nothing more to do
-            log.warning("subprocess-did-not-die", child=c.name, pid=c.pid)
-
+        remaining = deadline - clock.monotonic()
+        if remaining > 0 and c.proc.poll() is None:
+            try:
+                c.proc.wait(timeout=remaining)
+            except subprocess.TimeoutExpired:
+                pass
+    for c in live:
+        if c.proc.poll() is None:
+            c.kill()
+            try:
+                c.proc.wait(timeout=1)
+            except subprocess.TimeoutExpired:  # pragma: no cover - SIGKILL ignored: nothing more to do
+                log.warning("subprocess-did-not-die", child=c.name, pid=c.pid)
