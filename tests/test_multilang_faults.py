@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from gale import LocalCluster, ShellBolt, TopologyBuilder
+from gale import LocalCluster, ShellBolt, ShellSpout, TopologyBuilder
 from tests.multilang_topologies import RecordSink, SentenceSpout, read_lines
 from tests.waiting import eventually
 
@@ -95,6 +95,29 @@ def test_an_emit_to_an_unknown_stream_or_with_the_wrong_arity_is_refused_as_for_
         # the anchor (the input) was failed, not the child: no restart
         assert len(running.errors["faulty"]) == 1 and "restarting" not in error
         assert running.component_stats()["faulty"]["failed"] == 1
+
+
+@pytest.mark.parametrize("cls,expected", [
+    ("ExitSpout", "exited with code 4"),
+    ("HangSpout", "sent nothing for"),
+])
+def test_a_spout_child_that_dies_or_hangs_is_restarted(tmp_path, cls, expected):
+    b = TopologyBuilder()
+    b.set_spout("faulty", ShellSpout, kwargs={"command": [sys.executable, "faulty_components.py", cls],
+                                              "cwd": str(FIXTURES), "outputs": ["sentence"]})
+    b.set_bolt("sink", RecordSink).shuffle_grouping("faulty")
+    topo = b.create_topology("spoutfault", conf={"test.out": str(tmp_path), "test.n": N,
+                                                 "topology.multilang.restart.secs": 0.2,
+                                                 "topology.subprocess.timeout.secs": 2})
+    with LocalCluster() as cluster:
+        running = cluster.submit_topology("spoutfault", {}, topo)
+
+        def every_id_acked():
+            acked = {int(x) for x in read_lines(str(tmp_path), "acked-")}
+            assert acked == set(range(N)), f"{len(acked)} of {N} acked; errors: {running.errors}"
+        eventually(every_id_acked, 60)
+        error = the_error(running)
+        assert "shell spout 'faulty' task" in error and expected in error and "restarting in" in error
 
 
 def test_a_command_that_cannot_start_is_reported_and_retried_with_backoff(tmp_path):

@@ -206,9 +206,8 @@ class _ShellExecutor:
         shell.child = None
         shell.session = None
         shell.outbox = []
-        fail = shell.collector.fail
         for tup in failed:
-            fail(tup)
+            shell.collector.fail(tup)
 
     def _check(self, shell: Shell, now: float) -> None:
         """Once a round: restart when due, time out a silent child, send a bolt heartbeat."""
