@@ -79,3 +79,12 @@ class FailFirst(Bolt):
             self.collector.fail(tup)
         else:
             self.collector.ack(tup)
+
+
+class MixedSpout(SentenceSpout):
+    """SentenceSpout whose sentence 3 is bytes (JSON cannot carry it)."""
+
+    def next_tuple(self):
+        if self.todo:
+            i = self.todo.pop()
+            self.collector.emit([b"raw bytes" if i == 3 else self.sentences[i]], msg_id=i)

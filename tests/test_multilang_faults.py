@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from gale import LocalCluster, ShellBolt, ShellSpout, TopologyBuilder
-from tests.multilang_topologies import RecordSink, SentenceSpout, read_lines
+from tests.multilang_topologies import MixedSpout, RecordSink, SentenceSpout, read_lines
 from tests.waiting import eventually
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "multilang"
@@ -137,3 +137,24 @@ def test_a_command_that_cannot_start_is_reported_and_retried_with_backoff(tmp_pa
             return errors
         eventually(retried_with_backoff, 30)
         assert running.runtime.executors  # the worker runs on
+
+
+def test_a_tuple_json_cannot_carry_fails_with_the_reason_and_the_rest_flows(tmp_path):
+    b = TopologyBuilder()
+    b.set_spout("sentences", MixedSpout)
+    b.set_bolt("faulty", ShellBolt, kwargs={"command": [sys.executable, "faulty_components.py", "QuietBolt"],
+                                            "cwd": str(FIXTURES), "outputs": ["sentence"]}
+               ).shuffle_grouping("sentences")
+    b.set_bolt("sink", RecordSink).shuffle_grouping("faulty")
+    topo = b.create_topology("bytes", conf={"test.out": str(tmp_path), "test.n": N})
+    with LocalCluster() as cluster:
+        running = cluster.submit_topology("bytes", {}, topo)
+
+        def all_but_3_acked():
+            acked = {int(x) for x in read_lines(str(tmp_path), "acked-")}
+            assert acked == set(range(N)) - {3}, f"{len(acked)} acked"
+            assert running.component_stats()["faulty"]["failed"] >= 1
+        eventually(all_but_3_acked, 60)
+        error = the_error(running)
+        assert "tuple from sentences:default cannot be sent as json" in error and "bytes" in error
+        assert "restarting" not in error  # the child was never involved

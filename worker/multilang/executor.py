@@ -245,6 +245,11 @@ class _ShellExecutor:
                 except ProtocolError as exc:
                     self._child_failed(shell, f"broke the protocol: {exc.reason}", now, exc.last_line)
                     return n
+                except Exception as exc:  # noqa: BLE001 - never let one child's message stop the executor thread
+                    self.log.exception("subprocess-message-failed", task=shell.task)
+                    self._child_failed(shell, f"sent a message Gale could not apply ({type(exc).__name__}: {exc})",
+                                       now)
+                    return n
             elif isinstance(item, ProtocolError):
                 self._child_failed(shell, f"wrote what is not the protocol: {exc_text(item)}", now, item.last_line)
                 return n
@@ -410,8 +415,10 @@ class ShellBoltExecutor(_ShellExecutor, BoltExecutor):
                     collector.emit_direct(cmd.task, cmd.values, anchor, cmd.stream)
                     return
                 targets = collector.emit(cmd.values, anchor, cmd.stream)
-            except ValueError as exc:  # unknown stream, wrong arity, bad direct task: as a native bolt
-                self._report(shell, f"emit refused: {exc}")
+            except Exception as exc:  # noqa: BLE001 - unknown stream, wrong arity, bad direct task, values a
+                # grouping cannot hash: as a native bolt whose emit raises, its inputs fail
+                self._report(shell, f"emit refused: {exc}" if isinstance(exc, ValueError)
+                             else f"emit failed: {type(exc).__name__}: {exc}")
                 for tup in shell.session.refuse(cmd.anchor_ids):
                     collector.fail(tup)
                 targets = []
@@ -481,8 +488,9 @@ class ShellSpoutExecutor(_ShellExecutor, SpoutExecutor):
                     collector.emit_direct(cmd.task, cmd.values, cmd.msg_id, cmd.stream)
                     return
                 targets = collector.emit(cmd.values, cmd.msg_id, cmd.stream)
-            except ValueError as exc:  # as a native spout's emit raising in next_tuple
-                self._report(shell, f"emit refused: {exc}")
+            except Exception as exc:  # noqa: BLE001 - as a native spout's emit raising in next_tuple
+                self._report(shell, f"emit refused: {exc}" if isinstance(exc, ValueError)
+                             else f"emit failed: {type(exc).__name__}: {exc}")
                 targets = []
             if cmd.need_task_ids:
                 shell.send(targets)
