@@ -22,6 +22,7 @@ import re
 import secrets
 import socket
 import threading
+import time
 from collections.abc import Mapping
 from typing import Any
 
