@@ -87,3 +87,45 @@ def test_a_nodejs_spout_and_bolt_on_a_cluster(cluster, tmp_path):
         assert words_of(tmp_path) == Counter({**{f"s{i}": 1 for i in range(n)}, "alpha": n, "beta": n, "gamma": n})
     eventually(complete, 120)
     cli(cluster, "kill", "ml-node", "--wait", "0")
+
+
+def test_kill_minus_9_of_a_worker_ends_its_subprocesses_and_the_tuples_replay(cluster, tmp_path):
+    """The children see EOF when their worker dies (and leave with it); the supervisor restarts the
+    worker with new children; the lost tuples time out and replay."""
+    import os
+    import signal
+
+    import psutil
+
+    n = 2000
+    cli(cluster, "submit", str(TOPOLOGY), "--name", "ml-kill", "--wait",
+        "-c", f"test.out={tmp_path}", "-c", f"test.n={n}")
+
+    def flowing():
+        assert len(read_lines(str(tmp_path), "acked-")) >= 50
+    eventually(flowing, 120)
+
+    def shell_children():
+        found = {}
+        for proc in psutil.process_iter(["pid", "ppid", "cmdline"]):
+            cmd = " ".join(proc.info["cmdline"] or [])
+            if "pystorm_components.py" in cmd:
+                found.setdefault(proc.info["ppid"], []).append(proc.info["pid"])
+        return found
+
+    workers = {w["pid"] for w in json.loads(cli(cluster, "workers", "ml-kill", "--json").stdout) if w.get("pid")}
+    children = {ppid: kids for ppid, kids in shell_children().items() if ppid in workers}
+    assert children, f"no shell children under workers {workers}"
+    victim, kids = next(iter(children.items()))
+    os.kill(victim, signal.SIGKILL)
+
+    def children_gone():
+        alive = [k for k in kids if psutil.pid_exists(k) and psutil.Process(k).status() != psutil.STATUS_ZOMBIE]
+        assert not alive, f"children {alive} of the killed worker {victim} still alive"
+    eventually(children_gone, 30)
+
+    def complete():
+        acked = {int(x) for x in read_lines(str(tmp_path), "acked-")}
+        assert acked == set(range(n)), f"{len(acked)} of {n} acked"
+    eventually(complete, 180)
+    cli(cluster, "kill", "ml-kill", "--wait", "0")
