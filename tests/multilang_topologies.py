@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 
-from gale import Bolt, Spout
+from gale import Bolt, ShellBolt, Spout
 
 
 class SentenceSpout(Spout):
@@ -88,3 +89,14 @@ class MixedSpout(SentenceSpout):
         if self.todo:
             i = self.todo.pop()
             self.collector.emit([b"raw bytes" if i == 3 else self.sentences[i]], msg_id=i)
+
+
+FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "multilang")
+
+
+class SplitSentence(ShellBolt):
+    """Storm's way: a ShellBolt subclass naming its command and outputs."""
+
+    command = [sys.executable, "pystorm_components.py", "SplitBolt"]
+    outputs = ["word"]
+    cwd = FIXTURES

@@ -14,7 +14,8 @@ import pystorm
 import pytest
 
 from gale import LocalCluster, ShellBolt, ShellSpout, TopologyBuilder
-from tests.multilang_topologies import FailFirst, RecordSink, SentenceSpout, read_lines
+from gale.errors import TopologyError
+from tests.multilang_topologies import FailFirst, RecordSink, SentenceSpout, SplitSentence, read_lines
 from tests.waiting import eventually
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "multilang"
@@ -181,3 +182,30 @@ def test_a_component_runs_with_its_own_interpreter_from_its_bundle(tmp_path):
         all_acked(out, 20)
     prefixes = {prefix for prefix, _ in read_lines(str(out), "sink-")}
     assert prefixes == {str(bundle / "venv")} and os.path.realpath(sys.prefix) != str(bundle / "venv")
+
+
+def test_a_shell_bolt_subclass_names_its_command_and_outputs_as_in_storm(tmp_path):
+    b = TopologyBuilder()
+    b.set_spout("sentences", SentenceSpout)
+    b.set_bolt("split", SplitSentence).shuffle_grouping("sentences")
+    b.set_bolt("sink", RecordSink).shuffle_grouping("split")
+    topo = b.create_topology("sub", conf=conf(tmp_path, 10))
+    assert topo.definition.components["split"].streams["default"].fields == ["word"]
+    with LocalCluster() as cluster:
+        cluster.submit_topology("sub", {}, topo)
+        all_acked(tmp_path, 10)
+    assert len(read_lines(str(tmp_path), "sink-")) == 40
+
+
+@pytest.mark.parametrize("kwargs,expected", [
+    ({"command": []}, "command must be a non-empty list of strings"),
+    ({"command": ["python3", 3]}, "command must be a non-empty list of strings"),
+    ({"command": ["x"], "outputs": "word"}, "outputs must be a list of field names"),
+    ({"command": ["x"], "env": {1: "a"}}, "env must map variable names to strings"),
+])
+def test_shell_component_settings_are_checked_when_the_topology_is_built(kwargs, expected):
+    b = TopologyBuilder()
+    b.set_spout("sentences", SentenceSpout)
+    b.set_bolt("split", ShellBolt, kwargs=kwargs).shuffle_grouping("sentences")
+    with pytest.raises(TopologyError, match=expected):
+        b.create_topology("bad")
