@@ -62,6 +62,29 @@ def test_pystorm_bolts_on_a_cluster_with_failures_replayed(cluster, tmp_path):
     cli(cluster, "kill", "ml-pystorm", "--wait", "0")
 
 
+def test_every_pystorm_component_kind_on_a_cluster(cluster, tmp_path):
+    """pystorm Spout (replays what fails), Bolt (fails each sentence once), BatchingBolt on ticks,
+    TicklessBatchingBolt: every number acked and every word counted exactly, twice over."""
+    n = 200
+    cli(cluster, "submit", str(TOPOLOGY), "--name", "ml-all", "--wait",
+        "-c", f"test.out={tmp_path}", "-c", f"test.n={n}", "-c", "test.variant=pystorm-all")
+    expected = Counter({**{f"sentence": n}, **{str(i): 1 for i in range(n)}})
+
+    def counted(prefix):
+        totals = Counter()
+        for word, count in read_lines(str(tmp_path), f"{prefix}-"):
+            totals[word] += count
+        return totals
+
+    def complete():
+        acked = sorted(int(x) for x in read_lines(str(tmp_path), "acked-"))
+        assert acked == list(range(n)), f"{len(acked)} of {n} acked"
+        assert counted("batches") == expected
+        assert counted("tickless") == expected
+    eventually(complete, 150)
+    cli(cluster, "kill", "ml-all", "--wait", "0")
+
+
 def test_the_unedited_streamparse_quickstart_project_submits_and_runs(cluster):
     out = cli(cluster, "submit", str(WORDCOUNT), "--wait")
     assert out.stdout.strip().startswith("wordcount-")

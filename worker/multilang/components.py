@@ -40,6 +40,8 @@ class ShellComponent:
 
     #: the program and its arguments, e.g. ``["python3", "splitsentence.py"]``
     command: Sequence[str] = ()
+    #: more arguments, appended to ``command`` (``command="node", args=["split.js"]``)
+    args: Sequence[str] = ()
     #: the default stream's fields (``["word"]``), or ``{stream: fields}``; a stream's fields may
     #: also be ``{"fields": [...], "direct": true}`` for a direct stream
     outputs: Sequence[str] | Mapping[str, Any] = ()
@@ -53,9 +55,17 @@ class ShellComponent:
 
     def __init__(self, command: str | Sequence[str] | None = None,
                  outputs: Sequence[str] | Mapping[str, Any] | None = None, *,
-                 cwd: str | None = None, env: Mapping[str, str] | None = None):
+                 args: Sequence[str] | None = None, cwd: str | None = None, env: Mapping[str, str] | None = None):
         if command is not None:
             self.command = [command] if isinstance(command, str) else list(command)
+        elif isinstance(self.command, str):
+            self.command = [self.command]
+        if args is not None:
+            self.args = list(args)
+        if self.args:
+            if isinstance(self.args, str):
+                raise TopologyError(f"{type(self).__name__}: args must be a list of strings, got {self.args!r}")
+            self.command = [*self.command, *self.args]
         if outputs is not None:
             self.outputs = outputs
         if cwd is not None:
