@@ -58,8 +58,18 @@ def test_output_cut_off_inside_a_message_is_reported_at_eof():
     assert decoder.feed(b'{"command":"emit","tuple":["a"]}\n') == []
     with pytest.raises(ProtocolError, match="ended inside a message"):
         decoder.finish()
-    with pytest.raises(ProtocolError, match="no message before it"):
-        JSON.decoder().feed(b"end\n")
+    for data in (b"end\n", b"\n\nend\n", b'{"command":"sync"}\nend\n\nend\n'):
+        with pytest.raises(ProtocolError, match="no message before it"):
+            JSON.decoder().feed(data)
+
+
+def test_messages_before_a_fault_in_the_same_read_are_kept():
+    with pytest.raises(ProtocolError) as err:
+        JSON.decoder().feed(b'{"command":"ack","id":"1"}\nend\noops\nend\n')
+    assert err.value.messages == [{"command": "ack", "id": "1"}] and "'oops'" in str(err.value)
+    assert err.value.last_line == '{"command":"ack","id":"1"}'
+    with pytest.raises(ProtocolError, match="invalid JSON"):
+        JSON.decoder().feed(b'1, 2\nend\n')  # two values in one message
 
 
 def test_msgpack_is_unframed_as_pystorm_writes_it():

@@ -1,9 +1,8 @@
 """Storm's multi-lang wire formats: framing and serializers, pure (bytes in, messages out).
 
 * **JSON** (Storm's ``org.apache.storm.multilang.JsonSerializer``, the default): every message is one
-  JSON value followed by a line holding only ``end`` — ``<json>\\nend\\n`` — in UTF-8. The reader
-  joins lines until it sees ``end`` (a message may span lines); blank lines between messages are
-  skipped, as pystorm does.
+  JSON value followed by a line holding only ``end`` — ``<json>\\nend\\n`` — in UTF-8. A message may
+  span lines; blank lines between messages are skipped, as pystorm does.
 * **msgpack** (pystorm's ``MsgpackSerializer``, pyleus's ``MessagePackSerializer`` on the JVM side):
   messages are msgpack values written back to back, no framing — msgpack delimits itself
   (pystorm writes ``msgpack.packb(message)`` and reads with a streaming ``Unpacker``).
@@ -43,9 +42,11 @@ class ProtocolError(GaleError):
     """The subprocess broke the protocol; ``reason`` says how, ``last_line`` is the last line of
     its stdout seen (what it wrote just before)."""
 
-    def __init__(self, reason: str, last_line: str = ""):
+    def __init__(self, reason: str, last_line: str = "", messages: list[Any] | None = None):
         self.reason = reason
         self.last_line = last_line
+        #: messages decoded from the same read before the fault (still to be applied)
+        self.messages = messages or []
         super().__init__(reason + (f"; last line seen: {last_line!r}" if last_line else ""))
 
 
@@ -63,47 +64,55 @@ class Decoder:
 
 
 class JsonDecoder(Decoder):
+    """Splits on the ``\nend\n`` frames and parses every complete message of a read with ONE
+    ``json.loads`` of the bodies joined as an array (a JSON string cannot hold a raw newline, so
+    ``\nend\n`` only ever ends a message); a body that does not parse is found one by one."""
+
     def __init__(self) -> None:
         self._partial = b""
-        self._lines: list[bytes] = []
         self.last_line = ""
 
     def feed(self, data: bytes) -> list[Any]:
         if self._partial:
             data = self._partial + data
-        parts = data.split(b"\n")
-        self._partial = parts.pop()
-        out: list[Any] = []
-        lines = self._lines
-        loads = json.loads
-        last = None
-        for line in parts:
-            if line == b"end" or line == b"end\r":
-                if not lines:
-                    raise ProtocolError("an 'end' line with no message before it", self._last(last))
-                body = lines[0] if len(lines) == 1 else b"\n".join(lines)
-                lines.clear()
-                try:
-                    out.append(loads(body))
-                except (ValueError, UnicodeDecodeError) as exc:
-                    text = body.decode("utf-8", "replace")
-                    raise ProtocolError(
-                        f"invalid JSON from the subprocess ({exc}; a print to stdout?): {shorten(text)!r}",
-                        self._last(last)) from None
-            elif line.strip():
-                lines.append(line)
-                last = line
-        if last is not None:
-            self._last(last)
+        elif data.startswith(b"end\n"):
+            raise ProtocolError("an 'end' line with no message before it", self.last_line)
+        bodies = data.split(b"\nend\n")
+        self._partial = bodies.pop()
+        if not bodies:
+            return []
+        try:
+            out = json.loads(b"[" + b",".join(bodies) + b"]")
+        except (ValueError, UnicodeDecodeError):
+            out = self._one_by_one(bodies)
+        else:
+            if len(out) != len(bodies):  # a body held several values ("1,2"): find it
+                out = self._one_by_one(bodies)
+        self._last(bodies[-1])
         return out
 
-    def _last(self, line: bytes | None) -> str:
-        if line is not None:
-            self.last_line = shorten(line.decode("utf-8", "replace").rstrip("\r"))
-        return self.last_line
+    def _one_by_one(self, bodies: list[bytes]) -> list[Any]:
+        out: list[Any] = []
+        for body in bodies:
+            if not body.strip():
+                raise ProtocolError("an 'end' line with no message before it", self.last_line, out)
+            try:
+                out.append(json.loads(body))
+            except (ValueError, UnicodeDecodeError) as exc:
+                text = body.decode("utf-8", "replace").strip("\n")
+                raise ProtocolError(
+                    f"invalid JSON from the subprocess ({exc}; a print to stdout?): {shorten(text)!r}",
+                    self.last_line, out) from None
+            self._last(body)
+        return out
+
+    def _last(self, body: bytes) -> None:
+        lines = body.decode("utf-8", "replace").strip().splitlines()
+        if lines:
+            self.last_line = shorten(lines[-1].rstrip("\r"))
 
     def finish(self) -> None:
-        rest = b"\n".join(self._lines + [self._partial]).strip()
+        rest = self._partial.strip()
         if rest:
             text = rest.decode("utf-8", "replace")
             raise ProtocolError(f"the subprocess's output ended inside a message: {shorten(text)!r}",

@@ -157,6 +157,8 @@ class ChildProcess:
                 if msgs:
                     self.deliver(msgs)
         except ProtocolError as exc:
+            if exc.messages:
+                self.deliver(exc.messages)
             self.deliver(exc)
             return
         except OSError as exc:  # closed under us (the owner killed the child)
