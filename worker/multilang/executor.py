@@ -251,7 +251,7 @@ class _ShellExecutor:
                                        now)
                     return n
             elif isinstance(item, ProtocolError):
-                self._child_failed(shell, f"wrote what is not the protocol: {exc_text(item)}", now, item.last_line)
+                self._child_failed(shell, f"wrote what is not the protocol: {item.reason}", now, item.last_line)
                 return n
             elif isinstance(item, Exited):
                 code = item.code
@@ -308,10 +308,6 @@ class _ShellExecutor:
                 os.rmdir(self.pid_dir)
             except OSError:
                 pass
-
-
-def exc_text(exc: ProtocolError) -> str:
-    return exc.reason
 
 
 class ShellBoltExecutor(_ShellExecutor, BoltExecutor):
