@@ -106,3 +106,20 @@ def test_the_unedited_quickstart_project_runs_in_local_mode():
             return stats
         eventually(counting, 60)
         assert running.errors == {}
+
+
+def test_the_quickstart_project_runs_with_msgpack_from_config_json(tmp_path):
+    proj = copy_project(tmp_path)
+    config = json.loads((proj / "config.json").read_text())
+    config["serializer"] = "msgpack"
+    (proj / "config.json").write_text(json.dumps(config))
+    topology = load_topology_file(proj / "topologies" / "wordcount.py")
+    assert topology.conf["topology.multilang.serializer"] == "msgpack"
+    with LocalCluster() as cluster:
+        running = cluster.submit_topology("wordcount-mp", {}, topology)
+
+        def counting():
+            stats = running.component_stats()
+            assert stats["count_bolt"]["executed"] >= 200 and stats["count_bolt"]["emitted"] >= 200, stats
+        eventually(counting, 60)
+        assert running.errors == {}
