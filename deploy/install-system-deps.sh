@@ -12,6 +12,10 @@ if [ "$set_name" = test ]; then
   pkgs+=(rabbitmq-server prometheus chromium chromium-driver iproute2 procps)
 fi
 
+# the multi-lang tests run components in JavaScript (tests/fixtures/multilang/node)
+if [ "$set_name" = test ]; then
+  pkgs+=(nodejs)
+fi
 missing=()
 for p in "${pkgs[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
