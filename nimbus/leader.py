@@ -26,6 +26,7 @@ from kazoo.protocol.states import KazooState
 
 from gale.bundle import BundleError, checksum
 from gale.log import get_logger
+from gale.nimbus.client import fetch_stored_conf
 
 if TYPE_CHECKING:  # pragma: no cover
     from gale.nimbus.daemon import Nimbus
@@ -200,7 +201,9 @@ class Leadership:
                 if checksum(data) != digest:
                     log.warning("code-sync-checksum-mismatch", topology=topology_id, source=address)
                     continue
-                self.nimbus.blobs.put_bundle(topology_id, data)
+                # the stored configuration carries the topology secret: copy it with the code
+                self.nimbus.blobs.put_bundle(topology_id, data,
+                                             fetch_stored_conf(address, topology_id, self.nimbus.internal_headers()))
                 self.nimbus.state.set_blob_holder(topology_id, self.nimbus.address, digest)
                 log.info("code-synced", topology=topology_id, source=address)
                 return True
