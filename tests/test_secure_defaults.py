@@ -255,3 +255,20 @@ def test_slot_port_binds_the_address_of_the_advertised_hostname():
         slot_bind_host({**conf, "storm.local.hostname": "no-such-host.invalid"})
     default = slot_bind_host(conf)  # this host's name, resolved
     assert default != "0.0.0.0"
+
+
+def test_deploy_ships_with_the_token_set_up(tmp_path):
+    conf = gconfig.daemon_config(ROOT / "deploy" / "gale.yaml")
+    assert conf["nimbus.api.token.file"] == "/etc/gale/api-token" and conf["nimbus.host"] == "0.0.0.0"
+    if not Path("/etc/gale/api-token").exists():  # not installed here: the daemons say what to create
+        with pytest.raises(ConfigError, match="cannot read nimbus.api.token.file /etc/gale/api-token.*openssl rand"):
+            gconfig.api_token(conf)
+    token = tmp_path / "api-token"
+    token.write_text("0123abcd\n")
+    installed = {**conf, "nimbus.api.token.file": str(token)}
+    plan = bind_plan(installed, gconfig.api_token(installed))
+    assert plan.host == "0.0.0.0" and not plan.loopback_only and not plan.insecure
+    with pytest.raises(ConfigError, match="no API token is configured"):
+        bind_plan({**conf, "nimbus.api.token.file": None}, None)  # the example without its token: refused
+    for unit in ("gale-nimbus.service", "gale-supervisor.service"):
+        assert "AssertFileNotEmpty=/etc/gale/api-token" in (ROOT / "deploy" / "systemd" / unit).read_text()

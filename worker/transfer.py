@@ -324,9 +324,10 @@ class Transfer:
             stats["invalid_messages"] = total
             for reason, count in decoder.invalid.items():
                 key = f"invalid_messages_{reason}"
-                if count != stats[key]:
+                previous = stats[key]
+                if count != previous:
                     stats[key] = count
-                    if count <= 5 or count % 1000 == 0:
+                    if previous < 5 or count // 1000 != previous // 1000:  # the first ones, then every 1000th
                         log.warning("transfer-invalid-message", reason=reason, dropped=count)
 
 

@@ -43,7 +43,7 @@ INVALID_REASONS = (UNKNOWN_KIND, UNKNOWN_TASK, MALFORMED, OUT_OF_RANGE, UNKNOWN_
 
 
 class BatchDecoder:
-    """Turns an authenticated payload into ``(task, payload)`` pairs ready for delivery.
+    """Checks the messages of an authenticated payload and hands the valid ones to ``deliver``.
 
     ``roles`` maps each task of this worker to the one message kind it takes (:data:`TUPLE` for
     bolts, :data:`ACKER` for ``__acker`` tasks, :data:`RESULT` for spouts); ``fields_for`` gives the
