@@ -28,7 +28,7 @@ topology, supervisor and slot come from nimbus's service discovery as target lab
 ``gale_worker_transfer_messages_invalid_total``       messages of authentic batches dropped, by ``reason``:
                                                       unknown_kind, unknown_task, malformed, out_of_range,
                                                       unknown_stream, undecodable (``gale.worker.wire``)
-``gale_worker_acker_invalid_messages_total``          acker messages with a value outside 64 bits, dropped
+``gale_worker_acker_dropped_invalid_total``            acker messages with a value outside 64 bits, dropped
                                                       by the acker itself (none get past the transfer)
 ``gale_worker_transfer_queued_messages``              messages waiting to be sent to other workers
 ``gale_worker_extra_<name>``                          component counters and gauges (Spark batches, rows,
@@ -158,13 +158,13 @@ class _WorkerCollector:
                              "secret for this worker, replayed, stale, malformed).")
             yield _by_reason(stats, "invalid_messages_", "gale_worker_transfer_messages_invalid",
                              "Messages of authentic batches dropped before delivery, by reason.")
-        if runtime is not None:
-            tables = [t for ex in list(runtime.executors.values()) for t in getattr(ex, "tables", {}).values()]
-            yield _counter("gale_worker_acker_invalid_messages",
-                           "Acker messages with a root or value outside unsigned 64 bits, dropped by the acker.",
-                           sum(getattr(t, "invalid", 0) for t in tables))
             queued = sum(len(q) for q in list(transfer.queues.values()))
             yield _gauge("gale_worker_transfer_queued_messages", "Messages waiting to be sent to other workers.", queued)
+        if runtime is not None:
+            tables = [t for ex in list(runtime.executors.values()) for t in getattr(ex, "tables", {}).values()]
+            yield _counter("gale_worker_acker_dropped_invalid",
+                           "Acker messages with a root or value outside unsigned 64 bits, dropped by the acker.",
+                           sum(getattr(t, "invalid", 0) for t in tables))
 
 
 def _gauge(name: str, doc: str, value: float) -> GaugeMetricFamily:
