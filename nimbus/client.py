@@ -43,10 +43,18 @@ def seed_addresses(conf: Mapping[str, Any]) -> list[str]:
 class NimbusClient:
     def __init__(self, conf: Mapping[str, Any], addresses: list[str] | None = None, timeout: float = 30.0):
         self.addresses = addresses or seed_addresses(conf)
-        token = api_token(conf)
-        self.headers = {"Authorization": f"Bearer {token}"} if token else {}
+        self._conf = conf
+        self._auth: dict[str, str] | None = None  # read on first use: a bad token file fails the call, cleanly
         self.timeout = timeout
-        self._http = httpx.Client(timeout=timeout, headers=self.headers, trust_env=False)
+        self._http = httpx.Client(timeout=timeout, trust_env=False)
+
+    @property
+    def headers(self) -> dict[str, str]:
+        """The Authorization header from ``nimbus.api.token`` / ``nimbus.api.token.file`` (if any)."""
+        if self._auth is None:
+            token = api_token(self._conf)
+            self._auth = {"Authorization": f"Bearer {token}"} if token else {}
+        return self._auth
 
     def close(self) -> None:
         self._http.close()
@@ -62,7 +70,7 @@ class NimbusClient:
         tried: set[str] = set()
         queue = list(self.addresses)
         request_id = uuid.uuid4().hex[:16]
-        kwargs["headers"] = {**kwargs.get("headers", {}), "X-Request-Id": request_id}
+        kwargs["headers"] = {**self.headers, **kwargs.get("headers", {}), "X-Request-Id": request_id}
         while queue:
             address = queue.pop(0)
             if address in tried:

@@ -27,6 +27,7 @@ from kazoo.exceptions import KazooException
 from kazoo.protocol.states import KazooState
 
 from gale.cluster_state import ClusterState
+from gale.config import api_token
 from gale.layout import Layout
 from gale.local_state import LocalState
 from gale.log import get_logger
@@ -90,6 +91,7 @@ class Supervisor:
     # ------------------------------------------------------------------ lifecycle
 
     def start(self) -> None:
+        api_token(self.conf)  # a missing or empty token file: say so now, not at the first code download
         self.config_path.parent.mkdir(parents=True, exist_ok=True)
         tmp = self.config_path.with_suffix(".tmp")
         # it holds the ZooKeeper credentials and the API token (or its file): this user only

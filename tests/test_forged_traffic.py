@@ -31,6 +31,7 @@ from gale.worker.batch_auth import Sealer
 from gale.worker.runtime.acker import ACK, INIT
 from gale.worker.wire import ACKER, RESULT, TUPLE
 from tests.cluster import cli, dump_logs, make_cluster
+from tests.test_secure_defaults import listening_addresses
 from tests.waiting import eventually
 from tests.wire_capture import LoopbackCapture, capture_available
 
@@ -116,6 +117,8 @@ def test_forged_replayed_and_invalid_batches_never_execute_and_the_worker_surviv
         sink_tasks = where["sink"][port]["tasks"]
         acker_task = where["__acker"][port]["tasks"][0]
         metrics_port = port + 1000
+        # the slot port listens on storm.local.hostname's address (127.0.0.1 here), not on every interface
+        assert listening_addresses(port) == {"127.0.0.1"}
         topology_id = client.topology("probe")["id"]
         identity = f"{node}:{port}"
 
