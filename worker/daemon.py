@@ -268,10 +268,11 @@ class Worker:
         conf.pop("topology.secret", None)
         layout = TopologyLayout(defn, conf, base.num_workers, base.component_executors)
         bind_host = slot_bind_host(self.conf)
-        if ipaddress.ip_address(bind_host).is_loopback and not self.conf.get("worker.transfer.host"):
+        if not self.conf.get("storm.local.hostname") and not self.conf.get("worker.transfer.host") \
+                and ipaddress.ip_address(bind_host.split("%")[0]).is_loopback:
             log.warning("slot-port-on-loopback", address=bind_host,
-                        hint="storm.local.hostname resolves to a loopback address: workers on other hosts cannot "
-                             "reach this one; set storm.local.hostname to this node's name or address")
+                        hint="this host's name resolves to a loopback address: workers on other hosts cannot reach "
+                             "this one; set storm.local.hostname to this node's name or address")
         self.transfer = Transfer(
             bind_host=bind_host, identity=f"{self.supervisor_id}:{self.port}",
             port=self.port, secret=secret, deliver=self._deliver, fields_for=self._fields_for,
