@@ -10,12 +10,21 @@ is handled and echoed in the response's ``X-Request-Id``; a body over :data:`MAX
 (or ``nimbus.max.request.bytes`` for code uploads) is refused with 413 before it is read; and
 observers registered in ``app.state.request_observers`` (``/metrics``) see each request's route,
 status and duration.
+
+Cross-site requests: every request that is not GET/HEAD/OPTIONS must carry the content type the
+CLI sends — ``application/json``, or ``application/gzip``/``application/octet-stream`` for the
+code upload — else 415, before anything else happens. A web page on another site can only send
+form posts (``application/x-www-form-urlencoded``, ``multipart/form-data``, ``text/plain``) or no
+content type without the browser first asking nimbus (a CORS preflight nimbus never grants), so no
+page a user visits can submit or kill a topology. A nimbus without an API token (listening on
+loopback only) also refuses a ``Host`` header that is not one of its own names, so a site cannot
+reach it by rebinding its DNS name to 127.0.0.1.
 """
 
 from __future__ import annotations
 
 import hmac
-
+import json
 import re
 import time
 import uuid
@@ -43,6 +52,37 @@ log = get_logger("nimbus.api")
 MAX_JSON_BODY_BYTES = 1024 * 1024
 _REQUEST_ID = re.compile(r"^[A-Za-z0-9._:\-]{1,64}$")
 UPLOAD_PATH = "/api/v1/topologies"
+SAFE_METHODS = frozenset(("GET", "HEAD", "OPTIONS"))
+UPLOAD_CONTENT_TYPES = ("application/gzip", "application/octet-stream")
+ACTION_CONTENT_TYPES = ("application/json",)
+
+
+def content_type_problem(method: str, path: str, content_type: str) -> str | None:
+    """Why a request with this method, path and Content-Type is refused (415), or None."""
+    if method in SAFE_METHODS:
+        return None
+    media = content_type.split(";", 1)[0].strip().lower()
+    allowed = UPLOAD_CONTENT_TYPES if (method == "POST" and path == UPLOAD_PATH) else ACTION_CONTENT_TYPES
+    if media in allowed:
+        return None
+    got = f"Content-Type {media!r}" if media else "no Content-Type"
+    return (f"{method} {path} needs Content-Type {' or '.join(allowed)} (got {got}); nimbus refuses other "
+            "content types on actions so that no web page can trigger them with a form")
+
+
+def host_problem(host_header: str, allowed: set[str] | None) -> str | None:
+    """Why a Host header is refused by a loopback-only nimbus (DNS rebinding), or None."""
+    if allowed is None or not host_header:
+        return None
+    host = host_header.strip().lower()
+    if host.startswith("["):
+        host = host[1:].split("]", 1)[0]
+    elif host.count(":") == 1:
+        host = host.split(":", 1)[0]
+    if host in allowed:
+        return None
+    return (f"Host {host_header!r} is not a name of this nimbus: without an API token it answers only on the "
+            f"loopback interface and under its own names ({', '.join(sorted(allowed))})")
 
 
 class ErrorBody(BaseModel):
@@ -63,11 +103,13 @@ class RequestContext:
     """ASGI middleware: correlation id, body size limit, access log line, request observers."""
 
     def __init__(self, app: Any, upload_limit: int, max_json_body: int = MAX_JSON_BODY_BYTES,
-                 observers: list[Callable[[str, str, int, float], None]] | None = None):
+                 observers: list[Callable[[str, str, int, float], None]] | None = None,
+                 allowed_hosts: set[str] | None = None):
         self.app = app
         self.upload_limit = upload_limit
         self.max_json_body = max_json_body
         self.observers = observers if observers is not None else []
+        self.allowed_hosts = allowed_hosts
 
     async def __call__(self, scope: dict, receive: Callable, send: Callable) -> None:
         if scope["type"] != "http":
@@ -93,6 +135,14 @@ class RequestContext:
             await send(message)
 
         try:
+            refused = host_problem(headers.get("host", ""), self.allowed_hosts)
+            if refused:
+                await _send_json(send_with_id, 403, refused)
+                return
+            refused = content_type_problem(method, path, headers.get("content-type", ""))
+            if refused:
+                await _send_json(send_with_id, 415, refused)
+                return
             declared = headers.get("content-length", "")
             if declared.isdigit() and int(declared) > limit:
                 await _send_json(send_with_id, 413, f"request body of {int(declared)} bytes exceeds the limit of "
@@ -126,8 +176,6 @@ class RequestContext:
 
 
 async def _send_json(send: Callable, status: int, message: str) -> None:
-    import json
-
     body = json.dumps({"error": message}).encode()
     await send({"type": "http.response.start", "status": status,
                 "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
@@ -217,6 +265,12 @@ def _require_token(nimbus: Nimbus, request: Request, write: bool) -> None:
     if not hmac.compare_digest(header.encode(), f"Bearer {token}".encode()):
         raise ApiError(401, "missing or wrong API token: pass 'Authorization: Bearer <nimbus.api.token>' "
                             "(the CLI reads it from nimbus.api.token in your config)")
+
+
+def _require_cluster_token(nimbus: Nimbus, request: Request) -> None:
+    """Routes only cluster daemons use (topology secrets): the token whenever one is configured,
+    whatever ``nimbus.api.read.token.required`` says."""
+    _require_token(nimbus, request, write=True)
 
 
 def token_checks(nimbus: Nimbus) -> tuple[Callable[[Request], None], Callable[[Request], None]]:
@@ -324,6 +378,27 @@ def make_router(nimbus: Nimbus) -> APIRouter:
         return Response(path.read_bytes(), media_type="application/gzip",
                         headers={"X-Gale-Checksum": nimbus.blobs.checksum(topology_id) or ""})
 
+    def cluster_daemon(request: Request) -> None:
+        _require_cluster_token(nimbus, request)
+
+    @router.get("/topologies/{topology_id}/stormconf", dependencies=[Depends(cluster_daemon)],
+                summary="The stored topology configuration with its secret (supervisors and nimbuses only)")
+    def stormconf(topology_id: str) -> Response:
+        """The configuration nimbus stored at submit, including ``topology.secret``: what a
+        supervisor writes (mode 0600) beside the code for its workers, and what a standby nimbus
+        copies with the code. Always requires the API token when one is configured."""
+        try:
+            conf = nimbus.blobs.stored_conf(topology_id)
+        except ValueError:
+            raise ApiError(400, f"invalid topology id {topology_id!r}") from None
+        if conf is None:
+            raise ApiError(404, f"this nimbus holds no stored configuration for {topology_id!r}")
+        if not conf.get("topology.secret"):
+            raise ApiError(404, f"this nimbus holds no secret for {topology_id!r} (copied by an older nimbus?); "
+                                "ask another nimbus")
+        return Response(json.dumps(conf, sort_keys=True), media_type="application/json",
+                        headers={"Cache-Control": "no-store"})
+
     return router
 
 
@@ -334,7 +409,8 @@ async def _in_thread(fn, *args, **kwargs):
     return await anyio.to_thread.run_sync(functools.partial(fn, *args, **kwargs))
 
 
-def create_app(nimbus: Nimbus) -> FastAPI:
+def create_app(nimbus: Nimbus, allowed_hosts: set[str] | None = None) -> FastAPI:
+    """The API app. ``allowed_hosts``: the only Host header names answered (a loopback-only nimbus)."""
     app = FastAPI(
         title="Gale nimbus API", version="1", docs_url="/api/docs", redoc_url=None,
         description="Gale's own API (/api/v1/topologies...), Storm UI's REST API (/api/v1/cluster/summary, "
@@ -343,7 +419,7 @@ def create_app(nimbus: Nimbus) -> FastAPI:
     )
     app.state.request_observers = []
     app.add_middleware(RequestContext, upload_limit=int(nimbus.conf["nimbus.max.request.bytes"]),
-                       observers=app.state.request_observers)
+                       observers=app.state.request_observers, allowed_hosts=allowed_hosts)
     install_error_handlers(app)
     app.include_router(make_router(nimbus))
     for extension in _extensions():

@@ -3,6 +3,10 @@
 Files per topology: ``stormcode.tar.gz`` (the bundle), ``stormtopology.json`` and ``stormconf.json``
 (unpacked copies nimbus reads without touching user code) and ``CHECKSUM``. Writes are atomic
 (temp directory, fsync, rename), so a crash never leaves a half-written topology behind.
+
+``stormconf.json`` is the configuration nimbus stored at submit, with the topology's transport
+secret (``topology.secret``); it is written mode 0600 (the topology directories are 0700) and leaves
+this store only through the token-guarded route supervisors and standby nimbuses use.
 """
 
 from __future__ import annotations
@@ -46,7 +50,8 @@ class BlobStore:
                 (CONF, json.dumps(conf, sort_keys=True).encode()),
                 (CHECKSUM, digest.encode()),
             ):
-                with open(tmp / name, "wb") as fh:
+                mode = 0o600 if name == CONF else 0o644
+                with open(os.open(tmp / name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode), "wb") as fh:
                     fh.write(data)
                     fh.flush()
                     os.fsync(fh.fileno())
@@ -64,9 +69,14 @@ class BlobStore:
                 shutil.rmtree(tmp, ignore_errors=True)
         return digest
 
-    def put_bundle(self, topology_id: str, bundle: bytes) -> str:
-        """Store a bundle received from another nimbus (definition and conf read from it)."""
+    def put_bundle(self, topology_id: str, bundle: bytes, stored_conf: dict[str, Any] | None = None) -> str:
+        """Store a bundle received from another nimbus, with the configuration that nimbus stored
+        (its secret included); without one, the bundle's own conf (no secret: workers will not run)."""
         definition, conf = read_bundle(bundle)
+        if stored_conf is not None:
+            if not isinstance(stored_conf, dict) or not isinstance(stored_conf.get("topology.secret"), str):
+                raise BundleError(f"the stored configuration of {topology_id} has no topology.secret")
+            conf = stored_conf
         return self.put(topology_id, bundle, definition, conf)
 
     def has(self, topology_id: str, digest: str | None = None) -> bool:
@@ -92,6 +102,15 @@ class BlobStore:
 
     def conf(self, topology_id: str) -> dict[str, Any]:
         return json.loads((self.dir(topology_id) / CONF).read_text())
+
+    def stored_conf(self, topology_id: str) -> dict[str, Any] | None:
+        """The stored configuration with the secret, or None when this nimbus holds none."""
+        path = self.dir(topology_id) / CONF  # ValueError for an invalid id
+        try:
+            conf = json.loads(path.read_text())
+        except (FileNotFoundError, NotADirectoryError, json.JSONDecodeError):
+            return None
+        return conf if isinstance(conf, dict) else None
 
     def verify(self, topology_id: str) -> bool:
         """True when the stored bundle still matches its checksum."""

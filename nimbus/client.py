@@ -1,9 +1,10 @@
-"""HTTP client for nimbus's API, used by the CLI and by supervisors (code download).
+"""HTTP client for nimbus's API, used by the CLI and by supervisors (code and secret download).
 
 Nimbus is found from ``nimbus.seeds`` (host or host:port; port defaults to ``nimbus.http.port``);
 a standby answers 409 with the leader's address and the client retries there once. Every call
 sends an ``X-Request-Id``; nimbus puts it on every log line of that request, and a server-side
-failure names it so the matching lines can be found.
+failure names it so the matching lines can be found. Every POST carries a JSON body (``{}`` when
+there is nothing to say) or the gzip bundle: nimbus refuses actions with any other content type.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ from typing import Any
 
 import httpx
 
+from gale.bundle import BundleError
+from gale.config import api_token
 from gale.errors import GaleError
 
 
@@ -40,10 +43,18 @@ def seed_addresses(conf: Mapping[str, Any]) -> list[str]:
 class NimbusClient:
     def __init__(self, conf: Mapping[str, Any], addresses: list[str] | None = None, timeout: float = 30.0):
         self.addresses = addresses or seed_addresses(conf)
-        token = conf.get("nimbus.api.token")
-        self.headers = {"Authorization": f"Bearer {token}"} if token else {}
+        self._conf = conf
+        self._auth: dict[str, str] | None = None  # read on first use: a bad token file fails the call, cleanly
         self.timeout = timeout
-        self._http = httpx.Client(timeout=timeout, headers=self.headers, trust_env=False)
+        self._http = httpx.Client(timeout=timeout, trust_env=False)
+
+    @property
+    def headers(self) -> dict[str, str]:
+        """The Authorization header from ``nimbus.api.token`` / ``nimbus.api.token.file`` (if any)."""
+        if self._auth is None:
+            token = api_token(self._conf)
+            self._auth = {"Authorization": f"Bearer {token}"} if token else {}
+        return self._auth
 
     def close(self) -> None:
         self._http.close()
@@ -59,7 +70,7 @@ class NimbusClient:
         tried: set[str] = set()
         queue = list(self.addresses)
         request_id = uuid.uuid4().hex[:16]
-        kwargs["headers"] = {**kwargs.get("headers", {}), "X-Request-Id": request_id}
+        kwargs["headers"] = {**self.headers, **kwargs.get("headers", {}), "X-Request-Id": request_id}
         while queue:
             address = queue.pop(0)
             if address in tried:
@@ -93,7 +104,7 @@ class NimbusClient:
         return self.request("GET", path, **kwargs).json()
 
     def post(self, path: str, json: Any = None, **kwargs: Any) -> Any:
-        return self.request("POST", path, json=json, **kwargs).json()
+        return self.request("POST", path, json=json if json is not None else {}, **kwargs).json()
 
     # --------------------------------------------------------------- API
 
@@ -131,6 +142,26 @@ class NimbusClient:
 
     def code(self, topology_id: str) -> bytes:
         return self.request("GET", f"/api/v1/topologies/{topology_id}/code").content
+
+    def stored_conf(self, topology_id: str) -> dict[str, Any]:
+        """The topology's stored configuration with its secret (needs the API token when one is set)."""
+        return _stored_conf(self.request("GET", f"/api/v1/topologies/{topology_id}/stormconf"), topology_id)
+
+
+def fetch_stored_conf(address: str, topology_id: str, headers: Mapping[str, str], timeout: float = 30.0) -> dict[str, Any]:
+    """The stored configuration (with the secret) from the nimbus at ``address``, for code replication
+    between nimbuses. Raises :class:`httpx.HTTPError` or :class:`~gale.bundle.BundleError`."""
+    resp = httpx.get(f"http://{address}/api/v1/topologies/{topology_id}/stormconf", headers=dict(headers),
+                     timeout=timeout, trust_env=False)
+    resp.raise_for_status()
+    return _stored_conf(resp, topology_id)
+
+
+def _stored_conf(resp: httpx.Response, topology_id: str) -> dict[str, Any]:
+    body = _json(resp)
+    if not isinstance(body, dict) or not isinstance(body.get("topology.secret"), str) or not body["topology.secret"]:
+        raise BundleError(f"nimbus sent no usable stored configuration for {topology_id} (no topology.secret)")
+    return body
 
 
 def _json(resp: httpx.Response) -> Any:

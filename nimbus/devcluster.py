@@ -7,7 +7,9 @@ runs one until Ctrl-C; tests use :class:`DevCluster` directly to inject faults.
 
 from __future__ import annotations
 
+import ipaddress
 import os
+import secrets
 import shutil
 import signal
 import socket
@@ -24,6 +26,13 @@ import yaml
 from gale import config as gconfig
 from gale.errors import GaleError
 from gale.zkserver import ZooKeeperServer, free_port
+
+
+def _is_loopback(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return host == "localhost"
 
 
 def free_port_pair(offset: int) -> int:
@@ -108,6 +117,10 @@ class DevCluster:
         #: the address daemons advertise and nimbus binds (a veth address when some supervisors run in
         #: network namespaces and must reach nimbus, ZooKeeper and the host's workers)
         self.advertise_host = advertise_host
+        if not _is_loopback(advertise_host) and not self.extra.get("nimbus.api.token") \
+                and not self.extra.get("nimbus.api.token.file"):
+            # nimbus will listen where other machines (namespaces) reach it: it needs an API token
+            self.extra["nimbus.api.token"] = secrets.token_hex(16)
         self.nimbus_ports = [http_port or free_port() for _ in range(nimbuses)] if nimbuses else []
         if http_port and nimbuses > 1:
             self.nimbus_ports = [http_port] + [free_port() for _ in range(nimbuses - 1)]

@@ -24,6 +24,7 @@ What is copied is listed in :data:`PARTS`: each part is served by every nimbus a
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -40,9 +41,11 @@ from gale.nimbus.blobstore import BlobStore
 log = get_logger("nimbus.replication")
 
 #: The parts of a topology a nimbus copies from another, each served at
-#: ``/api/v1/topologies/<id>/<part>``. ``code`` (the bundle) must match the announced checksum.
+#: ``/api/v1/topologies/<id>/<part>``. ``code`` (the bundle) must match the announced checksum;
+#: ``stormconf`` is the configuration the leader stored at submit, with the topology's transport
+#: secret (that route needs the API token), so workers can run wherever the next leader places them.
 #: To replicate another file, add its part here and store it in :meth:`CodeReplication._store`.
-PARTS: tuple[str, ...] = ("code",)
+PARTS: tuple[str, ...] = ("code", "stormconf")
 
 #: How often the submit path re-reads the replica count while it waits.
 POLL_SECS = 0.2
@@ -205,10 +208,14 @@ class CodeReplication:
         return False
 
     def _store(self, topology_id: str, parts: Mapping[str, bytes]) -> None:
-        self.blobs.put_bundle(topology_id, parts["code"])
+        try:
+            stored_conf = json.loads(parts["stormconf"])
+        except ValueError:
+            raise BundleError(f"the stored configuration of {topology_id} is not JSON") from None
+        self.blobs.put_bundle(topology_id, parts["code"], stored_conf)
 
     def _http_fetch(self, address: str, topology_id: str, part: str) -> bytes:
-        resp = httpx.get(f"http://{address}/api/v1/topologies/{topology_id}/{part}", timeout=30.0,
+        resp = httpx.get(f"http://{address}/api/v1/topologies/{topology_id}/{part}", timeout=30.0, trust_env=False,
                          headers=dict(self._headers()))
         resp.raise_for_status()
         return resp.content

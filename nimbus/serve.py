@@ -1,12 +1,23 @@
-"""``nimbus serve``: run the nimbus daemon in the foreground until SIGTERM/SIGINT."""
+"""``nimbus serve``: run the nimbus daemon in the foreground until SIGTERM/SIGINT.
+
+Where the HTTP server listens is decided by :func:`bind_plan` (pure): with an API token, on
+``nimbus.host`` (default every interface); without one, on the loopback interface only — the API
+can submit code that every node runs — unless ``nimbus.api.insecure: true`` says otherwise. A
+non-loopback ``nimbus.host`` without a token and without that flag is a configuration error.
+"""
 
 from __future__ import annotations
 
+import ipaddress
+import socket
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
+from gale import config as gconfig
 from gale.daemon_util import StopSignals, configure_daemon_logging, sd_notify
 from gale.deadline import Deadline, begin_stop
+from gale.errors import ConfigError
 from gale.http_server import HttpServer
 from gale.log import get_logger
 from gale.nimbus.api import create_app
@@ -15,11 +26,68 @@ from gale.nimbus.daemon import Nimbus
 log = get_logger("nimbus.serve")
 
 
+def is_loopback(host: str) -> bool:
+    """True when ``host`` (an address or a name) only ever means this machine's loopback interface."""
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        pass
+    try:
+        infos = socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)
+    except socket.gaierror:
+        return False
+    return bool(infos) and all(ipaddress.ip_address(info[4][0].split("%")[0]).is_loopback for info in infos)
+
+
+@dataclass(frozen=True)
+class BindPlan:
+    host: str                    # what the HTTP server binds
+    loopback_only: bool          # no token and not insecure: only this machine reaches the API
+    insecure: bool               # a non-loopback address without a token (nimbus.api.insecure)
+
+
+def bind_plan(conf: Mapping[str, Any], token: str | None) -> BindPlan:
+    """Decide the HTTP bind address from ``nimbus.host``, the token and ``nimbus.api.insecure``."""
+    host = conf.get("nimbus.host")
+    insecure_ok = bool(conf.get("nimbus.api.insecure"))
+    if token:
+        return BindPlan(host or "0.0.0.0", loopback_only=False, insecure=False)
+    if host is None:
+        return BindPlan("127.0.0.1", loopback_only=True, insecure=False)
+    if is_loopback(host):
+        return BindPlan(host, loopback_only=True, insecure=False)
+    if insecure_ok:
+        return BindPlan(host, loopback_only=False, insecure=True)
+    raise ConfigError(
+        f"nimbus.host is {host!r}, which other machines can reach, but no API token is configured: anyone reaching "
+        f"port {conf.get('nimbus.http.port')} could submit a topology and run code on every node. Set "
+        "nimbus.api.token (or nimbus.api.token.file; docs/security.md), or bind nimbus.host: 127.0.0.1, or set "
+        "nimbus.api.insecure: true to accept the risk"
+    )
+
+
+def allowed_host_names(conf: Mapping[str, Any], advertised: str) -> set[str]:
+    """Host header values a loopback-only nimbus answers (anything else is a DNS-rebinding attempt)."""
+    names = {"localhost", "127.0.0.1", "::1", advertised}
+    for key in ("nimbus.host", "storm.local.hostname"):
+        if conf.get(key):
+            names.add(str(conf[key]))
+    for seed in conf.get("nimbus.seeds") or ():
+        names.add(seed.rsplit(":", 1)[0] if seed.count(":") == 1 else seed)
+    return {n.strip("[]").lower() for n in names}
+
+
 class NimbusServer:
     """Nimbus plus its HTTP server (API, code downloads; UI and /metrics when installed)."""
 
     def __init__(self, conf: Mapping[str, Any]):
         self.conf = dict(conf)
+        token = gconfig.api_token(self.conf)
+        self.conf["nimbus.api.token"] = token
+        self.conf["nimbus.api.token.file"] = None
+        self.plan = bind_plan(self.conf, token)
         metrics = None
         try:
             from gale.nimbus.metrics import NimbusMetrics
@@ -27,13 +95,26 @@ class NimbusServer:
             metrics = NimbusMetrics()
         except ModuleNotFoundError:
             pass
-        self.nimbus = Nimbus(self.conf, metrics=metrics)
+        host = None
+        if self.plan.loopback_only and not self.conf.get("storm.local.hostname"):
+            # reachable on loopback only: advertise the address clients can actually use
+            host = "127.0.0.1" if ":" not in self.plan.host else "localhost"
+        self.nimbus = Nimbus(self.conf, host=host, metrics=metrics)
         if metrics is not None:
             metrics.bind(self.nimbus)
-        self.http = HttpServer(create_app(self.nimbus), self.conf["nimbus.host"], int(self.conf["nimbus.http.port"]),
-                               name="nimbus")
+        allowed = allowed_host_names(self.conf, self.nimbus.host) if self.plan.loopback_only else None
+        self.http = HttpServer(create_app(self.nimbus, allowed_hosts=allowed), self.plan.host,
+                               int(self.conf["nimbus.http.port"]), name="nimbus")
 
     def start(self) -> None:
+        if self.plan.loopback_only:
+            log.warning("nimbus-api-loopback-only", host=self.plan.host,
+                        reason="no nimbus.api.token is configured, so the API (which can submit code) listens on "
+                               "the loopback interface only; set nimbus.api.token to serve other machines")
+        elif self.plan.insecure:
+            log.warning("nimbus-api-insecure", host=self.plan.host,
+                        reason="nimbus.api.insecure is true and no nimbus.api.token is set: anyone who reaches "
+                               "this port can submit topologies and run code on every node")
         # listen first: the port is part of this nimbus's identity (host:port) in ZooKeeper
         self.http.start()
         self.nimbus.port = self.http.port

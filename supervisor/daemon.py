@@ -32,6 +32,7 @@ from kazoo.protocol.states import KazooState
 from gale.clock import REAL_CLOCK
 from gale.cluster_state import ClusterState
 from gale.deadline import Deadline, within
+from gale.config import api_token
 from gale.layout import Layout
 from gale.local_state import LocalState
 from gale.log import get_logger
@@ -39,7 +40,7 @@ from gale.records import GALE_VERSION, SupervisorInfo
 from gale.zk import start_client, stop_client
 from gale.nimbus.client import NimbusClient, seed_addresses
 from gale.supervisor.container import Containers
-from gale.supervisor.localizer import Localizer
+from gale.supervisor.localizer import CodeSource, Localizer
 from gale.supervisor.slot import (
     Cleanup, Kill, Launch, LocalAssignment, Observation, RequestCode, Slot, State, Timeouts, step,
 )
@@ -98,9 +99,14 @@ class Supervisor:
     # ------------------------------------------------------------------ lifecycle
 
     def start(self) -> None:
+        api_token(self.conf)  # a missing or empty token file: say so now, not at the first code download
         self.config_path.parent.mkdir(parents=True, exist_ok=True)
         tmp = self.config_path.with_suffix(".tmp")
-        tmp.write_text(yaml.safe_dump(self.conf, sort_keys=True))
+        # it holds the ZooKeeper credentials and the API token (or its file): this user only
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with open(fd, "w") as fh:
+            fh.write(yaml.safe_dump(self.conf, sort_keys=True))
+        os.chmod(tmp, 0o600)  # an older file of that name may have had another mode
         os.replace(tmp, self.config_path)
         self.client = start_client(self.conf)
         self.client.add_listener(self._on_zk_state)
@@ -243,13 +249,19 @@ class Supervisor:
         addresses += [a for a in seed_addresses(self.conf) if a not in addresses]
         client_conf = self.conf
 
-        def fetcher(address: str):
-            def download() -> bytes:
+        def source(address: str) -> CodeSource:
+            def code() -> bytes:
                 with NimbusClient(client_conf, [address], timeout=60.0) as client:
                     return client.code(topology_id)
-            return download
 
-        return [(a, fetcher(a)) for a in addresses]
+            def stored_conf() -> dict[str, Any]:
+                # the topology secret: over the API with the cluster's token, never from ZooKeeper
+                with NimbusClient(client_conf, [address], timeout=30.0) as client:
+                    return client.stored_conf(topology_id)
+
+            return CodeSource(address, code, stored_conf)
+
+        return [source(a) for a in addresses]
 
     # ------------------------------------------------------------------ loop
 

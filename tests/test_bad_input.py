@@ -144,10 +144,12 @@ def test_api_refuses_crafted_bundles_and_oversized_requests(cluster):
             (b"0" * (5 * 1024 * 1024), 413, "exceeds the limit"),
         ]
         for body, code, message in cases:
-            resp = httpx.post(url, params={"name": "crafted"}, content=body, trust_env=False, timeout=30)
+            resp = httpx.post(url, params={"name": "crafted"}, content=body, trust_env=False, timeout=30,
+                              headers={"Content-Type": "application/gzip"})
             assert resp.status_code == code, resp.text
             assert message in resp.json()["error"]
-        resp = httpx.post(url, params={"name": "bad name!"}, content=b"x", trust_env=False)
+        resp = httpx.post(url, params={"name": "bad name!"}, content=b"x", trust_env=False,
+                          headers={"Content-Type": "application/gzip"})
         assert resp.status_code == 400 and "invalid topology name" in resp.json()["error"]
         assert set(zk.get_children(f"{cluster.root}/storms")) == before
         assert not list(Path(cluster.base).rglob("evil.py"))

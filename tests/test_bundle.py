@@ -117,7 +117,12 @@ def test_localizer_discards_truncated_download_and_retries(tmp_path, monkeypatch
             attempts.append("full")
             return good
 
-        return [("nimbus-a", truncated)] if len(attempts) < 2 else [("nimbus-b", full)]
+        def stored_conf():
+            return {"topology.name": "t", "topology.secret": "s" * 64}
+
+        if len(attempts) < 2:
+            return [loc.CodeSource("nimbus-a", truncated, stored_conf)]
+        return [loc.CodeSource("nimbus-b", full, stored_conf)]
 
     ready = []
     lz = loc.Localizer(tmp_path, fetch, on_ready=lambda: ready.append(1))
@@ -131,5 +136,9 @@ def test_localizer_discards_truncated_download_and_retries(tmp_path, monkeypatch
         assert ready
         assert "checksum" in " ".join(lz.failures.values()) or lz.failures == {}
         assert (lz.dir("t-1-1") / "topology.json").read_text() == '{"components": {}}'
+        # the stored configuration with the topology secret lands beside the code, for this user only
+        stormconf = lz.dir("t-1-1") / "stormconf.json"
+        assert json.loads(stormconf.read_text())["topology.secret"] == "s" * 64
+        assert stormconf.stat().st_mode & 0o777 == 0o600
     finally:
         lz.close()

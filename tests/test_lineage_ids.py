@@ -11,7 +11,7 @@ from gale import BasicBolt, Bolt, Spout, TopologyBuilder
 from gale.topology.tuple import Fields, Tuple
 from gale.worker.local import LocalTopology, local_conf
 from gale.worker.runtime import lineage
-from gale.worker.transfer import Transfer
+from gale.worker.transfer import TUPLE, Transfer
 from gale.zkserver import free_port
 from tests.waiting import eventually
 
@@ -169,7 +169,7 @@ def test_lineage_crosses_workers_unchanged():
     recv_port, send_port = free_port(), free_port()
     fields = Fields(["v"], "src:default")
     delivered: list = []
-    receiver = Transfer(bind_host="127.0.0.1", port=recv_port, secret=b"s",
+    receiver = Transfer(bind_host="127.0.0.1", port=recv_port, secret=b"s", roles={7: TUPLE},
                         deliver=lambda task, payload: delivered.append(payload) or True,
                         fields_for=lambda c, s: fields)
     sender = Transfer(bind_host="127.0.0.1", port=send_port, secret=b"s", deliver=lambda *_: True,

@@ -47,7 +47,7 @@ def test_failover_keeps_code_countdowns_and_scheduling(ha, tmp_path):
         assert (ha.base / f"nimbus-{standby}" / "nimbus" / "stormdist" / tid / "stormcode.tar.gz").is_file()
 
         # a standby answers write requests with the leader's address; the CLI follows it
-        resp = httpx.post(f"{ha.nimbus_url(standby)}/api/v1/topologies/ha1/deactivate", trust_env=False)
+        resp = httpx.post(f"{ha.nimbus_url(standby)}/api/v1/topologies/ha1/deactivate", json={}, trust_env=False)
         assert resp.status_code == 409 and resp.json()["leader"] == f"127.0.0.1:{ha.nimbus_ports[lead]}"
 
         # start a kill countdown, then kill -9 the leader in the middle of it
@@ -88,7 +88,7 @@ def test_deposed_leader_cannot_overwrite(ha, tmp_path):
         epoch = int(zk.get(epoch_path)[0])
         # a successor was elected (it bumps the epoch) but the old leader has not noticed yet
         zk.set(epoch_path, str(epoch + 1).encode())
-        resp = httpx.post(f"{ha.nimbus_url(lead)}/api/v1/topologies/fence/deactivate", trust_env=False)
+        resp = httpx.post(f"{ha.nimbus_url(lead)}/api/v1/topologies/fence/deactivate", json={}, trust_env=False)
         assert resp.status_code == 409, resp.text
         assert "not the leader" in resp.json()["error"]
         base = json.loads(zk.get(f"{ha.root}/storms/{tid}")[0])

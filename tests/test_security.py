@@ -1,69 +1,195 @@
-"""Access control: the API token, and worker-to-worker batches authenticated per topology."""
+"""Access control with real processes: the API token, and the topology secret's only channel —
+nimbus → (token-guarded route) → supervisor → 0600 file → worker — kept out of every read
+response, ZooKeeper, the code bundle and the logs, replicated to standby nimbuses with the code.
+
+The wire itself (sealing, replays, validation) is tested in ``test_transfer_auth.py`` and against
+real workers in ``test_forged_traffic.py``; the secure defaults in ``test_secure_defaults.py``."""
 
 from __future__ import annotations
 
 import json
-import time
+import os
+import subprocess
+import sys
+import tarfile
+import io
+from pathlib import Path
 
 import httpx
 import pytest
+import yaml
+from kazoo.client import KazooClient
 
-from gale.topology.tuple import Fields, Tuple
-from gale.zkserver import free_port
-from tests.cluster import DURABLE_WC, DurableInput, cli, make_cluster, wait_for
-from gale.worker.transfer import Transfer
+from tests.cluster import DURABLE_WC, DurableInput, cli, dump_logs, make_cluster
+from tests.waiting import eventually
 
+ROOT = Path(__file__).resolve().parent.parent
+JSON = {"Content-Type": "application/json"}
+TOKEN = "t0ps3cret"
 
-def _transfer(port, secret, delivered):
-    fields = Fields(["v"], "src:default")
-    t = Transfer(bind_host="127.0.0.1", port=port, secret=secret,
-                 deliver=lambda task, payload: delivered.append((task, payload)) or True,
-                 fields_for=lambda c, s: fields if (c, s) == ("src", "default") else None)
-    t.start()
-    return t, fields
+pytestmark = [pytest.mark.cluster, pytest.mark.timeout(300)]
 
 
-def test_workers_reject_batches_from_outside_the_topology():
-    recv_port, a_port, b_port = free_port(), free_port(), free_port()
-    delivered: list = []
-    receiver, fields = _transfer(recv_port, b"topology-secret", delivered)
-    member, _ = _transfer(a_port, b"topology-secret", [])
-    intruder, _ = _transfer(b_port, b"guessed-secret", [])
+def stormconf_path(local_dir: str | Path, tid: str) -> Path:
+    return Path(local_dir) / "supervisor" / "stormdist" / tid / "stormconf.json"
+
+
+def zookeeper_bytes(zk_address: str, root: str) -> bytes:
+    """Every znode's data under ``root`` (what anyone may read), concatenated."""
+    zk = KazooClient(hosts=zk_address)
+    zk.start(timeout=10)
     try:
-        for sender in (intruder, member):
-            sender.set_routes({7: f"127.0.0.1:{recv_port}"})
-        intruder.send_tuple(7, Tuple(["injected"], fields, "src", "default", 1, {5: 6}))
-        wait_for(lambda: receiver.stats["rejected_batches"] >= 1, 10)
-        assert delivered == []
-        member.send_tuple(7, Tuple(["legit"], fields, "src", "default", 1, {5: 6}))
-        wait_for(lambda: delivered, 10)
-        (task, tup), = delivered
-        assert task == 7 and tup.values == ["legit"] and tup.anchors == {5: 6}
-        assert receiver.stats["rejected_batches"] == 1
+        out = bytearray()
+        stack = [root]
+        while stack:
+            path = stack.pop()
+            data, _ = zk.get(path)
+            out += data or b""
+            stack += [f"{path}/{child}" for child in zk.get_children(path)]
+        return bytes(out)
     finally:
-        for t in (receiver, member, intruder):
-            t.close(0.1)
+        zk.stop()
 
 
-@pytest.mark.cluster
-@pytest.mark.timeout(180)
-def test_api_token_guards_writes(zk_server, tmp_path):
-    c = make_cluster(zk_server, tmp_path, supervisors=1, slots=1, conf={"nimbus.api.token": "t0ps3cret"})
+def test_api_token_guards_writes_and_topology_secrets(zk_server, tmp_path):
+    c = make_cluster(zk_server, tmp_path, supervisors=1, slots=2, conf={"nimbus.api.token": TOKEN})
     c.start()
     try:
         base = c.nimbus_url(0) + "/api/v1"
         # reads are open unless nimbus.api.read.token.required
         assert httpx.get(f"{base}/topologies", trust_env=False).status_code == 200
-        for path in ("/topologies?name=x", "/topologies/x/kill", "/topologies/x/activate"):
-            resp = httpx.post(base + path, content=b"x", trust_env=False)
+        for path, headers, body in (("/topologies?name=x", {"Content-Type": "application/gzip"}, b"x"),
+                                    ("/topologies/x/kill", JSON, b"{}"), ("/topologies/x/activate", JSON, b"{}")):
+            resp = httpx.post(base + path, content=body, headers=headers, trust_env=False)
             assert resp.status_code == 401, path
             assert "API token" in resp.json()["error"]
-        resp = httpx.post(f"{base}/topologies/x/kill", headers={"Authorization": "Bearer wrong"}, trust_env=False)
+        resp = httpx.post(f"{base}/topologies/x/kill", headers={**JSON, "Authorization": "Bearer wrong"},
+                          trust_env=False)
         assert resp.status_code == 401
-        # the CLI (and supervisors downloading code) read the token from the config
+        # nimbus generates the secret; a topology may not bring its own
+        bad = cli(c, "submit", str(DURABLE_WC), "--name", "own-secret", "-c", "topology.secret=0123456789abcdef0123",
+                  check=False)
+        assert bad.returncode == 1 and "topology.secret is generated by nimbus" in bad.stderr
+        # the CLI (and supervisors downloading code and secret) read the token from the config
         work = DurableInput(tmp_path / "w", 50)
-        cli(c, "submit", str(DURABLE_WC), "--name", "guarded", "--wait", *work.overrides())
-        work.wait_all_acked(60)
+        tid = cli(c, "submit", str(DURABLE_WC), "--name", "guarded", "--wait", *work.overrides()).stdout.strip()
+        work.wait_all_acked(60)  # two workers: their batches verify with the secret the supervisor fetched
+
+        # the secret's channel: the stormconf route wants the token even though reads are open
+        resp = httpx.get(f"{base}/topologies/{tid}/stormconf", trust_env=False)
+        assert resp.status_code == 401
+        resp = httpx.get(f"{base}/topologies/{tid}/stormconf", headers={"Authorization": f"Bearer {TOKEN}"},
+                         trust_env=False)
+        assert resp.status_code == 200 and resp.headers["cache-control"] == "no-store"
+        secret = resp.json()["topology.secret"]
+        assert len(secret) == 64 and int(secret, 16)
+        sup_dir = Path(c.supervisor_confs[0]["storm.local.dir"])
+        written = stormconf_path(sup_dir, tid)
+        assert json.loads(written.read_text())["topology.secret"] == secret
+        assert written.stat().st_mode & 0o777 == 0o600 and written.parent.stat().st_mode & 0o077 == 0
+        nimbus_copy = c.base / "nimbus-0" / "nimbus" / "stormdist" / tid / "stormconf.json"
+        assert nimbus_copy.stat().st_mode & 0o777 == 0o600
+        assert (sup_dir / "supervisor" / "worker-conf.yaml").stat().st_mode & 0o777 == 0o600
+
+        # ... and nowhere else: read routes, the code bundle, ZooKeeper, the logs
+        reads = ["/topologies", "/topologies/guarded", "/topologies/guarded/workers", "/cluster",
+                 "/topologies/guarded/components/sink", f"/topology/{tid}", f"/topology/{tid}/component/sink",
+                 f"/topology-workers/{tid}", "/cluster/configuration", "/topology/summary", "/prometheus/targets"]
+        for path in reads:
+            resp = httpx.get(base + path, trust_env=False)
+            assert resp.status_code == 200, (path, resp.text)
+            assert secret not in resp.text, path
+        for worker in httpx.get(f"{base}/topologies/guarded/workers", trust_env=False).json():
+            assert secret not in httpx.get(f"http://127.0.0.1:{worker['metrics_port']}/metrics", trust_env=False).text
+        code = httpx.get(f"{base}/topologies/{tid}/code", trust_env=False).content
+        with tarfile.open(fileobj=io.BytesIO(code), mode="r:gz") as tar:
+            for member in tar.getmembers():
+                if member.isfile():
+                    assert secret.encode() not in tar.extractfile(member).read(), member.name
+            assert "topology.secret" not in json.loads(tar.extractfile("conf.json").read())
+        assert secret.encode() not in zookeeper_bytes(c.zk.address, c.root)
+        logs = [p for p in c.base.rglob("*") if p.is_file() and (p.suffix in (".log", ".out") or ".log." in p.name)]
+        assert logs
+        for p in logs:
+            assert secret not in p.read_text(errors="replace"), p
         cli(c, "kill", "guarded", "--wait", "0")
+    except AssertionError:
+        print(dump_logs(c))
+        raise
     finally:
         c.cleanup()
+
+
+def test_a_worker_without_its_secret_refuses_to_start(zk_server, tmp_path):
+    """No stormconf.json, or one without a secret: the worker exits with EXIT_SETUP_FAILED (20) and
+    says why, instead of falling back to a key anyone can compute."""
+    c = make_cluster(zk_server, tmp_path, supervisors=1, slots=1)
+    c.start()
+    try:
+        work = DurableInput(tmp_path / "w", 20)
+        tid = cli(c, "submit", str(DURABLE_WC), "--name", "nosecret", "--wait", *work.overrides(),
+                  "-c", "test.workers=1").stdout.strip()
+        sup = c.supervisor_confs[0]
+        real = stormconf_path(sup["storm.local.dir"], tid).parent
+        port = sup["supervisor.slots.ports"][0]
+        fake = tmp_path / "fake-local"
+        conf = yaml.safe_load((Path(sup["storm.local.dir"]) / "supervisor" / "worker-conf.yaml").read_text())
+        conf["storm.local.dir"] = str(fake)
+        config = tmp_path / "worker-conf.yaml"
+        config.write_text(yaml.safe_dump(conf))
+        dest = fake / "supervisor" / "stormdist" / tid
+        dest.mkdir(parents=True)
+        for name in ("topology.json", "conf.json"):
+            (dest / name).write_bytes((real / name).read_bytes())
+        (dest / "code").mkdir()
+
+        def run_worker() -> subprocess.CompletedProcess:
+            env = {k: v for k, v in os.environ.items() if k != "GALE_WORKER_LOG_DIR"}
+            return subprocess.run([sys.executable, "-m", "gale.worker.cli", "run", tid, c.supervisor_id(0), str(port),
+                                   f"w-{os.urandom(3).hex()}", "--config", str(config)],
+                                  capture_output=True, text=True, timeout=60, cwd=ROOT, env=env)
+
+        proc = run_worker()
+        assert proc.returncode == 20, proc.stdout + proc.stderr
+        assert "stormconf.json is missing" in proc.stdout + proc.stderr
+        # the user's bundle conf in its place (no secret in it): refused too
+        (dest / "stormconf.json").write_bytes((real / "conf.json").read_bytes())
+        proc = run_worker()
+        assert proc.returncode == 20 and "holds no topology.secret" in proc.stdout + proc.stderr
+        # the real worker was never disturbed
+        work.wait_all_acked(60)
+    finally:
+        c.cleanup()
+
+
+def test_the_secret_replicates_to_standby_nimbuses_and_serves_after_failover(zk_server, tmp_path):
+    c = make_cluster(zk_server, tmp_path, supervisors=0, nimbuses=2,
+                     conf={"topology.min.replication.count": 2, "topology.max.replication.wait.time.sec": 30})
+    c.start()
+    try:
+        lead = c.wait_for_leader(30)
+        standby = 1 - lead
+        work = DurableInput(tmp_path / "w", 100)
+        tid = cli(c, "submit", str(DURABLE_WC), "--name", "ha-secret", *work.overrides()).stdout.strip()
+        confs = [json.loads((c.base / f"nimbus-{i}" / "nimbus" / "stormdist" / tid / "stormconf.json").read_text())
+                 for i in (lead, standby)]
+        assert confs[0] == confs[1] and confs[1]["topology.secret"]  # copied with the code before submit returned
+        assert (c.base / f"nimbus-{standby}" / "nimbus" / "stormdist" / tid / "stormconf.json").stat().st_mode & 0o777 \
+            == 0o600
+        c.nimbus_procs[lead].kill()
+        eventually(lambda: _assert((c.health(standby) or {}).get("leader")), 60)
+        # a supervisor that joins now gets code and secret from the new leader; its two workers talk
+        c.add_supervisor()
+        work.wait_all_acked(90)
+        sup = c.supervisor_confs[0]
+        assert json.loads(stormconf_path(sup["storm.local.dir"], tid).read_text()) == confs[1]
+    except AssertionError:
+        print(dump_logs(c))
+        raise
+    finally:
+        c.cleanup()
+
+
+def _assert(value):
+    assert value
+    return value

@@ -104,7 +104,7 @@ def get(cluster, path: str, status: int = 200):
 
 
 def post(cluster, path: str, json=None):
-    resp = httpx.post(cluster.nimbus_url() + path, json=json, timeout=15)
+    resp = httpx.post(cluster.nimbus_url() + path, json=json if json is not None else {}, timeout=15)
     assert resp.status_code == 200, (path, resp.status_code, resp.text[:500])
     return resp.json()
 

@@ -198,14 +198,14 @@ def log_lines(server) -> list[dict]:
 def test_request_and_round_ids_correlate_every_line_of_an_action(nimbus_server):
     base = f"http://127.0.0.1:{nimbus_server.http.port}"
     tid = submit_durable_wc(base)
-    resp = httpx.post(f"{base}/api/v1/topology/{tid}/deactivate", headers={"X-Request-Id": "req-deact-1"})
+    resp = httpx.post(f"{base}/api/v1/topology/{tid}/deactivate", headers={"X-Request-Id": "req-deact-1", **JSON})
     assert resp.status_code == 200 and resp.headers["x-request-id"] == "req-deact-1"
     assert resp.json() == {"topologyOperation": "deactivate", "topologyId": tid, "status": "success"}
     generated = httpx.get(f"{base}/api/v1/topology/summary").headers["x-request-id"]
     assert len(generated) == 16  # a fresh id when the caller sends none (or a malformed one)
     assert httpx.get(f"{base}/api/v1/health", headers={"X-Request-Id": "bad id with spaces"}).headers[
         "x-request-id"] != "bad id with spaces"
-    assert httpx.post(f"{base}/api/v1/topology/{tid}/kill/0", headers={"X-Request-Id": "req-kill-1"}).status_code == 200
+    assert httpx.post(f"{base}/api/v1/topology/{tid}/kill/0", headers={"X-Request-Id": "req-kill-1", **JSON}).status_code == 200
     deadline = time.monotonic() + 15
     while httpx.get(f"{base}/api/v1/topology/summary").json()["topologies"]:
         assert time.monotonic() < deadline, "the killed topology was not removed"
@@ -223,6 +223,8 @@ def test_request_and_round_ids_correlate_every_line_of_an_action(nimbus_server):
     assert [ln for ln in lines if ln["event"] == "topology-killed"][0]["request_id"] == "req-kill-1"
 
 
+JSON = {"Content-Type": "application/json"}  # what the CLI and the web UI send with every action
+
 BAD_REQUESTS = [
     ("GET", "/api/v1/topology/nope", None, {}, 404, "no topology named 'nope'"),
     ("GET", "/api/v1/topology/{tid}?window=7", None, {}, 422, "window"),
@@ -231,9 +233,11 @@ BAD_REQUESTS = [
     ("GET", "/api/v1/supervisor", None, {}, 404, "pass ?id="),
     ("GET", "/api/v1/supervisor?id=ghost", None, {}, 404, "no live supervisor"),
     ("GET", "/api/v1/topology/" + "x" * 300, None, {}, 422, "id"),
-    ("POST", "/api/v1/topology/{tid}/kill/-1", None, {}, 422, "wait_time"),
-    ("POST", "/api/v1/topology/{tid}/kill/abc", None, {}, 422, "wait_time"),
-    ("POST", "/api/v1/topology/{tid}/rebalance/99999999", None, {}, 422, "wait_time"),
+    ("POST", "/api/v1/topology/{tid}/kill/-1", None, JSON, 422, "wait_time"),
+    ("POST", "/api/v1/topology/{tid}/kill/abc", None, JSON, 422, "wait_time"),
+    ("POST", "/api/v1/topology/{tid}/rebalance/99999999", None, JSON, 422, "wait_time"),
+    ("POST", "/api/v1/topology/{tid}/kill/0", b"a=1", {"Content-Type": "application/x-www-form-urlencoded"}, 415,
+     "application/json"),
     ("POST", "/api/v1/topology/{tid}/rebalance/0", b"{not json", {"Content-Type": "application/json"}, 422, "JSON"),
     ("POST", "/api/v1/topology/{tid}/rebalance/0", b'{"rebalanceOptions": {"executors": {"split": 0}}}',
      {"Content-Type": "application/json"}, 422, "executors"),
@@ -246,13 +250,15 @@ BAD_REQUESTS = [
     ("POST", "/api/v1/topologies/{tid}/kill", b"[1, 2", {"Content-Type": "application/json"}, 422, "JSON"),
     ("POST", "/api/v1/topologies/{tid}/kill", b"x" * (2 * 1024 * 1024), {"Content-Type": "application/json"}, 413,
      "exceeds the limit"),
-    ("POST", "/api/v1/topologies?name=big", b"", {"Content-Length": str(10 ** 12)}, 413, "exceeds"),
+    ("POST", "/api/v1/topologies?name=big", b"", {"Content-Length": str(10 ** 12), "Content-Type": "application/gzip"},
+     413, "exceeds"),
     ("POST", "/api/v1/topologies?name=junk", b"not a gzip", {"Content-Type": "application/gzip"}, 400,
      "invalid code bundle"),
-    ("POST", "/api/v1/topologies?name=bad%20name", b"x", {}, 400, "invalid topology name"),
+    ("POST", "/api/v1/topologies?name=bad%20name", b"x", {"Content-Type": "application/gzip"}, 400,
+     "invalid topology name"),
     ("GET", "/ui/../../etc/passwd", None, {}, 404, ""),
     ("GET", "/ui/app.exe", None, {}, 404, "no UI asset"),
-    ("DELETE", "/api/v1/topology/{tid}", None, {}, 405, ""),
+    ("DELETE", "/api/v1/topology/{tid}", None, JSON, 405, ""),
 ]
 
 
@@ -281,8 +287,8 @@ def test_bad_requests_get_4xx_json_that_says_what_is_wrong(nimbus_server):
     assert httpx.get(f"{base}/api/v1/health").json()["leader"] is True
     assert httpx.get(f"{base}/api/v1/topology/{tid}").json()["status"] == "ACTIVE"
     # an action the topology's status does not allow: 409 saying which status
-    assert httpx.post(f"{base}/api/v1/topology/{tid}/kill/300").status_code == 200
-    resp = httpx.post(f"{base}/api/v1/topology/{tid}/activate")
+    assert httpx.post(f"{base}/api/v1/topology/{tid}/kill/300", json={}).status_code == 200
+    resp = httpx.post(f"{base}/api/v1/topology/{tid}/activate", json={})
     assert resp.status_code == 409 and resp.json()["error"] == "cannot activate topology 'wc': it is KILLED"
     assert not [ln for ln in log_lines(nimbus_server) if ln["event"] == "api-unexpected-error"]
 
@@ -291,7 +297,7 @@ def _raw(port: int, method: str, path: str, headers: dict[str, str]) -> httpx.Re
     import socket
 
     with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
-        head = f"{method} {path} HTTP/1.1\r\nHost: x\r\n" + "".join(f"{k}: {v}\r\n" for k, v in headers.items())
+        head = f"{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n" + "".join(f"{k}: {v}\r\n" for k, v in headers.items())
         s.sendall((head + "Connection: close\r\n\r\n").encode())
         data = b""
         while chunk := s.recv(65536):
@@ -338,9 +344,9 @@ def test_api_token_guards_actions_but_not_reads(conf):
         base = f"http://127.0.0.1:{server.http.port}"
         assert httpx.get(f"{base}/api/v1/topology/summary").status_code == 200
         assert httpx.get(f"{base}/metrics").status_code == 200
-        resp = httpx.post(f"{base}/api/v1/topology/x/kill/0")
+        resp = httpx.post(f"{base}/api/v1/topology/x/kill/0", json={})
         assert resp.status_code == 401 and "Authorization: Bearer" in resp.json()["error"]
-        resp = httpx.post(f"{base}/api/v1/topology/x/kill/0", headers={"Authorization": "Bearer s3cret"})
+        resp = httpx.post(f"{base}/api/v1/topology/x/kill/0", headers={"Authorization": "Bearer s3cret", **JSON})
         assert resp.status_code in (404, 409)  # past the token check
         conf_doc = httpx.get(f"{base}/api/v1/cluster/configuration").json()
         assert conf_doc["nimbus.api.token"] == "<hidden>"

@@ -23,6 +23,7 @@ ends the process if a step is still stuck.
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import os
 import queue
@@ -55,6 +56,39 @@ HEARTBEAT_KEY = "worker-heartbeat"
 EXIT_OK, EXIT_REASSIGNED, EXIT_SETUP_FAILED, EXIT_CRASHED = 0, 0, 20, 30
 #: of the graceful deadline, kept for deleting the workerbeat and stopping the ZooKeeper client
 ZK_RESERVE_SECS = 0.5
+#: the topology's stored configuration with its secret, written 0600 by the supervisor beside the code
+STORMCONF = "stormconf.json"
+
+
+def slot_bind_host(conf: dict[str, Any]) -> str:
+    """The address a worker binds its slot port to: ``worker.transfer.host`` when set, else the
+    address ``storm.local.hostname`` (default: this host's name) resolves to — the address other
+    workers connect to — rather than every interface."""
+    explicit = conf.get("worker.transfer.host")
+    if explicit:
+        return explicit
+    name = conf.get("storm.local.hostname") or socket.gethostname()
+    try:
+        return str(ipaddress.ip_address(name))
+    except ValueError:
+        pass
+    try:
+        infos = socket.getaddrinfo(name, None, type=socket.SOCK_STREAM)
+    except socket.gaierror as exc:
+        raise GaleError(f"cannot resolve storm.local.hostname {name!r} to an address to bind the slot port to "
+                        f"({exc.strerror}); set storm.local.hostname to this node's address, or "
+                        "worker.transfer.host") from None
+    infos.sort(key=lambda info: info[0] != socket.AF_INET)  # IPv4 first
+    return infos[0][4][0]
+
+
+def topology_secret(stored_conf: dict[str, Any], where: str) -> bytes:
+    """The topology's transport secret from its stored configuration; no secret, no worker."""
+    secret = stored_conf.get("topology.secret")
+    if not isinstance(secret, str) or len(secret) < 16:
+        raise GaleError(f"{where} holds no topology.secret: a worker does not start without the secret its "
+                        "supervisor fetches from nimbus with the code (is the supervisor older than nimbus?)")
+    return secret.encode()
 
 
 class Worker:
@@ -160,15 +194,19 @@ class Worker:
     def _my_executors(self, assignment) -> list[tuple[int, int]]:
         return assignment.executors_on(self.supervisor_id, self.port).get(self.port, []) if assignment else []
 
-    def _routes(self, assignment) -> dict[int, str]:
-        routes = {}
+    def _routes(self, assignment) -> tuple[dict[int, str], dict[str, str]]:
+        """(task → ``host:port`` of its worker, ``host:port`` → that worker's identity ``node:port``)."""
+        routes: dict[int, str] = {}
+        identities: dict[str, str] = {}
         for (start, end), (node, port) in assignment.executors().items():
             if node == self.supervisor_id and port == self.port:
                 continue
             host = assignment.node_host.get(node, node)
+            address = f"{host}:{port}"
+            identities[address] = f"{node}:{port}"
             for task in range(start, end + 1):
-                routes[task] = f"{host}:{port}"
-        return routes
+                routes[task] = address
+        return routes, identities
 
     def _watch(self, *_args: Any) -> None:
         self._refresh_event.set()
@@ -182,7 +220,7 @@ class Worker:
             self.exit_code = EXIT_REASSIGNED
             self.stop_event.set()
             return
-        self.transfer.set_routes(self._routes(assignment))
+        self.transfer.set_routes(*self._routes(assignment))
         base = self.state.storm_base(self.topology_id, watch=self._watch)
         active = base is not None and base.status == TopologyStatus.ACTIVE
         if active != self.runtime.active:
@@ -205,13 +243,24 @@ class Worker:
 
     # ------------------------------------------------------------------ setup
 
-    def load_topology(self) -> tuple[TopologyDef, dict[str, Any], Path]:
+    def load_topology(self) -> tuple[TopologyDef, dict[str, Any], bytes, Path]:
+        """The definition, the stored configuration (without the secret) and the secret."""
         code_root = self.local / "supervisor" / "stormdist" / self.topology_id
         defn = TopologyDef.from_json((code_root / "topology.json").read_text(), f"{code_root}/topology.json")
-        topo_conf = json.loads((code_root / "conf.json").read_text())
+        path = code_root / STORMCONF
+        try:
+            topo_conf = json.loads(path.read_text())
+        except FileNotFoundError:
+            raise GaleError(f"{path} is missing: the supervisor writes it (with the topology secret) when it "
+                            "downloads the code; a worker does not start without the secret") from None
+        if not isinstance(topo_conf, dict):
+            raise GaleError(f"{path} is not a JSON object")
+        secret = topology_secret(topo_conf, str(path))
+        # user code gets the configuration, not the key (it could end up in a log or an error report)
+        topo_conf.pop("topology.secret", None)
         code_dir = code_root / "code"
         sys.path.insert(0, str(code_dir))
-        return defn, topo_conf, code_dir
+        return defn, topo_conf, secret, code_dir
 
     def setup(self) -> None:
         self.client = start_client(self.conf)
@@ -223,25 +272,32 @@ class Worker:
         base = self.state.storm_base(self.topology_id, watch=self._watch)
         if base is None:
             raise GaleError(f"topology {self.topology_id} does not exist")
-        defn, topo_conf, code_dir = self.load_topology()
+        defn, topo_conf, secret, code_dir = self.load_topology()
         conf = dict(self.conf)
         conf.update(topo_conf)
+        conf.pop("topology.secret", None)
         layout = TopologyLayout(defn, conf, base.num_workers, base.component_executors)
-        secret = str(conf.get("topology.secret") or self.topology_id).encode()
+        bind_host = slot_bind_host(self.conf)
+        if not self.conf.get("storm.local.hostname") and not self.conf.get("worker.transfer.host") \
+                and ipaddress.ip_address(bind_host.split("%")[0]).is_loopback:
+            log.warning("slot-port-on-loopback", address=bind_host,
+                        hint="this host's name resolves to a loopback address: workers on other hosts cannot reach "
+                             "this one; set storm.local.hostname to this node's name or address")
         self.transfer = Transfer(
-            bind_host="0.0.0.0",
+            bind_host=bind_host, identity=f"{self.supervisor_id}:{self.port}",
             port=self.port, secret=secret, deliver=self._deliver, fields_for=self._fields_for,
             batch_size=int(conf["topology.transfer.batch.size"]),
             flush_secs=float(conf["topology.transfer.flush.millis"]) / 1000.0,
             max_tuple_bytes=int(conf["topology.transfer.max.tuple.bytes"]),
         )
-        self.transfer.set_routes(self._routes(assignment))
+        self.transfer.set_routes(*self._routes(assignment))
         self.runtime = WorkerRuntime(
             Topology(defn), topology_id=self.topology_id, conf=conf, layout=layout, executors=self.executors,
             remote=self.transfer, error_sink=self.error_sink, worker_port=self.port,
             local_dir=str(self.worker_dir), code_dir=str(code_dir), on_crash=self._crashed,
         )
         self._fields = self.runtime._stream_fields
+        self.transfer.set_roles(message_roles(self.runtime))
         self.transfer.start()
         self.runtime.start(active=base.status == TopologyStatus.ACTIVE)
         log.info("worker-running", executors=len(self.executors), active=self.runtime.active,
@@ -365,6 +421,17 @@ class Worker:
         stop_client(self.client, deadline)
         log.info("worker-stopped", code=self.exit_code, secs=round(time.monotonic() - t0, 3),
                  in_time=not deadline.expired())
+
+
+def message_roles(runtime: WorkerRuntime) -> dict[int, int]:
+    """Each local task → the one kind of message it takes from other workers."""
+    from gale.topology.definition import ACKER_COMPONENT
+    from gale.worker.wire import ACKER, RESULT, TUPLE
+
+    roles = {}
+    for task, ex in runtime._local.items():
+        roles[task] = ACKER if ex.component == ACKER_COMPONENT else RESULT if ex.kind == "spout" else TUPLE
+    return roles
 
 
 def run_worker(conf: dict[str, Any], topology_id: str, supervisor_id: str, port: int, worker_id: str) -> int:

@@ -22,7 +22,14 @@ topology, supervisor and slot come from nimbus's service discovery as target lab
 ``gale_worker_backpressure_events_total``             times backpressure began (sampled every 0.1 s)
 ``gale_worker_backpressure_seconds_total``            time spent under backpressure (sampled every 0.1 s)
 ``gale_worker_transfer_*_total``                      inter-worker batches/messages sent, received, dropped,
-                                                      rejected (bad HMAC), undeliverable
+                                                      undeliverable
+``gale_worker_transfer_batches_rejected_total``       batches refused, by ``reason``: malformed, bad_mac,
+                                                      replayed, stale (``gale.worker.batch_auth``)
+``gale_worker_transfer_messages_invalid_total``       messages of authentic batches dropped, by ``reason``:
+                                                      unknown_kind, unknown_task, malformed, out_of_range,
+                                                      unknown_stream, undecodable (``gale.worker.wire``)
+``gale_worker_acker_dropped_invalid_total``            acker messages with a value outside 64 bits, dropped
+                                                      by the acker itself (none get past the transfer)
 ``gale_worker_transfer_queued_messages``              messages waiting to be sent to other workers
 ``gale_worker_dead_letters_total``                    records a spout could not emit as data and sent to its
                                                       error stream, by component and ``source`` (kafka,
@@ -61,8 +68,6 @@ TRANSFER_COUNTERS = {
     "received_messages": ("gale_worker_transfer_messages_received", "Messages received from other workers."),
     "dropped_messages": ("gale_worker_transfer_messages_dropped",
                          "Messages dropped for a worker that is down or left the plan (they time out and replay)."),
-    "rejected_batches": ("gale_worker_transfer_batches_rejected",
-                         "Batches rejected: wrong HMAC (not from this topology's workers)."),
     "undeliverable": ("gale_worker_transfer_messages_undeliverable", "Messages for a task with no known worker."),
 }
 _NAME = re.compile(r"[^a-zA-Z0-9_]")
@@ -153,14 +158,32 @@ class _WorkerCollector:
             stats = dict(transfer.stats)
             for key, (name, doc) in TRANSFER_COUNTERS.items():
                 yield _counter(name, doc, stats.get(key, 0))
+            yield _by_reason(stats, "rejected_batches_", "gale_worker_transfer_batches_rejected",
+                             "Batches from the network refused before use, by reason (not sealed with the topology "
+                             "secret for this worker, replayed, stale, malformed).")
+            yield _by_reason(stats, "invalid_messages_", "gale_worker_transfer_messages_invalid",
+                             "Messages of authentic batches dropped before delivery, by reason.")
             queued = sum(len(q) for q in list(transfer.queues.values()))
             yield _gauge("gale_worker_transfer_queued_messages", "Messages waiting to be sent to other workers.", queued)
+        if runtime is not None:
+            tables = [t for ex in list(runtime.executors.values()) for t in getattr(ex, "tables", {}).values()]
+            yield _counter("gale_worker_acker_dropped_invalid",
+                           "Acker messages with a root or value outside unsigned 64 bits, dropped by the acker.",
+                           sum(getattr(t, "invalid", 0) for t in tables))
 
 
 def _gauge(name: str, doc: str, value: float) -> GaugeMetricFamily:
     g = GaugeMetricFamily(name, doc)
     g.add_metric([], value)
     return g
+
+
+def _by_reason(stats: dict[str, int], prefix: str, name: str, doc: str) -> CounterMetricFamily:
+    c = CounterMetricFamily(name, doc, labels=["reason"])
+    for key, value in sorted(stats.items()):
+        if key.startswith(prefix):
+            c.add_metric([key[len(prefix):]], value)
+    return c
 
 
 def _counter(name: str, doc: str, value: float) -> CounterMetricFamily:

@@ -16,9 +16,10 @@
     const headers = { "Accept": "application/json" };
     if (token()) headers["Authorization"] = "Bearer " + token();
     const init = { method: method, headers: headers, cache: "no-store" };
-    if (body !== undefined) {
+    if (body !== undefined || method !== "GET") {
+      // nimbus refuses actions without this content type (no cross-site form can send it)
       headers["Content-Type"] = "application/json";
-      init.body = JSON.stringify(body);
+      init.body = JSON.stringify(body === undefined ? {} : body);
     }
     const resp = await fetch(path, init);
     let data = null;

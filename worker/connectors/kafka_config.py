@@ -213,6 +213,19 @@ def spout_settings(conf: Mapping[str, Any], overrides: Mapping[str, Any] | None 
     )
 
 
+def group_zookeeper_conf(conf: Mapping[str, Any], settings: SpoutSettings) -> dict[str, Any]:
+    """The ZooKeeper client configuration of the spout's consumer group: the cluster's, with the
+    group's own servers (``kafka.zookeeper.servers``) and session timeout when set. The cluster's
+    digest credentials (``storm.zookeeper.auth.*``) always apply, so the group's nodes get the
+    cluster's ACL (its identity may write, everyone may read) on a separate ZooKeeper too."""
+    zk_conf = dict(conf)
+    if settings.zk_servers:
+        zk_conf["storm.zookeeper.servers"] = list(settings.zk_servers)
+    if settings.zk_session_timeout_ms:
+        zk_conf["storm.zookeeper.session.timeout"] = settings.zk_session_timeout_ms
+    return zk_conf
+
+
 @dataclass(frozen=True)
 class BoltSettings:
     bootstrap_servers: list[str]

@@ -50,7 +50,7 @@ from gale.log import get_logger
 from gale.topology.components import Spout
 from gale.zk import start_client, stop_client
 from gale.worker.connectors.dead_letter import ERROR_FIELDS, ERROR_STREAM, DeadLetters, check_stream
-from gale.worker.connectors.kafka_config import SPOUT_KEYS, merged, spout_settings
+from gale.worker.connectors.kafka_config import SPOUT_KEYS, group_zookeeper_conf, merged, spout_settings
 from gale.worker.connectors.kafka_group import (
     BrokerPaths,
     ConsumerGroupPaths,
@@ -185,13 +185,7 @@ class KafkaSpout(Spout):
 
     def _start_zookeeper(self, conf):
         s = self.settings
-        zk_conf = dict(conf)
-        if s.zk_servers:
-            zk_conf["storm.zookeeper.servers"] = s.zk_servers
-            zk_conf.pop("storm.zookeeper.auth.scheme", None)
-            zk_conf.pop("storm.zookeeper.auth.payload", None)
-        if s.zk_session_timeout_ms:
-            zk_conf["storm.zookeeper.session.timeout"] = s.zk_session_timeout_ms
+        zk_conf = group_zookeeper_conf(conf, s)  # the cluster's credentials and ACLs, on any ZooKeeper
         try:
             return start_client(zk_conf)
         except Exception as exc:  # noqa: BLE001 - kazoo's timeout says too little

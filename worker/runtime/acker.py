@@ -18,6 +18,11 @@ updated in vectorized batches.
 
 :class:`ReferenceAcker` is the same algorithm as a plain dict, one message at a time; tests run both
 against each other.
+
+Root ids and values are unsigned 64-bit. The transfer drops anything else from the network before
+it gets here (:mod:`gale.worker.wire`); should an out-of-range integer reach a table anyway, it is
+dropped and counted (``invalid``) where values enter the numpy arrays — the only place it could
+do harm (``OverflowError``) — so the per-message path pays nothing for the check.
 """
 
 from __future__ import annotations
@@ -45,6 +50,15 @@ _RESET_BIT = np.uint8(2)
 ROTATIONS_KEPT = 3  # Storm's acker keeps 3 buckets
 
 _MASK64 = (1 << 64) - 1
+_MAX_SPOUT_TASK = (1 << 32) - 1
+_NUMPY_ERRORS = (OverflowError, TypeError, ValueError)
+
+
+def _in_range(m: tuple) -> bool:
+    """A message whose root, value and spout task fit the compact table's arrays."""
+    _, root, val, task = m
+    return (type(root) is int and 0 <= root <= _MASK64 and type(val) is int and 0 <= val <= _MASK64
+            and type(task) is int and 0 <= task <= _MAX_SPOUT_TASK)
 
 
 def _load_malloc_trim():
@@ -81,6 +95,7 @@ class CompactTable:
         self.max_load = max_load
         self._alloc(cap)
         self.generation = 0
+        self.invalid = 0  # messages dropped for a root, value or spout task outside the arrays' range
 
     def _alloc(self, cap: int) -> None:
         self.capacity = cap
@@ -173,10 +188,19 @@ class CompactTable:
         """
         if not messages:
             return []
+        try:
+            cols = np.fromiter(chain.from_iterable(messages), dtype=np.uint64, count=4 * len(messages))
+        except _NUMPY_ERRORS:
+            valid = [m for m in messages if _in_range(m)]
+            self.invalid += len(messages) - len(valid)
+            if not valid:
+                return []
+            messages = valid
+            cols = np.fromiter(chain.from_iterable(messages), dtype=np.uint64, count=4 * len(messages))
         n = len(messages)
+        cols = cols.reshape(n, 4)
         if self.used + n > self.capacity * self.max_load:
             self._rebuild(self.live + n)
-        cols = np.fromiter(chain.from_iterable(messages), dtype=np.uint64, count=4 * n).reshape(n, 4)
         kinds = cols[:, 0].astype(np.uint8)
         roots = cols[:, 1]
         vals = cols[:, 2]
@@ -283,15 +307,24 @@ class CompactTable:
 
     def insert(self, keys: list[int], vals: list[int], spout: list[int], gen: list[int], failed: list[bool]) -> None:
         """Add entries that are not present yet (bulk, vectorized)."""
-        n = len(keys)
-        if not n:
+        if not keys:
             return
+        try:  # every conversion before any change: a value that does not fit leaves the table as it was
+            k, v, sp = np.array(keys, dtype=np.uint64), np.array(vals, dtype=np.uint64), np.array(spout, dtype=np.uint32)
+        except _NUMPY_ERRORS:
+            keep = [i for i, m in enumerate(zip(keys, keys, vals, spout)) if _in_range(m)]
+            self.invalid += len(keys) - len(keep)
+            keys, vals, spout = [keys[i] for i in keep], [vals[i] for i in keep], [spout[i] for i in keep]
+            gen, failed = [gen[i] for i in keep], [failed[i] for i in keep]
+            if not keys:
+                return
+            k, v, sp = np.array(keys, dtype=np.uint64), np.array(vals, dtype=np.uint64), np.array(spout, dtype=np.uint32)
+        n = len(keys)
         if self.used + n > self.capacity * self.max_load:
             self._rebuild(self.live + n)
-        k = np.array(keys, dtype=np.uint64)
         slots = self._find(k, insert=True)
-        self.vals[slots] = np.array(vals, dtype=np.uint64)
-        self.spout[slots] = np.array(spout, dtype=np.uint32)
+        self.vals[slots] = v
+        self.spout[slots] = sp
         self.gen[slots] = np.array(gen, dtype=np.int64).astype(np.uint8)
         self.flags[slots] = np.where(np.array(failed, dtype=bool), _FAILED_BIT, np.uint8(0))
 
@@ -315,6 +348,12 @@ class AckerTable:
         self.old = CompactTable(capacity)
         self.young_max = young_max
         self.generation = 0
+        self._invalid = 0
+
+    @property
+    def invalid(self) -> int:
+        """Messages and trees dropped for a root, value or spout task outside unsigned 64/32 bits."""
+        return self._invalid + self.old.invalid
 
     def __len__(self) -> int:
         return len(self.young) + len(self.old)
@@ -340,7 +379,15 @@ class AckerTable:
             out = self._apply_young(fresh) if fresh else []
             if deferred:
                 roots = sorted({m[1] for m in deferred})
-                found = self.old.contains(np.array(roots, dtype=np.uint64))
+                try:
+                    keys = np.array(roots, dtype=np.uint64)
+                except _NUMPY_ERRORS:
+                    valid = [m for m in deferred if _in_range(m)]
+                    self._invalid += len(deferred) - len(valid)
+                    deferred = valid
+                    roots = sorted({m[1] for m in deferred})
+                    keys = np.array(roots, dtype=np.uint64)
+                found = self.old.contains(keys)
                 in_old = {r for r, f in zip(roots, found.tolist()) if f}
                 old_msgs = [m for m in deferred if m[1] in in_old]
                 if old_msgs:
