@@ -179,7 +179,7 @@ KEYS: dict[str, Key] = {
         # Nimbus
         Key("nimbus.seeds", ["localhost"], ListOf(Str(), 1), "hosts where clients find nimbus"),
         Key("nimbus.host", "0.0.0.0", Str(), "address nimbus's HTTP server binds to"),
-        Key("nimbus.http.port", 8080, _PORT, "nimbus HTTP API, UI and /metrics port"),
+        Key("nimbus.http.port", 8080, Int(0, 65535), "nimbus HTTP API, UI and /metrics port (0: any)"),
         Key("nimbus.monitor.freq.secs", 10, _POS, "scheduling round period"),
         Key("nimbus.task.timeout.secs", 30, _POS, "executor heartbeat timeout"),
         Key("nimbus.task.launch.secs", 120, _POS, "grace period for new executors"),
