@@ -16,12 +16,12 @@ import httpx
 import pytest
 
 from gale import log as glog
+from tests.components import requires
 from tests.test_storm_api_units import submit_durable_wc
 
 SCHEMATHESIS = shutil.which("schemathesis") or str(Path(sys.executable).parent / "schemathesis")
 
-pytestmark = pytest.mark.skipif(not Path(SCHEMATHESIS).exists(),
-                                reason="schemathesis is not installed (pip install schemathesis)")
+pytestmark = requires(Path(SCHEMATHESIS).exists(), "schemathesis is not installed (pip install -e '.[test]')")
 
 
 @pytest.fixture

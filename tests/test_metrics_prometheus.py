@@ -13,13 +13,14 @@ import yaml
 
 from gale.zkserver import free_port
 from tests.cluster import cli, dump_logs, make_cluster, wait_for
+from tests.components import requires
 from tests.test_storm_api import write_flaky
 
 PROMETHEUS = shutil.which("prometheus")
 
 pytestmark = [
     pytest.mark.cluster, pytest.mark.timeout(240),
-    pytest.mark.skipif(PROMETHEUS is None, reason="the Debian prometheus package is not installed (make test does)"),
+    requires(PROMETHEUS is not None, "the Debian prometheus package is not installed (make test installs it)"),
 ]
 
 

@@ -19,6 +19,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.components import require
+
 pytestmark = [pytest.mark.spark]
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -91,7 +93,11 @@ def _serving(port: int) -> bool:
 
 @pytest.fixture(scope="module")
 def connect_server(tmp_path_factory):
-    pytest.importorskip("grpc", reason="the Spark Connect client (pip install 'pyspark[connect]')")
+    try:
+        import grpc  # noqa: F401 - the Spark Connect client's transport
+    except ImportError:
+        grpc = None
+    require(grpc is not None, "the Spark Connect client is not installed (pip install -e '.[connect]'; make test does)")
     import pyspark
 
     spark_home = Path(pyspark.__file__).parent

@@ -229,7 +229,6 @@ def test_settings_defaults_and_pass_through():
 
 
 def test_spark_connect_without_its_client_fails_clearly(monkeypatch):
-    pytest.importorskip("pyspark")
     monkeypatch.setitem(sys.modules, "grpc", None)  # as if pyspark[connect] were not installed
     handle = acquire_spark(spark_settings({"topology.spark.master": "sc://127.0.0.1:1"}))
     try:

@@ -19,6 +19,7 @@ import yaml
 
 from gale import config as gconfig
 from tests.cluster import DURABLE_WC, DurableInput, cli, dump_logs, make_cluster, wait_for
+from tests.components import require, requires
 
 ROOT = Path(__file__).resolve().parent.parent
 UNITS = ROOT / "deploy" / "systemd"
@@ -33,7 +34,7 @@ def unit(name: str) -> configparser.ConfigParser:
     return parser
 
 
-@pytest.mark.skipif(SYSTEMD_ANALYZE is None, reason="systemd-analyze is not installed")
+@requires(SYSTEMD_ANALYZE is not None, "systemd-analyze is not installed (Debian package systemd)")
 def test_every_unit_verifies_without_errors_or_warnings(tmp_path):
     units = sorted(UNITS.glob("*.service"))
     assert [u.name for u in units] == ["gale-nimbus.service", "gale-supervisor.service"]
@@ -75,10 +76,10 @@ def test_example_configs_are_valid():
     sd = prom["scrape_configs"][0]["http_sd_configs"]
     assert all(c["url"].endswith(":8080/api/v1/prometheus/targets") for c in sd)
     promtool = shutil.which("promtool")
-    if promtool:
-        proc = subprocess.run([promtool, "check", "config", str(ROOT / "deploy" / "prometheus.yaml")],
-                              capture_output=True, text=True, timeout=60)
-        assert proc.returncode == 0, proc.stdout + proc.stderr
+    require(promtool is not None, "promtool is not installed (Debian package prometheus)")
+    proc = subprocess.run([promtool, "check", "config", str(ROOT / "deploy" / "prometheus.yaml")],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
 def _notify_socket(tmp_path: Path) -> tuple[socket.socket, str]:

@@ -13,6 +13,7 @@ import httpx
 import pytest
 
 from tests.cluster import cli, dump_logs, make_cluster, wait_for
+from tests.components import requires
 from tests.test_storm_api import write_flaky
 
 CHROMIUM = next((p for p in ("/usr/lib/chromium/chromium", shutil.which("chromium")) if p and os.path.exists(p)), None)
@@ -21,8 +22,8 @@ ARTIFACTS = Path(__file__).resolve().parent.parent / "artifacts" / "ui"
 
 pytestmark = [
     pytest.mark.cluster, pytest.mark.timeout(300),
-    pytest.mark.skipif(CHROMIUM is None or CHROMEDRIVER is None,
-                       reason="Debian chromium and chromium-driver are not installed (make test installs them)"),
+    requires(CHROMIUM is not None and CHROMEDRIVER is not None,
+             "Debian chromium and chromium-driver are not installed (make test installs them)"),
 ]
 
 
