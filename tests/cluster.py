@@ -164,6 +164,29 @@ def gone(pids) -> bool:
     return not [p for p in pids if pid_alive(p)]
 
 
+def scheduling_rounds(c) -> int:
+    return api(c, "/api/v1/health")["scheduling_rounds"]
+
+
+def supervisor_beats(c) -> dict[str, int]:
+    return {s["id"]: s["last_heartbeat_secs"] for s in c.cluster()["supervisors"]}
+
+
+def cluster_went_on(c, rounds: int = 3, timeout: float = 60) -> None:
+    """The positive marker for "the daemons survived what they just read": nimbus ran ``rounds``
+    more scheduling rounds and every supervisor heartbeat twice more, after this call."""
+    start_rounds, start_beats = scheduling_rounds(c), supervisor_beats(c)
+    until(lambda: scheduling_rounds(c) >= start_rounds + rounds, timeout,
+          lambda: f"nimbus at {scheduling_rounds(c)} rounds, from {start_rounds}")
+
+    def beat_twice():
+        beats = supervisor_beats(c)
+        assert set(beats) == set(start_beats), f"supervisors {sorted(start_beats)} -> {sorted(beats)}"
+        assert all(beats[s] >= start_beats[s] + 2 for s in beats), f"heartbeats {beats} from {start_beats}"
+
+    eventually(beat_twice, timeout)
+
+
 class Topologies:
     """What one test submits to a shared cluster: unique names, and at the end (pass or fail) each
     one killed and waited out — removed from ZooKeeper and its worker processes gone — so the next

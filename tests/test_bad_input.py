@@ -18,7 +18,9 @@ import httpx
 import pytest
 from kazoo.client import KazooClient
 
-from tests.cluster import DURABLE_WC, DurableInput, Topologies, cli, dump_logs, make_cluster, next_heartbeats, status
+from tests.cluster import (
+    DURABLE_WC, DurableInput, Topologies, cli, cluster_went_on, dump_logs, make_cluster, next_heartbeats, status,
+)
 from tests.waiting import eventually, until
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(300)]
@@ -50,29 +52,6 @@ def _logs(request):
 
 def daemons_alive(c):
     return all(d.alive() for d in c.nimbus_procs + c.supervisor_procs)
-
-
-def scheduling_rounds(c) -> int:
-    return httpx.get(c.nimbus_url() + "/api/v1/health", timeout=10, trust_env=False).json()["scheduling_rounds"]
-
-
-def supervisor_beats(c) -> dict[str, int]:
-    return {s["id"]: s["last_heartbeat_secs"] for s in c.cluster()["supervisors"]}
-
-
-def cluster_went_on(c, rounds: int = 3, timeout: float = 60) -> None:
-    """The positive marker for "the daemons survived what they just read": nimbus ran ``rounds``
-    more scheduling rounds and every supervisor heartbeat twice more, after this call."""
-    start_rounds, start_beats = scheduling_rounds(c), supervisor_beats(c)
-    until(lambda: scheduling_rounds(c) >= start_rounds + rounds, timeout,
-          lambda: f"nimbus at {scheduling_rounds(c)} rounds, from {start_rounds}")
-
-    def beat_twice():
-        beats = supervisor_beats(c)
-        assert set(beats) == set(start_beats), f"supervisors {sorted(start_beats)} -> {sorted(beats)}"
-        assert all(beats[s] >= start_beats[s] + 2 for s in beats), f"heartbeats {beats} from {start_beats}"
-
-    eventually(beat_twice, timeout)
 
 
 def pids(c, name):
