@@ -348,6 +348,12 @@ class RabbitMQNode:
                 return int(parts[1]), int(parts[2])
         raise AssertionError(f"queue {queue!r} not listed by rabbitmqctl: {out!r}")
 
+    def consumer_prefetch(self, queue: str) -> list[int]:
+        """The prefetch count of each consumer of ``queue``, as the broker records it."""
+        out = self.ctl("list_consumers", "-q", "--no-table-headers", "queue_name", "prefetch_count")
+        return [int(parts[1]) for parts in (line.split() for line in out.splitlines())
+                if len(parts) == 2 and parts[0] == queue]
+
     # --- helpers
     def connection(self):
         import pika

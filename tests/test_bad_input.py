@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import io
 import json
-import os
-import signal
 import tarfile
 from pathlib import Path
 
