@@ -19,6 +19,7 @@ from gale.nimbus.metrics import NimbusMetrics
 from gale.supervisor.metrics import SupervisorMetrics, new_history
 from gale.supervisor.slot import KillReason, LocalAssignment, Slot, State
 from tests.topologies import FailOn, ListSpout, Never, RaiseOn
+from tests.waiting import until
 from gale.worker.local import LocalTopology, local_conf
 from gale.worker.metrics import WorkerMetrics, metric_name
 
@@ -216,10 +217,7 @@ def test_nimbus_metrics_and_service_discovery(conf):
     server.start()
     try:
         base = f"http://127.0.0.1:{server.http.port}"
-        deadline = time.monotonic() + 20
-        while not server.nimbus.is_leader():
-            assert time.monotonic() < deadline
-            time.sleep(0.05)
+        until(server.nimbus.is_leader, 20, "in-process nimbus did not become leader")
         state = server.nimbus.state
         now = int(time.time())
         state.set_supervisor_info("sup-a", SupervisorInfo(time_secs=now, hostname="node-a", assignment_id="sup-a",
