@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import re
 import subprocess
-import time
 from collections.abc import Callable
 from typing import TypeVar
 
 import psutil
 
 from gale.ports import PortReservation, reserve_port
+from tests.waiting import eventually
 
 T = TypeVar("T")
 
@@ -53,18 +53,15 @@ def wait_listening(proc: subprocess.Popen, port: int, timeout: float, what: str,
                    log: Callable[[], str] = lambda: "") -> None:
     """Until ``proc`` (or a child) listens on ``port``. Raises :class:`PortInUse` when it exits
     having logged that the address is in use, RuntimeError when it exits otherwise or never listens."""
-    deadline = time.monotonic() + timeout
-    while True:
-        if proc.poll() is not None:
+    def listening() -> None:
+        if proc.poll() is not None:  # not "not yet": raised at once, not retried
             text = log()
             if IN_USE.search(text):
                 raise PortInUse(f"{what} could not bind port {port}: address in use")
             raise RuntimeError(f"{what} exited with code {proc.returncode} before listening on {port}:\n{text[-3000:]}")
-        if listening_on(proc.pid, port):
-            return
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"{what} did not listen on port {port} within {timeout}s:\n{log()[-3000:]}")
-        time.sleep(0.05)
+        assert listening_on(proc.pid, port), f"{what} does not listen on port {port} yet:\n{log()[-3000:]}"
+
+    eventually(listening, timeout, interval=0.05)
 
 
 def start_on_free_port(start: Callable[[PortReservation], T], attempts: int = 5) -> T:
