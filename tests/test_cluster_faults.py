@@ -15,7 +15,7 @@ from kazoo.client import KazooClient
 from tests.cluster import (
     DURABLE_WC, DurableInput, cli, cluster_went_on, dump_logs, make_cluster, next_heartbeats, status,
 )
-from tests.waiting import until
+from tests.waiting import eventually, until
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(240)]
 BUSY = Path(__file__).resolve().parent / "cluster_topologies" / "busy.py"
@@ -106,3 +106,35 @@ def test_supervisor_session_expiry_re_registers(cluster1):
         assert json.loads(zk.get(path)[0])["assignment_id"] == cluster1.supervisor_id(0)
     finally:
         zk.stop()
+
+
+def test_a_worker_whose_slot_port_is_taken_fails_clearly_then_starts_once_it_is_free(cluster1, tmp_path):
+    """Slot ports are reserved outside the ephemeral range (gale.ports), so only a program outside
+    Gale can hold one; the worker then fails with the address named where `nimbus status` shows it."""
+    import socket
+
+    ports = cluster1.supervisor_confs[0]["supervisor.slots.ports"]
+    holders = []
+    for port in ports:
+        s = socket.socket()
+        s.bind(("0.0.0.0", port))
+        s.listen()
+        holders.append(s)
+    try:
+        work = DurableInput(tmp_path / "w", 500)
+        cli(cluster1, "submit", str(DURABLE_WC), "--name", "taken", *work.overrides(**{"topology.workers": 1}))
+
+        def reported():
+            errors = status(cluster1, "taken")["worker_errors"]
+            assert errors, "no worker error reported yet"
+            assert "worker setup failed" in errors[0]["error"] and "Address already in use" in errors[0]["error"]
+            assert errors[0]["port"] in ports and f":{errors[0]['port']}" in errors[0]["error"]
+
+        eventually(reported, 60)
+        out = cli(cluster1, "status", "taken").stdout
+        assert "last errors:" in out and "Address already in use" in out
+    finally:
+        for s in holders:
+            s.close()
+    # the supervisor relaunches the worker (with its crash-loop backoff); now it binds
+    work.wait_all_acked(120)
