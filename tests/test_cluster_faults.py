@@ -48,7 +48,7 @@ def test_supervisor_restart_adopts_running_workers_and_kills_strays(cluster1, tm
     import subprocess
     import sys
 
-    stray = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)", "stray-worker-id"],
+    stray = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)", "stray-worker-id"],  # a stray: idles
                              start_new_session=True)
     (stray_dir / "pids" / str(stray.pid)).touch()
     try:

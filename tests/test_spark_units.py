@@ -323,7 +323,7 @@ def _drive(rt, clock, until, seconds=10.0, step=0.05):
         rt.run_until_idle(1000)
         if until():
             return True
-        time.sleep(0.002)  # let job threads finish
+        time.sleep(0.002)  # the poll interval of this driver (it ends on until()): job threads run meanwhile
     return False
 
 
