@@ -161,8 +161,12 @@ def test_deactivate_activate_rebalance_kill(cluster, topologies, tmp_path):
     # kill: spouts stop at once, everything is removed after the wait
     pids = sorted({w["pid"] for w in workers(cluster, name)})
     ids = sorted({w["worker_id"] for w in workers(cluster, name)})
-    cli(cluster, "kill", name, "--wait", "2")
-    assert status(cluster, name)["status"] == "KILLED"
+    # a long countdown first, so that KILLED is a state to observe, not a window to catch (a CLI call
+    # on a loaded machine can take longer than a short --wait); then a kill with no wait shortens it
+    cli(cluster, "kill", name, "--wait", "600")
+    st = status(cluster, name)
+    assert st["status"] == "KILLED" and st["pending_action"]["kill"]["wait_secs"] == 600
+    cli(cluster, "kill", name, "--wait", "0")
     until(lambda: name not in cli(cluster, "list").stdout, 30)
     zk = zk_for(cluster)
     try:

@@ -254,10 +254,10 @@ def act_through_the_page(cluster, browser, name, tid, By):
     until(lambda: by_id(browser, "confirm-error").is_displayed(), 5)
     assert httpx.get(api).json()["status"] == "ACTIVE"
     wait_input.clear()
-    wait_input.send_keys("30")
+    wait_input.send_keys("600")  # a countdown long enough to observe (the test's teardown ends it)
     by_id(browser, "confirm-ok").click()
     until(lambda: status.text == "KILLED", 15)
-    assert httpx.get(api).json()["pendingAction"]["kill"]["wait_secs"] == 30
+    assert httpx.get(api).json()["pendingAction"]["kill"]["wait_secs"] == 600
     assert browser.execute_script("return window.galeNoReload") == 7
     until(lambda: not browser.find_elements(By.CSS_SELECTOR, "#actions button:not([disabled])"), 10)
     shot(browser, "topology-killed")
