@@ -12,7 +12,8 @@ socket bound to port 0 or to any outgoing connection, because both draw from
   :func:`reserve_port`: one OUTSIDE the ephemeral range (the kernel never picks those for port 0
   or for a connection), free when probed (on the wildcard address, as workers bind), and held by
   an advisory lock (``flock`` on ``$TMPDIR/gale-ports/<port>.lock``) for as long as the
-  :class:`PortReservation` lives, so that other dev clusters and test runs on the same machine —
+  :class:`PortReservation` lives (the lock files stay, at most one per candidate port: removing one
+  would race with another process locking it), so that other dev clusters and test runs on the machine —
   which use this module too — never pick it. A program outside Gale may still bind the same fixed
   port; callers detect "address in use" from the server's own exit or log and retry with a new
   reservation (:class:`gale.zkserver.ZooKeeperServer` does).
@@ -88,9 +89,22 @@ class PortReservation:
         return f"PortReservation({self.ports})"
 
 
+def _lock_dir() -> Path:
+    if not LOCK_DIR.is_dir():
+        LOCK_DIR.mkdir(parents=True, exist_ok=True)
+        try:
+            LOCK_DIR.chmod(0o1777)  # shared by every user's clusters on the machine, like /tmp
+        except PermissionError:
+            pass  # another user created it meanwhile
+    return LOCK_DIR
+
+
 def _lock(port: int) -> int | None:
-    LOCK_DIR.mkdir(parents=True, exist_ok=True)
-    fd = os.open(LOCK_DIR / f"{port}.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
+    path = _lock_dir() / f"{port}.lock"
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
+    except PermissionError:  # another user's lock file: a port someone reserved (or once did)
+        return None
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError as exc:
