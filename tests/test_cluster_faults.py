@@ -60,7 +60,8 @@ def test_supervisor_restart_adopts_running_workers_and_kills_strays(cluster1, tm
         until(lambda: stray.poll() is not None, 30)  # the stray is killed
         until(lambda: not stray_dir.exists(), 10)
         cluster_went_on(cluster1)  # several supervisor loops since: nothing is relaunched
-        assert worker_pids(cluster1, "adopt") == before and all(_alive(p) for p in before)
+        # the same processes (a late heartbeat may drop one from the view, never add another)
+        assert all(_alive(p) for p in before) and set(worker_pids(cluster1, "adopt")) <= set(before)
         work.wait_acked_beyond(len(work.acked()) + 200, 30)
     finally:
         if stray.poll() is None:
@@ -84,7 +85,7 @@ def test_busy_user_code_does_not_starve_heartbeats(cluster1):
     # the marker that the spin is over: its tuple acked; then a heartbeat cycle more, same process
     until(lambda: status(cluster1, "busy")["components"]["spin"]["stats"].get("acked", 0) >= 1, 60)
     next_heartbeats(cluster1, "busy")
-    assert worker_pids(cluster1, "busy") == pids, "the worker was not restarted"
+    assert all(_alive(p) for p in pids) and set(worker_pids(cluster1, "busy")) <= set(pids), "the worker was restarted"
 
 
 def test_supervisor_session_expiry_re_registers(cluster1):
