@@ -241,8 +241,6 @@ def test_with_acking_off_records_count_as_done_when_emitted(kafka_broker, zk, zk
 
 def test_a_crashed_member_is_replaced_and_its_uncommitted_work_is_replayed(kafka_broker, zk, zk_chroot, conf):
     kafka_broker.create_topic("crash", PARTITIONS)
-    kafka_broker.produce("crash", [f"c{i}" for i in range(400)], partitions=PARTITIONS)
-    hws = kafka_broker.high_watermarks("crash", PARTITIONS)
     overrides = kafka_conf(kafka_broker, zk_chroot, "crash", "cr", **{"kafka.commit.interval.ms": 60000})
     with LocalCluster(conf) as cluster:
         a = cluster.submit_topology("a", overrides, recorder_topology(1))
@@ -250,6 +248,10 @@ def test_a_crashed_member_is_replaced_and_its_uncommitted_work_is_replayed(kafka
         (sa,), (sb,) = instances(a, "kafka"), instances(b, "kafka")
         until(lambda: settled(a) and settled(b) and len(sa.member.owned) == 2 and len(sb.member.owned) == 2,
               60, "a 2+2 split")
+        # the records arrive once the group has formed: had they been there before, a (alone in the
+        # group for a moment) could have read some of b's partitions and committed them on release
+        kafka_broker.produce("crash", [f"c{i}" for i in range(400)], partitions=PARTITIONS)
+        hws = kafka_broker.high_watermarks("crash", PARTITIONS)
         a_parts = {p for _, p in sa.member.owned}
         until(lambda: {p for p, _ in seen(a)} == a_parts and len(seen(a)) >= 50, 60, "a processing")
         # a's worker dies: its executors stop where they are (nothing more acked or committed) and its
