@@ -30,8 +30,9 @@ $(STAMP): pyproject.toml
 demo: deps
 	$(BIN)/nimbus dev-cluster --demo $(DEMO_ARGS)
 
+# every real component is installed here, so a test that would skip for a missing one fails instead
 test: system-deps system-deps-test $(STAMP)
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	GALE_REQUIRE_COMPONENTS=1 $(BIN)/python -m pytest $(PYTEST_ARGS)
 
 test-fast: deps
 	$(BIN)/python -m pytest -m "not cluster and not spark" $(PYTEST_ARGS)

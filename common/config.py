@@ -188,7 +188,7 @@ KEYS: dict[str, Key] = {
         Key("nimbus.host", None, Optional(Str()),
             "address nimbus's HTTP server binds to (null: 0.0.0.0 with an API token, 127.0.0.1 without one; a "
             "non-loopback address without a token needs nimbus.api.insecure)"),
-        Key("nimbus.http.port", 8080, _PORT, "nimbus HTTP API, UI and /metrics port"),
+        Key("nimbus.http.port", 8080, Int(0, 65535), "nimbus HTTP API, UI and /metrics port (0: any)"),
         Key("nimbus.monitor.freq.secs", 10, _POS, "scheduling round period"),
         Key("nimbus.task.timeout.secs", 30, _POS, "executor heartbeat timeout"),
         Key("nimbus.task.launch.secs", 120, _POS, "grace period for new executors"),

@@ -1,8 +1,13 @@
 """A standalone ZooKeeper server from the Debian package, for development and tests.
 
-Starts ``org.apache.zookeeper.server.quorum.QuorumPeerMain`` from ``/usr/share/java`` on a free
-loopback port with its own data directory, waits until it answers ``ruok``, and stops it. The
-server's output goes to ``<data dir>/zookeeper.log`` (see :meth:`ZooKeeperServer.log_tail`).
+Starts ``org.apache.zookeeper.server.quorum.QuorumPeerMain`` from ``/usr/share/java`` on a loopback
+port reserved with :func:`gale.ports.reserve_port` (outside the kernel's ephemeral range, locked
+against other Gale clusters on the machine) with its own data directory, and waits until *this*
+server answers (``ruok``, then ``conf`` naming its own data directory: another server that
+happens to listen on the port does not count). If the JVM exits with "address already in use"
+(a program outside Gale holds the port), it retries on a newly reserved port — unless the
+caller chose the port. The server's output goes to ``<data dir>/zookeeper.log``
+(:meth:`ZooKeeperServer.log_tail`).
 """
 
 from __future__ import annotations
@@ -15,6 +20,8 @@ import subprocess
 import tempfile
 import time
 from pathlib import Path
+
+from gale.ports import PortReservation, reserve_port, reserved_port
 
 JAVA_DIR = Path(os.environ.get("GALE_ZOOKEEPER_JARS", "/usr/share/java"))
 _JARS = (
@@ -41,10 +48,15 @@ class ZooKeeperError(RuntimeError):
     pass
 
 
+class PortInUse(ZooKeeperError):
+    """The server's port was taken by another program (its JVM exited with a BindException)."""
+
+
 def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
+    """A port nobody else is handed until this process exits (see :mod:`gale.ports`): for tests
+    that start a server of their own on it. ``host`` is accepted for compatibility; the port is
+    checked free on every address."""
+    return reserved_port()
 
 
 def four_letter(host: str, port: int, word: str, timeout: float = 1.0) -> str:
@@ -84,7 +96,9 @@ class ZooKeeperServer:
         java: str | None = None,
     ):
         self.host = host
-        self.port = port or free_port(host)
+        #: the port is ours to change when the caller did not choose it
+        self._reservation: PortReservation | None = None if port else reserve_port()
+        self.port = port or self._reservation.port
         self._own_dir = data_dir is None
         self.data_dir = Path(data_dir) if data_dir else Path(tempfile.mkdtemp(prefix="gale-zk-"))
         self.tick_time_ms = tick_time_ms
@@ -112,7 +126,7 @@ class ZooKeeperServer:
                     f"clientPort={self.port}",
                     f"clientPortAddress={self.host}",
                     "admin.enableServer=false",
-                    "4lw.commands.whitelist=ruok,srvr,stat,mntr,cons,dump",
+                    "4lw.commands.whitelist=ruok,conf,srvr,stat,mntr,cons,dump",
                     f"maxSessionTimeout={self.max_session_timeout_ms}",
                     "maxClientCnxns=0",
                     "",
@@ -121,11 +135,26 @@ class ZooKeeperServer:
         )
         return cfg
 
-    def start(self, timeout: float = 30.0) -> ZooKeeperServer:
+    def start(self, timeout: float = 30.0, attempts: int = 5) -> ZooKeeperServer:
+        """Start and wait until this server answers; on "address already in use" move to a newly
+        reserved port (when the port was not the caller's choice) and try again."""
         if self.proc is not None and self.proc.poll() is None:
             return self
+        for attempt in range(1, attempts + 1):
+            try:
+                return self._start_once(timeout)
+            except PortInUse:
+                if self._reservation is None or attempt == attempts:
+                    raise
+                self._reservation.release()
+                self._reservation = reserve_port()
+                self.port = self._reservation.port
+        raise AssertionError("unreachable")
+
+    def _start_once(self, timeout: float) -> ZooKeeperServer:
         cfg = self._write_config()
         self._log_fh = open(self.log_path, "ab")
+        log_start = self._log_fh.tell()
         self.proc = subprocess.Popen(
             [
                 self.java,
@@ -145,17 +174,34 @@ class ZooKeeperServer:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                raise ZooKeeperError(
-                    f"ZooKeeper exited with code {self.proc.returncode} during start; log:\n{self.log_tail()}"
-                )
-            try:
-                if four_letter(self.host, self.port, "ruok", timeout=0.5) == "imok":
-                    return self
-            except OSError:
-                pass
+                code = self.proc.returncode
+                attempt_log = self._log_since(log_start)
+                self.stop()
+                if "BindException" in attempt_log or "Address already in use" in attempt_log:
+                    raise PortInUse(f"ZooKeeper could not bind {self.address}: address already in use")
+                raise ZooKeeperError(f"ZooKeeper exited with code {code} during start; log:\n{self.log_tail()}")
+            if self._answers():
+                return self
             time.sleep(0.05)
         self.stop()
         raise ZooKeeperError(f"ZooKeeper did not answer on {self.address} within {timeout}s; log:\n{self.log_tail()}")
+
+    def _answers(self) -> bool:
+        """This server (not another one on the same port) is up: ``conf`` names our data directory."""
+        try:
+            if four_letter(self.host, self.port, "ruok", timeout=0.5) != "imok":
+                return False
+            return f"dataDir={self.data_dir / 'data'}" in four_letter(self.host, self.port, "conf", timeout=0.5)
+        except OSError:
+            return False
+
+    def _log_since(self, offset: int) -> str:
+        try:
+            with open(self.log_path, "rb") as fh:
+                fh.seek(offset)
+                return fh.read().decode(errors="replace")
+        except OSError:
+            return ""
 
     def stop(self, timeout: float = 10.0) -> None:
         proc, self.proc = self.proc, None
@@ -181,11 +227,13 @@ class ZooKeeperServer:
         self.stop()
 
     def restart(self, down_secs: float = 0.0) -> None:
-        """Stop and start again on the same port and data directory (sessions survive if short)."""
+        """Stop and start again on the same port and data directory (sessions survive if short).
+        The port stays reserved meanwhile, so it is still free unless a program outside Gale took it
+        (then this fails with :class:`PortInUse`: clients know only this port)."""
         self.stop()
         if down_secs:
-            time.sleep(down_secs)
-        self.start()
+            time.sleep(down_secs)  # the outage's length is the point here (fault injection), not a wait
+        self.start(attempts=1)
 
     def running(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
@@ -198,6 +246,8 @@ class ZooKeeperServer:
 
     def cleanup(self) -> None:
         self.stop()
+        if self._reservation is not None:
+            self._reservation.release()
         if self._own_dir:
             shutil.rmtree(self.data_dir, ignore_errors=True)
 

@@ -266,6 +266,7 @@ def status(name: str, config: str | None, as_json: bool, window: str) -> None:
         if w.get("log"):
             click.echo(f"  worker {w['host']}:{w['port']} pid {w['pid']} log {w['log']}")
     errors = [(comp, e) for comp, c in detail["components"].items() for e in c["errors"][:3]]
+    errors += [("worker", e) for e in detail.get("worker_errors", [])[:3]]
     if errors:
         click.echo("last errors:")
         for comp, e in errors:

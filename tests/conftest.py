@@ -6,6 +6,11 @@
   (``storm.zookeeper.root`` = ``<chroot>/storm``) and a temp ``storm.local.dir``.
 - ``expire_session(client)``: force a client's session to expire (ZooKeeper-side).
 - The server's log tail is attached to the report of a failing test.
+- Real components: a test that needs one the machine lacks (Prometheus, Chromium, systemd, root
+  for the chaos suite, ...) says so with :func:`requires`. It is skipped on a developer's machine,
+  but FAILS with the reason under ``make test`` (``GALE_REQUIRE_COMPONENTS=1``) or when ``CI`` is
+  set, which install every component: a green run there means every component was exercised. Any
+  other skip fails there too, except the ``slow`` soak tests (deselected by design).
 """
 
 from __future__ import annotations
@@ -20,8 +25,14 @@ from kazoo.protocol.states import KazooState
 
 from gale.config import defaults
 from gale.zkserver import ZooKeeperServer
+from tests.components import components_required, require
 
 _SERVER: ZooKeeperServer | None = None
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    for mark in item.iter_markers("requires_component"):
+        require(mark.kwargs["available"], mark.kwargs["reason"])
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -52,6 +63,13 @@ def zk_server() -> ZooKeeperServer:
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> None:
     outcome = yield
     report = outcome.get_result()
+    if (report.skipped and components_required() and "slow" not in item.keywords
+            and not hasattr(report, "wasxfail")):
+        # a skip here would make a green run claim something it never exercised
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+        report.outcome = "failed"
+        report.longrepr = (f"skipped under make test / CI, where every component is installed: {reason} "
+                           "(GALE_REQUIRE_COMPONENTS / CI)")
     setattr(item, f"rep_{report.when}", report)
     if report.failed and _SERVER is not None and "zk_server" in getattr(item, "fixturenames", ()):
         report.sections.append(("ZooKeeper server log (tail)", _SERVER.log_tail(40)))

@@ -222,11 +222,11 @@ def child_main() -> None:
     topo = b.create_topology()
     lt = LocalTopology("child", topo, local_conf(topo, {"topology.spark.batch.millis": 100}))
     spout = next(iter(next(ex for ex in lt.runtime.executors.values() if ex.component == "src").spouts.values()))
-    deadline = time.monotonic() + 120
-    while not spout.done() and time.monotonic() < deadline:
-        time.sleep(0.05)
+    from tests.waiting import until
+
+    until(spout.done, 120, "the child's rows acked")
     handle = lt.runtime.resources["spark"]
     tree = [p.pid for p in psutil.Process().children(recursive=True)]
     print(json.dumps({"acked": len(spout.acked), "marker": handle.marker, "jvm_pid": handle.jvm_pid, "tree": tree}),
           flush=True)
-    time.sleep(600)
+    time.sleep(600)  # not a wait: the child idles until the test kills it

@@ -16,12 +16,13 @@ import httpx
 import pytest
 
 from gale import log as glog
+from tests.components import requires
 from tests.test_storm_api_units import submit_durable_wc
+from tests.waiting import until
 
 SCHEMATHESIS = shutil.which("schemathesis") or str(Path(sys.executable).parent / "schemathesis")
 
-pytestmark = pytest.mark.skipif(not Path(SCHEMATHESIS).exists(),
-                                reason="schemathesis is not installed (pip install schemathesis)")
+pytestmark = requires(Path(SCHEMATHESIS).exists(), "schemathesis is not installed (pip install -e '.[test]')")
 
 
 @pytest.fixture
@@ -35,10 +36,7 @@ def live_nimbus(conf):
     glog.configure(fmt="json", stream=buf)
     server = NimbusServer(c)
     server.start()
-    deadline = time.monotonic() + 20
-    while not server.nimbus.is_leader():
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
+    until(server.nimbus.is_leader, 20, "in-process nimbus did not become leader")
     try:
         yield server, buf
     finally:

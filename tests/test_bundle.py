@@ -99,9 +99,8 @@ def test_size_limit(tmp_path):
 
 def test_localizer_discards_truncated_download_and_retries(tmp_path, monkeypatch):
     """A truncated (or tampered) download never lands: the checksum refuses it, the next try does."""
-    import time as _time
-
     from gale.supervisor import localizer as loc
+    from tests.waiting import eventually
 
     monkeypatch.setattr(loc, "RETRY_SECS", 0.05)
     good = make_bundle(None, '{"components": {}}', {})
@@ -127,11 +126,11 @@ def test_localizer_discards_truncated_download_and_retries(tmp_path, monkeypatch
     ready = []
     lz = loc.Localizer(tmp_path, fetch, on_ready=lambda: ready.append(1))
     try:
-        deadline = _time.monotonic() + 10
-        while not lz.ready("t-1-1", digest) and _time.monotonic() < deadline:
-            lz.request("t-1-1", digest)
-            _time.sleep(0.02)
-        assert lz.ready("t-1-1", digest)
+        def localized():
+            lz.request("t-1-1", digest)  # what the supervisor's loop does each round until the code is ready
+            assert lz.ready("t-1-1", digest), f"attempts {attempts}, failures {lz.failures}"
+
+        eventually(localized, 10, interval=0.02)
         assert attempts[:2] == ["truncated", "truncated"] and attempts[-1] == "full"
         assert ready
         assert "checksum" in " ".join(lz.failures.values()) or lz.failures == {}

@@ -17,14 +17,15 @@ from collections import Counter
 import pytest
 
 from tests.chaos.faults import FaultRecord
+from tests.components import requires
 from tests.chaos.report import RESULTS_MARKER, append_markdown, markdown
 from tests.chaos.run import RunResult, Sampler, run_chaos
 from tests.chaos.cluster import CONF
 from tests.chaos.schedule import KINDS, SLOW_MIN_SECS, bounded_plan, conflicts, soak_steps
 from tests.chaos.workload import SinkReader, check
 
-needs_root = pytest.mark.skipif(os.geteuid() != 0 or shutil.which("ip") is None,
-                                reason="network namespaces need root and iproute2")
+needs_root = requires(os.geteuid() == 0 and shutil.which("ip") is not None,
+                      "network namespaces need root and iproute2 (make test runs as root and installs iproute2)")
 
 
 # ------------------------------------------------------------------------------ pure parts

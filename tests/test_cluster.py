@@ -1,4 +1,7 @@
-"""The daemon trio end to end: real ZooKeeper, nimbus, supervisors and worker processes."""
+"""The daemon trio end to end: real ZooKeeper, nimbus, supervisors and worker processes.
+
+The module's cluster is shared: each test submits through ``topologies`` (unique names, killed and
+waited out when the test ends, pass or fail) and asserts only about its own topology."""
 
 from __future__ import annotations
 
@@ -10,7 +13,11 @@ import time
 import pytest
 from kazoo.client import KazooClient
 
-from tests.cluster import DURABLE_WC, DurableInput, cli, dump_logs, make_cluster, wait_for
+from tests.cluster import (
+    DURABLE_WC, DurableInput, Topologies, cli, dump_logs, gone, make_cluster, next_heartbeats, pid_alive, status,
+    workers,
+)
+from tests.waiting import eventually, until
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(240)]
 
@@ -21,6 +28,12 @@ def cluster(zk_server, tmp_path_factory):
     c.start()
     yield c
     c.cleanup()
+
+
+@pytest.fixture
+def topologies(cluster):
+    with Topologies(cluster) as t:
+        yield t
 
 
 @pytest.fixture(autouse=True)
@@ -38,30 +51,35 @@ def zk_for(cluster) -> KazooClient:
     return client
 
 
-def status(cluster, name):
-    return json.loads(cli(cluster, "status", name, "--json").stdout)
+def all_running(cluster, name):
+    s = status(cluster, name)
+    assert s["executors_running"] == s["executors"], f"{s['executors_running']}/{s['executors']} executors running"
+    return s
 
 
-def test_word_count_runs_exact_and_layout_matches_seeds(cluster, tmp_path):
+def test_word_count_runs_exact_and_layout_matches_seeds(cluster, topologies, tmp_path):
     work = DurableInput(tmp_path, 3000)
-    out = cli(cluster, "submit", str(DURABLE_WC), "--name", "wc-exact", "--wait", *work.overrides())
-    tid = out.stdout.strip()
-    assert tid.startswith("wc-exact-") and tid.count("-") >= 2
+    name, tid = topologies.submit(DURABLE_WC, "wc-exact", *work.overrides())
+    assert tid.startswith(f"{name}-") and tid.count("-") >= 3
     work.wait_all_acked(90)
-    wait_for(lambda: work.word_counts() == work.expected_words(), 30,
-             lambda: f"counts {sum(work.word_counts().values())} vs {sum(work.expected_words().values())}")
+    until(lambda: work.word_counts() == work.expected_words(), 30,
+          lambda: f"counts {sum(work.word_counts().values())} vs {sum(work.expected_words().values())}")
     assert set(work.sink_counts()) == set(range(3000))
-    st = status(cluster, "wc-exact")
-    assert st["executors_running"] == st["executors"] == 2 + 2 + 4 + 4 + 2  # __acker x2 + components
-    assert st["workers"] == 2
-    assert all(c["stats"].get("failed", 0) == 0 for c in st["components"].values())
+
+    def running_clean():
+        st = all_running(cluster, name)
+        assert st["executors"] == 2 + 2 + 4 + 4 + 2  # __acker x2 + components
+        assert st["workers"] == 2
+        assert all(c["stats"].get("failed", 0) == 0 for c in st["components"].values()), st["components"]
+
+    eventually(running_clean, 30)
     # the seeds' layout, readable JSON
     zk = zk_for(cluster)
     try:
         root = cluster.root
         assert set(zk.get_children(root)) >= {"storms", "assignments", "supervisors", "workerbeats", "errors"}
         base = json.loads(zk.get(f"{root}/storms/{tid}")[0])
-        assert base["name"] == "wc-exact" and base["status"] == "ACTIVE" and base["num_workers"] == 2
+        assert base["name"] == name and base["status"] == "ACTIVE" and base["num_workers"] == 2
         assert base["component_executors"] == {"source": 2, "split": 4, "count": 4, "sink": 2, "__acker": 2}
         assignment = json.loads(zk.get(f"{root}/assignments/{tid}")[0])
         slots = {(v["node"], v["port"]) for v in assignment["executor_node_port"].values()}
@@ -71,80 +89,100 @@ def test_word_count_runs_exact_and_layout_matches_seeds(cluster, tmp_path):
         sup = json.loads(zk.get(f"{root}/supervisors/{cluster.supervisor_id(0)}")[0])
         assert sup["meta"] == sorted(cluster.supervisor_confs[0]["supervisor.slots.ports"])  # Storm: the port list
         assert zk.exists(f"{root}/supervisors/{cluster.supervisor_id(0)}").ephemeralOwner != 0
-        beats = zk.get_children(f"{root}/workerbeats/{tid}")
-        assert sorted(beats) == sorted(f"{n}-{p}" for n, p in slots)
-        hb = json.loads(zk.get(f"{root}/workerbeats/{tid}/{beats[0]}")[0])
-        assert hb["storm_id"] == tid and hb["executor_stats"] and hb["time_secs"] > 0
+
+        def beats():
+            names = zk.get_children(f"{root}/workerbeats/{tid}")
+            assert sorted(names) == sorted(f"{n}-{p}" for n, p in slots)
+            hb = json.loads(zk.get(f"{root}/workerbeats/{tid}/{names[0]}")[0])
+            assert hb["storm_id"] == tid and hb["executor_stats"] and hb["time_secs"] > 0
+
+        eventually(beats, 30)
         assert zk.get(f"{root}/workerbeats/{tid}")[0] == b""
     finally:
         zk.stop()
-    cli(cluster, "kill", "wc-exact", "--wait", "0")
 
 
-def test_kill_minus_9_of_a_worker_is_restarted_and_replays(cluster, tmp_path):
+def test_kill_minus_9_of_a_worker_is_restarted_and_replays(cluster, topologies, tmp_path):
     work = DurableInput(tmp_path, 6000)
-    tid = cli(cluster, "submit", str(DURABLE_WC), "--name", "wc-kill", "--wait", *work.overrides(
-        **{"test.sink.delay.secs": 0.0005})).stdout.strip()
-    wait_for(lambda: len(work.acked()) > 200, 60)
-    st = status(cluster, "wc-kill")
-    spout_worker = next(e["worker"] for e in st["components"]["source"]["executor_list"])
-    old_pid = spout_worker["pid"]
+    name, _tid = topologies.submit(DURABLE_WC, "wc-kill", *work.overrides(**{"test.sink.delay.secs": 0.0005}))
+    work.wait_acked_beyond(200, 60)
+
+    def spout_pid():  # the worker of the first spout executor
+        worker = status(cluster, name)["components"]["source"]["executor_list"][0]["worker"]
+        assert worker and worker["pid"], "the spout's worker has not reported yet"
+        return worker["pid"]
+
+    old_pid = eventually(spout_pid, 30)
     os.kill(old_pid, signal.SIGKILL)
     work.wait_all_acked(120)
     assert set(work.sink_counts()) >= set(range(6000)), "every spout tuple reached the sink"
 
     def restarted():
-        s = status(cluster, "wc-kill")
+        s = all_running(cluster, name)
         pids = {e["worker"]["pid"] for e in s["components"]["source"]["executor_list"] if e["worker"]}
-        return pids and old_pid not in pids and s["executors_running"] == s["executors"]
+        assert pids and old_pid not in pids, pids
 
-    wait_for(restarted, 60)
-    cli(cluster, "kill", "wc-kill", "--wait", "0")
+    eventually(restarted, 60)
 
 
-def test_deactivate_activate_rebalance_kill(cluster, tmp_path):
+def test_deactivate_activate_rebalance_kill(cluster, topologies, tmp_path):
     work = DurableInput(tmp_path, 200000)
-    # worker directories of other topologies on the shared cluster (they may outlive this test)
-    others = set(cluster.base.glob("supervisor-*/workers/*"))
-    tid = cli(cluster, "submit", str(DURABLE_WC), "--name", "wc-actions", "--wait", *work.overrides()).stdout.strip()
-    wait_for(lambda: len(work.acked()) > 100, 60)
-    assert cli(cluster, "deactivate", "wc-actions").stdout.strip() == tid
-    # workers notice within task.refresh.poll.secs; in-flight tuples finish (or time out)
+    name, tid = topologies.submit(DURABLE_WC, "wc-actions", *work.overrides())
+    work.wait_acked_beyond(100, 60)
+    assert cli(cluster, "deactivate", name).stdout.strip() == tid
+    assert status(cluster, name)["status"] == "INACTIVE"
 
-    def settled(window=2.0):
-        a = len(work.acked())
-        time.sleep(window)
-        return len(work.acked()) == a
+    # workers notice within task.refresh.poll.secs; in-flight tuples finish (or time out). The
+    # marker that time passed in the cluster: every worker wrote a newer heartbeat; across two of
+    # them the spout emitted nothing and has nothing pending.
+    def spout(ws):
+        return {k: sum(w["stats"].get(k, 0) for w in ws) for k in ("emitted", "spout_acked", "spout_failed")}
 
-    wait_for(settled, 30, interval=0)
+    def spouts_stopped():
+        first = spout(next_heartbeats(cluster, name))
+        second = spout(next_heartbeats(cluster, name))
+        assert second == first, f"the spouts still emit or settle while INACTIVE: {first} -> {second}"
+        return second
+
+    stopped = eventually(spouts_stopped, 60)
+    print(f"spouts stopped at {stopped}")
+    cli(cluster, "activate", name)
     before = len(work.acked())
-    time.sleep(3)
-    assert len(work.acked()) == before, "spouts stopped while INACTIVE"
-    assert status(cluster, "wc-actions")["status"] == "INACTIVE"
-    cli(cluster, "activate", "wc-actions")
-    wait_for(lambda: len(work.acked()) > before + 100, 30)
+    work.wait_acked_beyond(before + 100, 30)
     # rebalance to one worker and 2 split executors
-    cli(cluster, "rebalance", "wc-actions", "-n", "1", "-e", "split=2", "--wait", "1")
-    wait_for(lambda: (lambda s: s["status"] == "ACTIVE" and s["workers"] == 1
-                      and s["components"]["split"]["executors"] == 2
-                      and s["executors_running"] == s["executors"])(status(cluster, "wc-actions")), 90)
-    n = len(work.acked())
-    wait_for(lambda: len(work.acked()) > n + 100, 60)
+    cli(cluster, "rebalance", name, "-n", "1", "-e", "split=2", "--wait", "1")
+
+    def rebalanced():
+        s = all_running(cluster, name)
+        assert (s["status"], s["workers"], s["components"]["split"]["executors"]) == ("ACTIVE", 1, 2)
+
+    eventually(rebalanced, 90)
+    work.wait_acked_beyond(len(work.acked()) + 100, 60)
     # kill: spouts stop at once, everything is removed after the wait
-    cli(cluster, "kill", "wc-actions", "--wait", "2")
-    assert status(cluster, "wc-actions")["status"] == "KILLED"
-    wait_for(lambda: "wc-actions" not in cli(cluster, "list").stdout, 30)
+    pids = sorted({w["pid"] for w in workers(cluster, name)})
+    ids = sorted({w["worker_id"] for w in workers(cluster, name)})
+    # a long countdown first, so that KILLED is a state to observe, not a window to catch (a CLI call
+    # on a loaded machine can take longer than a short --wait); then a kill with no wait shortens it
+    cli(cluster, "kill", name, "--wait", "600")
+    st = status(cluster, name)
+    assert st["status"] == "KILLED" and st["pending_action"]["kill"]["wait_secs"] == 600
+    cli(cluster, "kill", name, "--wait", "0")
+    until(lambda: name not in cli(cluster, "list").stdout, 30)
     zk = zk_for(cluster)
     try:
-        wait_for(lambda: tid not in zk.get_children(f"{cluster.root}/workerbeats")
-                 and tid not in zk.get_children(f"{cluster.root}/assignments"), 30)
-        assert tid not in zk.get_children(f"{cluster.root}/storms")
-        assert tid not in zk.get_children(f"{cluster.root}/errors")
+        def removed():
+            assert tid not in zk.get_children(f"{cluster.root}/workerbeats")
+            assert tid not in zk.get_children(f"{cluster.root}/assignments")
+            assert tid not in zk.get_children(f"{cluster.root}/storms")
+            assert tid not in zk.get_children(f"{cluster.root}/errors")
+
+        eventually(removed, 30)
     finally:
         zk.stop()
-    # workers are gone too
-    wait_for(lambda: not set(cluster.base.glob("supervisor-*/workers/*")) - others, 30,
-             lambda: f"left: {sorted(set(cluster.base.glob('supervisor-*/workers/*')) - others)}")
+    # its workers are gone too: processes and directories
+    until(lambda: gone(pids), 30, lambda: f"alive: {[p for p in pids if pid_alive(p)]}")
+    until(lambda: not [d for i in ids for d in cluster.base.glob(f"supervisor-*/workers/{i}")], 30,
+          lambda: f"left: {[d for i in ids for d in cluster.base.glob(f'supervisor-*/workers/{i}')]}")
 
 
 def _write(tmp_path, name, text):
@@ -174,7 +212,8 @@ def test_bad_input_is_refused_before_zookeeper(cluster, tmp_path):
         for args in (["status", "no-such-topology"], ["kill", "no-such-topology"], ["activate", "nope"]):
             proc = cli(cluster, *args, check=False)
             assert proc.returncode == 1 and "no topology named" in proc.stderr, proc.stderr
-        assert set(zk.get_children(f"{cluster.root}/storms")) == before
+        # nothing was written (other tests' topologies may come and go meanwhile: only new ones count)
+        assert not set(zk.get_children(f"{cluster.root}/storms")) - before
     finally:
         zk.stop()
 
@@ -187,26 +226,31 @@ def test_supervisor_killed_with_workers_moves_executors(zk_server, tmp_path, req
         work = DurableInput(tmp_path / "w", 8000)
         cli(own_cluster, "submit", str(DURABLE_WC), "--name", "wc-sup", "--wait",
             *work.overrides(**{"test.sink.delay.secs": 0.0005}))
-        wait_for(lambda: len(work.acked()) > 200, 60)
+        work.wait_acked_beyond(200, 60)
         victim = 0
         own_cluster.kill_supervisor(victim, with_workers=True)
         lost_at = time.monotonic()
         vid = own_cluster.supervisor_id(victim)
         # its ephemeral node vanishes when the session expires; nimbus moves the work
-        wait_for(lambda: vid not in [s["id"] for s in own_cluster.cluster()["supervisors"]], 30)
+        until(lambda: vid not in [s["id"] for s in own_cluster.cluster()["supervisors"]], 30)
 
         def moved():
-            s = status(own_cluster, "wc-sup")
+            s = all_running(own_cluster, "wc-sup")
             nodes = {e["node"] for c in s["components"].values() for e in c["executor_list"]}
-            return nodes == {own_cluster.supervisor_id(1)} and s["executors_running"] == s["executors"]
+            assert nodes == {own_cluster.supervisor_id(1)}, nodes
 
-        wait_for(moved, 60)
+        eventually(moved, 60)
         recovery = time.monotonic() - lost_at
         work.wait_all_acked(120)
         assert set(work.sink_counts()) >= set(range(8000))
         print(f"supervisor loss → executors running elsewhere in {recovery:.1f}s")
     finally:
         own_cluster.cleanup()
+
+
+def worker_pids_of(cluster):
+    """Worker processes of every supervisor (from their pid files; no nimbus needed)."""
+    return [p for p in cluster.worker_pids() if pid_alive(p)]
 
 
 def test_nimbus_down_topology_keeps_running_and_resumes(zk_server, tmp_path, request):
@@ -216,21 +260,19 @@ def test_nimbus_down_topology_keeps_running_and_resumes(zk_server, tmp_path, req
     try:
         work = DurableInput(tmp_path / "w", 400000)
         cli(own_cluster, "submit", str(DURABLE_WC), "--name", "wc-nimbus", "--wait", *work.overrides())
-        wait_for(lambda: len(work.acked()) > 100, 60)
+        work.wait_acked_beyond(100, 60)
         own_cluster.nimbus_procs[0].kill()
-        n = len(work.acked())
-        wait_for(lambda: len(work.acked()) > n + 500, 30)  # processing continues without nimbus
+        work.wait_acked_beyond(len(work.acked()) + 500, 30)  # processing continues without nimbus
         proc = cli(own_cluster, "submit", str(DURABLE_WC), "--name", "other", *work.overrides(), check=False)
         assert proc.returncode == 1 and "nimbus is unreachable" in proc.stderr
         assert cli(own_cluster, "list", check=False).returncode == 1
+        pids = worker_pids_of(own_cluster)
         own_cluster.add_nimbus(0)
         own_cluster.wait_for_leader(60)
-        st = status(own_cluster, "wc-nimbus")
-        assert st["status"] == "ACTIVE"
-        n = len(work.acked())
-        wait_for(lambda: len(work.acked()) > n + 500, 30)
-        # the restarted nimbus did not disturb the running workers
-        st = status(own_cluster, "wc-nimbus")
-        assert st["executors_running"] == st["executors"]
+        assert status(own_cluster, "wc-nimbus")["status"] == "ACTIVE"
+        work.wait_acked_beyond(len(work.acked()) + 500, 30)
+        # the restarted nimbus did not disturb the running workers: the same processes, all running
+        eventually(lambda: all_running(own_cluster, "wc-nimbus"), 30)
+        assert worker_pids_of(own_cluster) == pids
     finally:
         own_cluster.cleanup()

@@ -20,6 +20,7 @@ from gale.records import (
     WorkerHeartbeat,
 )
 from tests.conftest import make_client
+from tests.waiting import until
 
 TID = "wordcount-1-1700000000"
 
@@ -179,14 +180,10 @@ def test_ephemeral_supervisor_node_vanishes_on_session_expiry(zk_server, zk_chro
         observer = _state(zk)
         assert observer.supervisor_ids() == ["sup-9"]
         expire(sup_client)
-        assert observer.supervisor_ids() == []
+        until(lambda: observer.supervisor_ids() == [], 10, "the expired session's ephemeral node")
         # kazoo reconnects with a new session; re-registering works and is ephemeral again
         sup_client.retry(lambda: None)
-        import time as _t
-
-        deadline = _t.time() + 10
-        while not sup_client.connected and _t.time() < deadline:
-            _t.sleep(0.05)
+        until(lambda: sup_client.connected, 10, "the client reconnected")
         st.set_supervisor_info("sup-9", SupervisorInfo(time_secs=2, hostname="h", assignment_id="sup-9"))
         assert observer.supervisor_info("sup-9").time_secs == 2
     finally:

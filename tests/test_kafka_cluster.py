@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import time
 from pathlib import Path
 
 import pytest
@@ -14,7 +13,8 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
 from tests.brokers import kafka_broker  # noqa: F401
-from tests.cluster import cli, dump_logs, make_cluster, wait_for
+from tests.cluster import cli, dump_logs, make_cluster
+from tests.waiting import eventually, until
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(300)]
 TOPOLOGY = Path(__file__).resolve().parent / "cluster_topologies" / "kafka_record_sink.py"
@@ -46,10 +46,16 @@ def test_worker_holding_partitions_killed_nothing_lost(zk_server, tmp_path, kafk
         }
         args = [x for k, v in overrides.items() for x in ("-c", f"{k}={v}")]
         cli(c, "submit", str(TOPOLOGY), "--name", "kafka-kill", "--wait", *args)
-        wait_for(lambda: len(seen(state)) > 500, 90)
+        until(lambda: len(seen(state)) > 500, 90)
         # each spout task owns 2 partitions (range assignment, seed 004); kill the worker of one
-        st = json.loads(cli(c, "status", "kafka-kill", "--json").stdout)
-        victim = st["components"]["kafka"]["executor_list"][0]["worker"]["pid"]
+
+        def first_spout_worker():
+            worker = json.loads(cli(c, "status", "kafka-kill", "--json").stdout)[
+                "components"]["kafka"]["executor_list"][0]["worker"]
+            assert worker and worker["pid"], "the spout's worker has not reported yet"
+            return worker["pid"]
+
+        victim = eventually(first_spout_worker, 30)
 
         def owners():
             found = {}
@@ -61,23 +67,27 @@ def test_worker_holding_partitions_killed_nothing_lost(zk_server, tmp_path, kafk
             return found
 
         # the two tasks may still be settling their first rebalance (one joined before the other)
-        wait_for(lambda: len(owners()) == PARTITIONS and len(set(owners().values())) == 2, 60,
-                 lambda: f"owners {owners()}")
+        until(lambda: len(owners()) == PARTITIONS and len(set(owners().values())) == 2, 60,
+              lambda: f"owners {owners()}")
         os.kill(victim, signal.SIGKILL)
         more = kafka_broker.produce("events", [f"f{i}" for i in range(2000)], partitions=PARTITIONS)
         expected = {(p, o) for p, o in first + more}
-        wait_for(lambda: seen(state) >= expected, 180, lambda: f"{len(expected - seen(state))} records missing")
+        until(lambda: seen(state) >= expected, 180, lambda: f"{len(expected - seen(state))} records missing")
         hws = kafka_broker.high_watermarks("events", PARTITIONS)
 
         def committed():
             return {p: int(zk.get(f"{group_root}/consumers/g1/offsets/events/{p}")[0]) for p in range(PARTITIONS)
                     if zk.exists(f"{group_root}/consumers/g1/offsets/events/{p}")}
 
-        wait_for(lambda: committed() == hws, 60, lambda: f"committed {committed()} vs {hws}")
+        until(lambda: committed() == hws, 60, lambda: f"committed {committed()} vs {hws}")
+
         # the group re-formed: every partition owned again, by the surviving and the relaunched task
-        ids = zk.get_children(f"{group_root}/consumers/g1/ids")
-        assert len(ids) == 2
-        wait_for(lambda: set(owners()) == set(range(PARTITIONS)), 30, lambda: f"owners {owners()}")
+        def reformed():
+            ids = zk.get_children(f"{group_root}/consumers/g1/ids")
+            assert len(ids) == 2, ids
+            assert set(owners()) == set(range(PARTITIONS)) and len(set(owners().values())) == 2, owners()
+
+        eventually(reformed, 30)
     except BaseException:
         print(dump_logs(c))
         raise

@@ -25,6 +25,7 @@ from gale.worker.connectors.kafka_group import (
     registration_json,
 )
 from gale.worker.connectors.kafka_member import GroupMember
+from tests.waiting import until
 
 # ------------------------------------------------------------------------------------ range assignment
 
@@ -162,13 +163,6 @@ def make_member(client, topics=("t",), partitions=4, backoff=0.1, name="m", **kw
     return member, fake
 
 
-def wait_for(predicate, timeout=20.0, what="condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.02)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def ready(*members):
@@ -182,13 +176,13 @@ def test_members_split_partitions_and_a_leaving_member_hands_them_over(zk, zk_cl
     a.start()
     b.start()
     try:
-        wait_for(lambda: ready(a, b) and len(a.owned) + len(b.owned) == 4, what="2+2 split")
+        until(lambda: ready(a, b) and len(a.owned) + len(b.owned) == 4, 20, "2+2 split")
         first, second = sorted([a, b], key=lambda m: m.thread_id)
         assert sorted(first.owned) == [("t", 0), ("t", 1)] and sorted(second.owned) == [("t", 2), ("t", 3)]
         owners = {p: zk.get(f"/consumers/g/owners/t/{p}")[0].decode() for p in range(4)}
         assert owners == {0: first.thread_id, 1: first.thread_id, 2: second.thread_id, 3: second.thread_id}
         a.stop()
-        wait_for(lambda: ready(b) and len(b.owned) == 4, what="b owning everything")
+        until(lambda: ready(b) and len(b.owned) == 4, 20, "b owning everything")
         assert zk.get_children("/consumers/g/ids") == [b.consumer_id]
         assert {zk.get(f"/consumers/g/owners/t/{p}")[0].decode() for p in range(4)} == {b.thread_id}
     finally:
@@ -203,12 +197,12 @@ def test_claim_conflict_releases_and_retries_until_the_old_owner_is_gone(zk, zk_
     m, _ = make_member(zk_client_factory(), backoff=0.1)
     m.start()
     try:
-        wait_for(lambda: m.rebalance_failures >= 3, what="failed claim attempts")
+        until(lambda: m.rebalance_failures >= 3, 20, "failed claim attempts")
         # it released what it had claimed in each failed attempt and does not emit
         assert m.paused and m.owned == frozenset()
         assert sorted(zk.get_children("/consumers/g/owners/t")) == ["3"]
         stale.stop()  # the dead owner's session ends: its ephemeral owner node vanishes
-        wait_for(lambda: ready(m) and len(m.owned) == 4, what="claim after the stale owner left")
+        until(lambda: ready(m) and len(m.owned) == 4, 20, "claim after the stale owner left")
         assert zk.get("/consumers/g/owners/t/3")[0].decode() == m.thread_id
     finally:
         m.stop()
@@ -222,14 +216,14 @@ def test_session_expiry_re_registers_and_rebalances(zk, zk_client_factory, expir
     a.start()
     b.start()
     try:
-        wait_for(lambda: ready(a, b) and len(a.owned) == 2 and len(b.owned) == 2, what="2+2 split")
+        until(lambda: ready(a, b) and len(a.owned) == 2 and len(b.owned) == 2, 20, "2+2 split")
         old_session = zk.get(f"/consumers/g/ids/{a.consumer_id}")[1].ephemeralOwner
         rebalances = b.rebalances
         expire(a_client)
         # b sees a's registration vanish and rebalances; a registers again with its new session
-        wait_for(lambda: b.rebalances > rebalances, what="b rebalancing")
-        wait_for(lambda: ready(a, b) and len(a.owned) == 2 and len(b.owned) == 2
-                 and zk.exists(f"/consumers/g/ids/{a.consumer_id}") is not None, what="2+2 split again")
+        until(lambda: b.rebalances > rebalances, 20, "b rebalancing")
+        until(lambda: ready(a, b) and len(a.owned) == 2 and len(b.owned) == 2
+                 and zk.exists(f"/consumers/g/ids/{a.consumer_id}") is not None, 20, "2+2 split again")
         assert zk.get(f"/consumers/g/ids/{a.consumer_id}")[1].ephemeralOwner != old_session
         owners = {zk.get(f"/consumers/g/owners/t/{p}")[0].decode() for p in range(4)}
         assert owners == {a.thread_id, b.thread_id}
@@ -243,7 +237,7 @@ def test_commits_write_only_changed_offsets_of_owned_partitions(zk, zk_client_fa
     m, fake = make_member(zk_client_factory(), partitions=2, commit_interval=60)
     m.start()
     try:
-        wait_for(lambda: ready(m) and len(m.owned) == 2, what="ownership")
+        until(lambda: ready(m) and len(m.owned) == 2, 20, "ownership")
         fake.offsets = {("t", 0): 5, ("t", 1): 7, ("t", 9): 100}  # t-9: not owned, never written
         assert m.commit(wait=5)
         assert zk.get("/consumers/g/offsets/t/0")[0] == b"5" and zk.get("/consumers/g/offsets/t/1")[0] == b"7"
@@ -269,8 +263,10 @@ def test_watch_events_coalesce_into_one_rebalance(zk_client_factory):
         m._on_watch(None)  # what kazoo would call: a burst before the thread runs
     m.start()
     try:
-        wait_for(lambda: ready(m), what="first rebalance")
-        time.sleep(0.3)
+        until(lambda: ready(m), 20, "first rebalance")
+        # the marker that the member thread handled every event queued so far: a commit round trip
+        # through its queue (events are handled in order)
+        assert m.commit(wait=5)
         assert m.rebalances == 1
     finally:
         m.stop()
@@ -286,9 +282,9 @@ def test_zookeeper_discovery_rebalances_when_a_topic_grows(zk, zk_client_factory
     fake.member = m
     m.start()
     try:
-        wait_for(lambda: ready(m) and len(m.owned) == 2, what="two partitions")
+        until(lambda: ready(m) and len(m.owned) == 2, 20, "two partitions")
         zk.set("/brokers/topics/t", b'{"version":1,"partitions":{"0":[1],"1":[1],"2":[1]}}')
-        wait_for(lambda: ready(m) and len(m.owned) == 3, what="the new partition claimed")
+        until(lambda: ready(m) and len(m.owned) == 3, 20, "the new partition claimed")
         assert m.assignment.retained == {("t", 0), ("t", 1)}
     finally:
         m.stop()

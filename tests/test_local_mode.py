@@ -1,7 +1,6 @@
 """The data plane end to end in local mode (real executors, real acker, real runtime)."""
 
 import sys
-import time
 from collections import Counter
 from pathlib import Path
 
@@ -10,6 +9,7 @@ import pytest
 from gale import Bolt, TopologyBuilder
 from gale.clock import SimulatedClock
 from gale.worker.local import LocalCluster, LocalTopology, complete_topology, local_conf
+from tests.waiting import until
 from tests.topologies import (
     BasicFailOn, DirectEmitter, FailOn, FanOut, Identity, Joiner, ListSpout, Never, RaiseOn, Sink, TaskRecorder,
     Ticker,
@@ -47,13 +47,8 @@ def test_word_count_with_replaying_spout_in_local_cluster():
     topo = word_count.topology({"wordcount.sentences.per.task": 3000})
     with LocalCluster() as cluster:
         running = cluster.submit_topology("wc", {}, topo)
-        deadline = time.time() + 60
-        while time.time() < deadline:
-            st = running.component_stats()
-            if st["sentences"]["acked"] >= 3000:
-                break
-            time.sleep(0.05)
-        st = running.component_stats()
+        st = until(lambda: (lambda s: s if s["sentences"]["acked"] >= 3000 else None)(running.component_stats()), 60,
+                   "3000 sentences acked")
         spout = next(iter(running.runtime.executors[(ex)] for ex in running.runtime.executors
                           if running.layout.executor_to_component[ex] == "sentences")).spouts
         counts = Counter()

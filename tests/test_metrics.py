@@ -14,11 +14,12 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from gale import TopologyBuilder
 from gale.clock import SimulatedClock
-from gale.records import StormBase, SupervisorInfo, TopologyStatus, WorkerHeartbeat
+from gale.records import GALE_VERSION, StormBase, SupervisorInfo, TopologyStatus, WorkerHeartbeat
 from gale.nimbus.metrics import NimbusMetrics
 from gale.supervisor.metrics import SupervisorMetrics, new_history
 from gale.supervisor.slot import KillReason, LocalAssignment, Slot, State
 from tests.topologies import FailOn, ListSpout, Never, RaiseOn
+from tests.waiting import until
 from gale.worker.local import LocalTopology, local_conf
 from gale.worker.metrics import WorkerMetrics, metric_name
 
@@ -100,7 +101,7 @@ def test_worker_metrics_equal_the_executors_counters():
     assert value(s, "gale_worker_spout_pending_tuples", component="src") == 0
     assert value(s, "gale_worker_queue_depth", component="check") == 0
     assert value(s, "gale_worker_info", topology_id="m-1-1", supervisor_id="sup-a", port="6700", worker_id="w-1",
-                 version=pytest.importorskip("gale.records").GALE_VERSION) == 1
+                 version=GALE_VERSION) == 1
     assert value(s, "gale_worker_executors") == len(rt.executors)
     # the same numbers the heartbeat (and so the UI) reports
     records = lt.executor_stats()
@@ -192,7 +193,7 @@ def test_supervisor_slot_states_heartbeat_age_and_restart_reasons():
     assert value(s, "gale_supervisor_worker_restarts_total", reason="HB_TIMEOUT") == 1
     assert value(s, "gale_supervisor_slots", state="kill_and_relaunch") == 1
     assert value(s, "gale_supervisor_info", supervisor_id="sup-a", host="h1",
-                 version=pytest.importorskip("gale.records").GALE_VERSION) == 1
+                 version=GALE_VERSION) == 1
     assert_conventions(m.registry)
 
 
@@ -216,10 +217,7 @@ def test_nimbus_metrics_and_service_discovery(conf):
     server.start()
     try:
         base = f"http://127.0.0.1:{server.http.port}"
-        deadline = time.monotonic() + 20
-        while not server.nimbus.is_leader():
-            assert time.monotonic() < deadline
-            time.sleep(0.05)
+        until(server.nimbus.is_leader, 20, "in-process nimbus did not become leader")
         state = server.nimbus.state
         now = int(time.time())
         state.set_supervisor_info("sup-a", SupervisorInfo(time_secs=now, hostname="node-a", assignment_id="sup-a",

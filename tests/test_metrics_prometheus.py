@@ -5,21 +5,22 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-import time
 
 import httpx
 import pytest
 import yaml
 
-from gale.zkserver import free_port
-from tests.cluster import cli, dump_logs, make_cluster, wait_for
+from tests.cluster import cli, dump_logs, make_cluster
+from tests.components import requires
+from tests.servers import start_on_free_port, wait_listening
 from tests.test_storm_api import write_flaky
+from tests.waiting import eventually, until
 
 PROMETHEUS = shutil.which("prometheus")
 
 pytestmark = [
     pytest.mark.cluster, pytest.mark.timeout(240),
-    pytest.mark.skipif(PROMETHEUS is None, reason="the Debian prometheus package is not installed (make test does)"),
+    requires(PROMETHEUS is not None, "the Debian prometheus package is not installed (make test installs it)"),
 ]
 
 
@@ -31,27 +32,30 @@ def prometheus(tmp_path):
     def start(config: dict) -> str:
         path = tmp_path / "prometheus.yml"
         path.write_text(yaml.safe_dump(config))
-        port = free_port()
-        log = open(tmp_path / "prometheus.log", "wb")
-        proc = subprocess.Popen([PROMETHEUS, f"--config.file={path}", f"--storage.tsdb.path={tmp_path / 'tsdb'}",
-                                 f"--web.listen-address=127.0.0.1:{port}", "--log.level=warn"],
-                                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-        procs.append((proc, log))
-        url = f"http://127.0.0.1:{port}"
+        log_path = tmp_path / "prometheus.log"
 
-        def ready():
-            if proc.poll() is not None:
-                pytest.fail(f"prometheus exited: {(tmp_path / 'prometheus.log').read_text()[-2000:]}")
-            try:
-                return httpx.get(f"{url}/-/ready", timeout=2).status_code == 200
-            except httpx.HTTPError:
-                return False
+        def start_on(reservation) -> str:
+            log = open(log_path, "ab")
+            offset = log.tell()
+            proc = subprocess.Popen([PROMETHEUS, f"--config.file={path}", f"--storage.tsdb.path={tmp_path / 'tsdb'}",
+                                     f"--web.listen-address=127.0.0.1:{reservation.port}", "--log.level=warn"],
+                                    stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+            procs.append((proc, log, reservation))
+            # this Prometheus listens (not another server on the port), then answers ready
+            wait_listening(proc, reservation.port, 30, "prometheus", lambda: log_path.read_text()[offset:])
+            url = f"http://127.0.0.1:{reservation.port}"
 
-        wait_for(ready, 30)
-        return url
+            def ready():
+                assert proc.poll() is None, f"prometheus exited: {log_path.read_text()[-2000:]}"
+                assert httpx.get(f"{url}/-/ready", timeout=2).status_code == 200
+
+            eventually(ready, 30, retry_on=(AssertionError, httpx.HTTPError))
+            return url
+
+        return start_on_free_port(start_on)
 
     yield start
-    for proc, log in procs:
+    for proc, log, reservation in procs:
         proc.terminate()
         try:
             proc.wait(15)
@@ -59,6 +63,7 @@ def prometheus(tmp_path):
             proc.kill()
             proc.wait()
         log.close()
+        reservation.release()
 
 
 def query(url: str, promql: str) -> list[dict]:
@@ -87,7 +92,7 @@ def test_prometheus_scrapes_every_daemon_through_service_discovery(zk_server, tm
             kinds = sorted(t["daemon"] for t in up)
             return up if kinds == ["nimbus", "supervisor", "supervisor", "worker", "worker"] else None
 
-        up = wait_for(all_up, 60)
+        up = until(all_up, 60)
         workers = [t for t in up if t["daemon"] == "worker"]
         assert {t["topology"] for t in workers} == {tid}
         assert sorted(t["supervisor"] for t in workers) == sorted(cluster.supervisor_id(i) for i in range(2))
@@ -96,21 +101,27 @@ def test_prometheus_scrapes_every_daemon_through_service_discovery(zk_server, tm
             result = query(url, promql)
             return float(result[0]["value"][1]) if result else 0.0
 
-        # tuples flow: Prometheus computes rates from its own scrapes of the workers
-        acked = wait_for(lambda: rate('sum(rate(gale_worker_tuples_acked_total{component="sentences"}[5s]))'), 60)
-        assert acked > 0
-        assert wait_for(lambda: rate('sum(rate(gale_worker_tuples_emitted_total{topology="%s"}[5s]))' % tid), 30) > 0
-        assert wait_for(lambda: rate('sum(rate(gale_worker_tuples_failed_total{reason="explicit"}[10s]))'), 30) > 0
-        mean_latency = wait_for(lambda: rate(
-            "sum(rate(gale_worker_complete_latency_seconds_sum[10s])) / sum(rate(gale_worker_complete_latency_seconds_count[10s]))"), 30)
-        assert 0 < mean_latency < 10
-        # nimbus and supervisors
-        assert rate("gale_cluster_supervisors") == 2
-        assert rate('sum(gale_cluster_slots{state="used"})') == 2
-        assert rate('sum(gale_supervisor_slots{state="running"})') == 2
-        assert rate("gale_nimbus_is_leader") == 1
-        assert wait_for(lambda: rate("increase(gale_nimbus_scheduling_rounds_total[10s])"), 30) > 0
-        assert rate('sum(gale_supervisor_worker_launches_total{reason="new"})') == 2
+        # tuples flow: Prometheus computes rates from its own scrapes of the workers; every figure
+        # is as of Prometheus's latest scrapes, so each is waited for as asserted
+        def tuples_flow():
+            assert rate('sum(rate(gale_worker_tuples_acked_total{component="sentences"}[5s]))') > 0
+            assert rate('sum(rate(gale_worker_tuples_emitted_total{topology="%s"}[5s]))' % tid) > 0
+            assert rate('sum(rate(gale_worker_tuples_failed_total{reason="explicit"}[10s]))') > 0
+            mean_latency = rate("sum(rate(gale_worker_complete_latency_seconds_sum[10s])) / "
+                                "sum(rate(gale_worker_complete_latency_seconds_count[10s]))")
+            assert 0 < mean_latency < 10, mean_latency
+
+        eventually(tuples_flow, 60)
+
+        def daemons():  # nimbus and supervisors
+            assert rate("gale_cluster_supervisors") == 2
+            assert rate('sum(gale_cluster_slots{state="used"})') == 2
+            assert rate('sum(gale_supervisor_slots{state="running"})') == 2
+            assert rate("gale_nimbus_is_leader") == 1
+            assert rate("increase(gale_nimbus_scheduling_rounds_total[10s])") > 0
+            assert rate('sum(gale_supervisor_worker_launches_total{reason="new"})') == 2
+
+        eventually(daemons, 30)
     except BaseException:
         print(dump_logs(cluster))
         raise

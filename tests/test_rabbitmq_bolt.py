@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import time
 import uuid
 
 import pytest
@@ -14,6 +13,7 @@ from gale.connectors import RabbitMQBolt
 from gale.connectors import RabbitMQSpout
 from gale import LocalCluster
 from tests.brokers import rabbitmq  # noqa: F401
+from tests.waiting import until
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -50,15 +50,6 @@ def spout_of(running, component="src"):
     raise AssertionError(component)
 
 
-def wait_for(predicate, timeout=30.0, what="condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-
-
 def topo(n, **bolt_kwargs):
     b = TopologyBuilder()
     b.set_spout("src", Numbers, 1, kwargs={"n": n})
@@ -87,12 +78,11 @@ def test_tuples_are_published_with_confirms_and_acked(rabbitmq):
     with LocalCluster() as cluster:
         running = cluster.submit_topology("pub", conf, topo(200))
         src = spout_of(running)
-        wait_for(lambda: len(src.acked) == 200, what="200 acks")
-        stats = running.component_stats()["pub"]
+        until(lambda: len(src.acked) == 200, 30, "200 acks")
+        until(lambda: running.component_stats()["pub"]["extra"]["rabbitmq_published"] == 200, 30, "200 published")
     assert src.failed == []
-    assert rabbitmq.queue_counts(queue) == (200, 0)
+    until(lambda: rabbitmq.queue_counts(queue) == (200, 0), 30, "200 messages queued")
     assert sorted(json.loads(b)["n"] for b in drain(rabbitmq, queue)) == list(range(200))
-    assert stats["extra"]["rabbitmq_published"] == 200
 
 
 def test_unroutable_messages_fail_their_tuples(rabbitmq):
@@ -101,7 +91,7 @@ def test_unroutable_messages_fail_their_tuples(rabbitmq):
     with LocalCluster() as cluster:
         running = cluster.submit_topology("unroutable", conf, topo(5, body_field="text"))
         src = spout_of(running)
-        wait_for(lambda: len(src.failed) == 5, what="5 failures")
+        until(lambda: len(src.failed) == 5, 30, "5 failures")
     assert src.acked == set()
 
 
@@ -117,8 +107,8 @@ def test_rabbitmq_to_rabbitmq_pipeline(rabbitmq):
     conf = {"rabbitmq.host": rabbitmq.host, "rabbitmq.port": rabbitmq.port}
     with LocalCluster() as cluster:
         cluster.submit_topology("pipe", conf, b.create_topology(name="pipe"))
-        wait_for(lambda: rabbitmq.queue_counts(source) == (0, 0) and rabbitmq.queue_counts(sink)[0] >= 300,
-                 what="everything moved")
+        until(lambda: rabbitmq.queue_counts(source) == (0, 0) and rabbitmq.queue_counts(sink)[0] >= 300,
+              30, "everything moved")
     assert sorted(drain(rabbitmq, sink)) == sorted(f"m{i}".encode() for i in range(300))
 
 

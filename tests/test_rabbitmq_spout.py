@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import random
 import threading
-import time
 import uuid
 
 import pytest
@@ -14,6 +13,7 @@ from gale.errors import ConfigError, GaleError
 from gale.connectors import RabbitMQSpout
 from gale import LocalCluster
 from tests.brokers import rabbitmq  # noqa: F401
+from tests.waiting import eventually, until
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -69,15 +69,6 @@ def acked(running):
     return [body for b in bolts(running) for body in b.acked]
 
 
-def wait_for(predicate, timeout=60.0, what="condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-
-
 def new_queue(node):
     name = f"q-{uuid.uuid4().hex[:8]}"
     node.declare(name)
@@ -90,13 +81,18 @@ def test_every_message_processed_at_least_once_when_bolts_fail_randomly(rabbitmq
     rabbitmq.publish(queue, bodies)
     with LocalCluster() as cluster:
         running = cluster.submit_topology("flaky", mq_conf(rabbitmq), topology(queue, p_fail=0.2))
-        wait_for(lambda: set(acked(running)) == set(bodies), what="all 1000 acked")
-        # every delivery settled at the broker: nothing ready, nothing unacknowledged
-        wait_for(lambda: rabbitmq.queue_counts(queue) == (0, 0), timeout=20, what="an empty queue")
-        stats = running.component_stats()["mq"]
+        until(lambda: set(acked(running)) == set(bodies), 60, "all 1000 acked")
+
+        # every delivery settled at the broker (nothing ready, nothing unacknowledged), and the
+        # spout's counters say so
+        def settled():
+            assert rabbitmq.queue_counts(queue) == (0, 0)
+            stats = running.component_stats()["mq"]
+            assert stats["failed"] >= 100 and stats["extra"]["rabbitmq_rejected"] >= 100, stats
+            assert stats["acked"] >= 1000 and stats["extra"]["rabbitmq_acked"] >= 1000, stats
+
+        eventually(settled, 20)
     assert sum(b.failed for b in bolts(running)) > 100
-    assert stats["failed"] >= 100 and stats["extra"]["rabbitmq_rejected"] >= 100
-    assert stats["acked"] >= 1000 and stats["extra"]["rabbitmq_acked"] >= 1000
 
 
 def test_killed_topology_leaves_its_unacked_messages_to_the_next_one(rabbitmq):
@@ -106,15 +102,15 @@ def test_killed_topology_leaves_its_unacked_messages_to_the_next_one(rabbitmq):
     with LocalCluster() as cluster:
         first = cluster.submit_topology("first", mq_conf(rabbitmq), topology(queue, hold_after=50))
         # 2 bolt tasks ack 50 each, then hold everything they get; 2 spout tasks x prefetch 50
-        wait_for(lambda: len(acked(first)) == 100 and sum(len(b.held) for b in bolts(first)) == 100,
-                 what="100 acked and the prefetch window held")
-        wait_for(lambda: rabbitmq.queue_counts(queue) == (300, 100), timeout=20, what="broker counts")
+        until(lambda: len(acked(first)) == 100 and sum(len(b.held) for b in bolts(first)) == 100,
+              60, "100 acked and the prefetch window held")
+        until(lambda: rabbitmq.queue_counts(queue) == (300, 100), 20, "broker counts")
         done_first = acked(first)
         cluster.kill_topology("first")  # dies with 100 deliveries unacked
-        wait_for(lambda: rabbitmq.queue_counts(queue) == (400, 0), timeout=20, what="unacked requeued")
+        until(lambda: rabbitmq.queue_counts(queue) == (400, 0), 20, "unacked requeued")
         second = cluster.submit_topology("second", mq_conf(rabbitmq), topology(queue))
-        wait_for(lambda: set(acked(second)) | set(done_first) == set(bodies), what="the rest drained")
-        wait_for(lambda: rabbitmq.queue_counts(queue) == (0, 0), timeout=20, what="an empty queue")
+        until(lambda: set(acked(second)) | set(done_first) == set(bodies), 60, "the rest drained")
+        until(lambda: rabbitmq.queue_counts(queue) == (0, 0), 20, "an empty queue")
     assert len(done_first) == 100 and not set(done_first) & set(acked(second))
 
 
@@ -124,10 +120,13 @@ def test_prefetch_follows_max_spout_pending(rabbitmq):
     with LocalCluster() as cluster:
         running = cluster.submit_topology("prefetch", mq_conf(rabbitmq, **{"topology.max.spout.pending": 7}),
                                           topology(queue, spouts=1, bolts=1, hold_after=0))
-        wait_for(lambda: sum(len(b.held) for b in bolts(running)) == 7, what="7 held")
-        time.sleep(0.3)
-        assert sum(len(b.held) for b in bolts(running)) == 7
-        assert rabbitmq.queue_counts(queue) == (33, 7)
+        # the broker's own record of the consumer's prefetch, and what it delivered: 7, not more
+        def prefetch_of_seven():
+            assert sum(len(b.held) for b in bolts(running)) == 7
+            assert rabbitmq.queue_counts(queue) == (33, 7)
+            assert rabbitmq.consumer_prefetch(queue) == [7]
+
+        eventually(prefetch_of_seven, 60)
 
 
 @pytest.mark.timeout(180)
@@ -136,15 +135,14 @@ def test_spout_reconnects_after_a_broker_restart(rabbitmq):
     rabbitmq.publish(queue, [f"a{i}" for i in range(100)])
     with LocalCluster() as cluster:
         running = cluster.submit_topology("restart", mq_conf(rabbitmq), topology(queue))
-        wait_for(lambda: len(set(acked(running))) == 100, what="the first 100")
-        rabbitmq.stop()
-        time.sleep(0.5)
+        until(lambda: len(set(acked(running))) == 100, 60, "the first 100")
+        rabbitmq.stop()  # returns once the node is down: the spouts lose their connections
         rabbitmq.start()
         rabbitmq.publish(queue, [f"b{i}" for i in range(100)])  # durable queue, persistent messages
-        wait_for(lambda: set(acked(running)) >= {f"b{i}" for i in range(100)}, what="the next 100 after restart")
-        wait_for(lambda: rabbitmq.queue_counts(queue) == (0, 0), timeout=20, what="an empty queue")
-        stats = running.component_stats()["mq"]
-    assert stats["extra"]["rabbitmq_reconnects"] >= 2  # both spout tasks came back
+        until(lambda: set(acked(running)) >= {f"b{i}" for i in range(100)}, 60, "the next 100 after restart")
+        until(lambda: rabbitmq.queue_counts(queue) == (0, 0), 20, "an empty queue")
+        # both spout tasks came back
+        until(lambda: running.component_stats()["mq"]["extra"]["rabbitmq_reconnects"] >= 2, 20, "two reconnects")
 
 
 def test_bad_configuration_is_named(rabbitmq):
@@ -183,5 +181,5 @@ def test_threads_are_gone_after_close(rabbitmq):
     with LocalCluster() as cluster:
         cluster.submit_topology("threads", mq_conf(rabbitmq), topology(queue))
         assert any(n.startswith("rabbitmq-mq-") for n in {t.name for t in threading.enumerate()} - before)
-    time.sleep(0.2)
-    assert not any(t.name.startswith("rabbitmq-mq-") for t in threading.enumerate())
+    until(lambda: not any(t.name.startswith("rabbitmq-mq-") for t in threading.enumerate()), 10,
+          lambda: f"threads {[t.name for t in threading.enumerate()]}")

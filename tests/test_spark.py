@@ -4,7 +4,6 @@ every test of this module (the worker runtimes started here attach to it)."""
 from __future__ import annotations
 
 import os
-import time
 from collections import Counter
 
 import pytest
@@ -14,6 +13,7 @@ from gale.topology.definition import TopologyLayout
 from gale.worker.local import LocalTopology, complete_topology, local_conf
 from gale.worker.spark.commit import BATCH_DIR_PREFIX, TEMP_DIR
 from gale.worker.spark.session import acquire_spark, find_marked, spark_settings
+from tests.waiting import until
 from tests.spark_topologies import (
     CountWords, FailField, FailFirstAttempt, LowerCount, MissingField, NotAFrame, RowSpout, Totals, UpperNoLineage,
     UpperUdf, UpperWords, WordSink,
@@ -35,10 +35,8 @@ def spark_handle():
     finally:
         marker = handle.marker
         handle.close()
-    deadline = time.monotonic() + 15
-    while find_marked(marker) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert find_marked(marker) == [], "Spark processes outlived the stopped application"
+    until(lambda: find_marked(marker) == [], 15, lambda: f"Spark processes outlived the stopped application: "
+                                                         f"{find_marked(marker)}")
 
 
 @pytest.fixture
@@ -66,10 +64,7 @@ def _run(topo, conf, timeout=120.0):
     lt = LocalTopology("t", topo, local_conf(topo, conf))
     (spout,) = _instances(lt, "src")
     try:
-        deadline = time.monotonic() + timeout
-        while not spout.done():
-            assert time.monotonic() < deadline, f"{len(spout.acked)} of {len(spout.rows)} acked; errors {lt.errors}"
-            time.sleep(0.05)
+        until(spout.done, timeout, lambda: f"{len(spout.acked)} of {len(spout.rows)} acked; errors {lt.errors}")
         lt.stats = lt.component_stats()
     finally:
         lt.kill()

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import time
 from collections import Counter
 from pathlib import Path
 
@@ -15,7 +14,8 @@ import psutil
 import pyarrow.dataset as ds
 import pytest
 
-from tests.cluster import CORPUS, DurableInput, cli, dump_logs, make_cluster, wait_for
+from tests.cluster import CORPUS, DurableInput, cli, dump_logs, make_cluster
+from tests.waiting import until
 
 pytestmark = [pytest.mark.cluster, pytest.mark.spark, pytest.mark.timeout(420)]
 PIPELINE = Path(__file__).resolve().parent / "cluster_topologies" / "spark_pipeline.py"
@@ -46,6 +46,13 @@ def spark_processes(worker_pid: int) -> list[psutil.Process]:
     return out
 
 
+def _alive(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
 def test_spark_worker_survives_start_and_a_kill_mid_batch(zk_server, tmp_path):
     c = make_cluster(zk_server, tmp_path, supervisors=1, slots=1)
     c.start()
@@ -60,19 +67,18 @@ def test_spark_worker_survives_start_and_a_kill_mid_batch(zk_server, tmp_path):
             pids = {e["worker"]["pid"] for comp in s["components"].values() for e in comp["executor_list"] if e["worker"]}
             return next(iter(pids)) if len(pids) == 1 else None
 
-        first = wait_for(worker_pid, 90)
+        first = until(worker_pid, 90)
         # Spark takes 15-60 s to start here; supervisor.worker.timeout.secs is 8 s: the worker must
         # keep heartbeating and not be relaunched meanwhile
-        wait_for(lambda: len(work.acked()) > 300, 240)
-        assert worker_pid() == first, "the worker was relaunched while Spark started"
+        until(lambda: len(work.acked()) > 300, 240)
+        assert until(worker_pid, 30) == first, "the worker was relaunched while Spark started"
         assert parquet_rows(out)
         # kill -9 in the middle of the stream
         children = [p.pid for p in psutil.Process(first).children(recursive=True)]
         assert children, "the worker started Spark processes"
         os.kill(first, signal.SIGKILL)
         # its Spark JVM and Python workers die with it (no orphans)
-        wait_for(lambda: not any(psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE
-                                 for p in children), 60)
+        until(lambda: not [p for p in children if _alive(p)], 60, lambda: f"alive: {[p for p in children if _alive(p)]}")
         work.wait_all_acked(300)
         rows = parquet_rows(out)
         keys = Counter((r["id"], r["pos"]) for r in rows)
@@ -81,8 +87,8 @@ def test_spark_worker_survives_start_and_a_kill_mid_batch(zk_server, tmp_path):
         assert set(keys) == expected, f"missing {len(expected - set(keys))} rows"
         words = Counter(r["word"] for r in rows)
         assert words == work.expected_words()
-        second = worker_pid()
-        assert second and second != first
+        second = until(worker_pid, 60)
+        assert second != first
     except BaseException:
         print(dump_logs(c))
         raise

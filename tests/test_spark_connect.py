@@ -1,7 +1,8 @@
 """Spark stages against a real Spark Connect server (``topology.spark.master: sc://host:port``).
 
 The server is PySpark's own (``org.apache.spark.sql.connect.service.SparkConnectServer`` from the
-jars PySpark ships), started here as a separate JVM on a free loopback port. The topology runs in
+jars PySpark ships), started here as a separate JVM on a reserved loopback port (``tests/servers.py``:
+outside the ephemeral range; another port if the server exits with its port taken). The topology runs in
 a child Python process, as in a worker: one process holds one Spark application, and this test
 process's classic application (tests/test_spark.py) must not meet the Connect client.
 """
@@ -10,14 +11,15 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import pytest
+
+from tests.components import require
+from tests.servers import start_on_free_port, wait_listening
 
 pytestmark = [pytest.mark.spark]
 
@@ -75,57 +77,54 @@ CHILD = textwrap.dedent(
 )
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _serving(port: int) -> bool:
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=1):
-            return True
-    except OSError:
-        return False
-
-
 @pytest.fixture(scope="module")
 def connect_server(tmp_path_factory):
-    pytest.importorskip("grpc", reason="the Spark Connect client (pip install 'pyspark[connect]')")
+    try:
+        import grpc  # noqa: F401 - the Spark Connect client's transport
+    except ImportError:
+        grpc = None
+    require(grpc is not None, "the Spark Connect client is not installed (pip install -e '.[connect]'; make test does)")
     import pyspark
 
     spark_home = Path(pyspark.__file__).parent
     if not list((spark_home / "jars").glob("spark-connect_*.jar")):
         pytest.fail(f"this PySpark ({pyspark.__version__}) ships no Spark Connect server jar in {spark_home}/jars")
-    port = _free_port()
     log_path = tmp_path_factory.mktemp("connect") / "server.log"
     env = dict(os.environ, SPARK_HOME=str(spark_home), PYSPARK_PYTHON=sys.executable)
-    cmd = [
-        str(spark_home / "bin" / "spark-submit"),
-        "--class", "org.apache.spark.sql.connect.service.SparkConnectServer",
-        "--name", "gale-test-connect", "--master", "local[2]",
-        "--conf", f"spark.connect.grpc.binding.port={port}",
-        "--conf", "spark.connect.grpc.binding.address=127.0.0.1",
-        "--conf", "spark.ui.enabled=false",
-        "--conf", "spark.sql.shuffle.partitions=2",
-        "spark-internal",
-    ]
-    with open(log_path, "wb") as log:
-        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+    started: list[tuple[subprocess.Popen, object]] = []
+
+    def start_on(reservation):
+        cmd = [
+            str(spark_home / "bin" / "spark-submit"),
+            "--class", "org.apache.spark.sql.connect.service.SparkConnectServer",
+            "--name", "gale-test-connect", "--master", "local[2]",
+            "--conf", f"spark.connect.grpc.binding.port={reservation.port}",
+            "--conf", "spark.connect.grpc.binding.address=127.0.0.1",
+            "--conf", "spark.ui.enabled=false",
+            "--conf", "spark.sql.shuffle.partitions=2",
+            "spark-internal",
+        ]
+        with open(log_path, "ab") as log:
+            offset = log.tell()
+            proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+        started.append((proc, reservation))
+        # this server's JVM listens on the port (not merely something answering there)
+        wait_listening(proc, reservation.port, 180, "Spark Connect server", lambda: log_path.read_text()[offset:])
+        return reservation.port
+
     try:
-        deadline = time.monotonic() + 180
-        while not _serving(port):
-            if proc.poll() is not None or time.monotonic() > deadline:
-                pytest.fail(f"Spark Connect server did not serve on {port}:\n{log_path.read_text()[-4000:]}")
-            time.sleep(0.5)
+        port = start_on_free_port(start_on)
         yield f"sc://127.0.0.1:{port}", log_path
     finally:
-        proc.terminate()
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, 9)
-            proc.wait(10)
+        for proc, reservation in started:
+            if proc.poll() is None:
+                os.killpg(proc.pid, 15)
+                try:
+                    proc.wait(30)
+                except subprocess.TimeoutExpired:
+                    os.killpg(proc.pid, 9)
+                    proc.wait(10)
+            reservation.release()
 
 
 def test_spark_stages_run_on_a_spark_connect_server_with_at_least_once(connect_server):

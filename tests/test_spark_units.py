@@ -229,7 +229,6 @@ def test_settings_defaults_and_pass_through():
 
 
 def test_spark_connect_without_its_client_fails_clearly(monkeypatch):
-    pytest.importorskip("pyspark")
     monkeypatch.setitem(sys.modules, "grpc", None)  # as if pyspark[connect] were not installed
     handle = acquire_spark(spark_settings({"topology.spark.master": "sc://127.0.0.1:1"}))
     try:
@@ -324,7 +323,7 @@ def _drive(rt, clock, until, seconds=10.0, step=0.05):
         rt.run_until_idle(1000)
         if until():
             return True
-        time.sleep(0.002)  # let job threads finish
+        time.sleep(0.002)  # the poll interval of this driver (it ends on until()): job threads run meanwhile
     return False
 
 

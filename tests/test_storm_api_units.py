@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import io
 import json
-import time
 
 import httpx
 import pytest
@@ -21,6 +20,7 @@ from gale.topology.loader import load_topology_file
 from gale.nimbus.storm_api import build
 from tests.cluster import DURABLE_WC
 from tests.topologies import Identity, ListSpout
+from tests.waiting import eventually, until
 
 NOW = 1_800_000_000.0
 
@@ -171,10 +171,7 @@ def nimbus_server(conf):
     server = NimbusServer(c)
     server.start()
     server.log = buf
-    deadline = time.monotonic() + 20
-    while not server.nimbus.is_leader():
-        assert time.monotonic() < deadline, "in-process nimbus did not become leader"
-        time.sleep(0.05)
+    until(server.nimbus.is_leader, 20, "in-process nimbus did not become leader")
     try:
         yield server
     finally:
@@ -195,6 +192,11 @@ def log_lines(server) -> list[dict]:
     return [json.loads(line) for line in server.log.getvalue().splitlines() if line.startswith("{")]
 
 
+def _with_event(lines: list[dict], event: str) -> list[dict]:
+    assert [ln for ln in lines if ln["event"] == event], f"no {event} line yet"
+    return lines
+
+
 def test_request_and_round_ids_correlate_every_line_of_an_action(nimbus_server):
     base = f"http://127.0.0.1:{nimbus_server.http.port}"
     tid = submit_durable_wc(base)
@@ -206,11 +208,10 @@ def test_request_and_round_ids_correlate_every_line_of_an_action(nimbus_server):
     assert httpx.get(f"{base}/api/v1/health", headers={"X-Request-Id": "bad id with spaces"}).headers[
         "x-request-id"] != "bad id with spaces"
     assert httpx.post(f"{base}/api/v1/topology/{tid}/kill/0", headers={"X-Request-Id": "req-kill-1", **JSON}).status_code == 200
-    deadline = time.monotonic() + 15
-    while httpx.get(f"{base}/api/v1/topology/summary").json()["topologies"]:
-        assert time.monotonic() < deadline, "the killed topology was not removed"
-        time.sleep(0.2)
-    lines = log_lines(nimbus_server)
+    until(lambda: not httpx.get(f"{base}/api/v1/topology/summary").json()["topologies"], 15,
+          "the killed topology was not removed")
+    # the removal's log line is written by the round that removed it, around the removal itself
+    lines = eventually(lambda: _with_event(log_lines(nimbus_server), "topology-removed"), 10)
     action = [ln for ln in lines if ln.get("request_id") == "req-deact-1"]
     assert {ln["event"] for ln in action} >= {"topology-deactivated", "http-request"}
     assert all(ln.get("topology") == tid for ln in action if ln["event"] == "topology-deactivated")

@@ -18,7 +18,10 @@ import pytest
 import yaml
 
 from gale import config as gconfig
-from tests.cluster import DURABLE_WC, DurableInput, cli, dump_logs, make_cluster, wait_for
+from gale.ports import reserve_port
+from tests.cluster import DURABLE_WC, DurableInput, cli, dump_logs, make_cluster
+from tests.components import require, requires
+from tests.waiting import until
 
 ROOT = Path(__file__).resolve().parent.parent
 UNITS = ROOT / "deploy" / "systemd"
@@ -33,7 +36,7 @@ def unit(name: str) -> configparser.ConfigParser:
     return parser
 
 
-@pytest.mark.skipif(SYSTEMD_ANALYZE is None, reason="systemd-analyze is not installed")
+@requires(SYSTEMD_ANALYZE is not None, "systemd-analyze is not installed (Debian package systemd)")
 def test_every_unit_verifies_without_errors_or_warnings(tmp_path):
     units = sorted(UNITS.glob("*.service"))
     assert [u.name for u in units] == ["gale-nimbus.service", "gale-supervisor.service"]
@@ -75,10 +78,10 @@ def test_example_configs_are_valid():
     sd = prom["scrape_configs"][0]["http_sd_configs"]
     assert all(c["url"].endswith(":8080/api/v1/prometheus/targets") for c in sd)
     promtool = shutil.which("promtool")
-    if promtool:
-        proc = subprocess.run([promtool, "check", "config", str(ROOT / "deploy" / "prometheus.yaml")],
-                              capture_output=True, text=True, timeout=60)
-        assert proc.returncode == 0, proc.stdout + proc.stderr
+    require(promtool is not None, "promtool is not installed (Debian package prometheus)")
+    proc = subprocess.run([promtool, "check", "config", str(ROOT / "deploy" / "prometheus.yaml")],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
 def _notify_socket(tmp_path: Path) -> tuple[socket.socket, str]:
@@ -107,13 +110,15 @@ def _wait_message(sock: socket.socket, wanted: str, proc: subprocess.Popen, time
 @pytest.mark.parametrize("daemon", ["nimbus", "supervisor"])
 def test_daemon_notifies_ready_then_stopping(daemon, zk_server, tmp_path):
     """What Type=notify relies on: READY=1 once serving, STOPPING=1 and exit 0 on SIGTERM."""
-    from gale.zkserver import free_port
+    from kazoo.client import KazooClient
 
+    slot = reserve_port()  # a supervisor's slot port must be known up front; nimbus binds port 0
+    root = f"/notify-{daemon}-{os.getpid()}/storm"
     conf = {
         "storm.zookeeper.servers": [zk_server.host], "storm.zookeeper.port": zk_server.port,
-        "storm.zookeeper.root": f"/notify-{daemon}-{os.getpid()}/storm", "storm.local.dir": str(tmp_path / "local"),
-        "storm.local.hostname": "127.0.0.1", "nimbus.host": "127.0.0.1", "nimbus.http.port": free_port(),
-        "supervisor.slots.ports": [free_port()], "supervisor.metrics.host": "127.0.0.1",
+        "storm.zookeeper.root": root, "storm.local.dir": str(tmp_path / "local"),
+        "storm.local.hostname": "127.0.0.1", "nimbus.host": "127.0.0.1", "nimbus.http.port": 0,
+        "supervisor.slots.ports": [slot.port], "supervisor.metrics.host": "127.0.0.1",
     }
     path = tmp_path / "gale.yaml"
     path.write_text(yaml.safe_dump(conf))
@@ -123,11 +128,17 @@ def test_daemon_notifies_ready_then_stopping(daemon, zk_server, tmp_path):
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=ROOT)
     try:
         _wait_message(sock, "READY=1", proc, 60)
-        if daemon == "nimbus":  # ready means serving
-            assert httpx.get(f"http://127.0.0.1:{conf['nimbus.http.port']}/api/v1/health", timeout=5).status_code == 200
-        # serve() sends READY=1 just before it installs its SIGTERM handler (gale.daemon_util.wait_for_signal):
-        # a SIGTERM in between kills the process uncleanly. Known, reported; give it a moment here.
-        time.sleep(1.0)
+        if daemon == "nimbus":  # ready means serving, at the address it registered in ZooKeeper
+            zk = KazooClient(hosts=zk_server.address)
+            zk.start(timeout=10)
+            try:
+                (address,) = zk.get_children(f"{root}/nimbuses")
+            finally:
+                zk.stop()
+                zk.close()
+            assert httpx.get(f"http://{address}/api/v1/health", timeout=5).status_code == 200
+        # the SIGTERM handlers are installed before start-up (StopSignals): a stop right after
+        # READY=1 is clean
         proc.send_signal(signal.SIGTERM)
         _wait_message(sock, "STOPPING=1", proc, 30)
         assert proc.wait(30) == 0
@@ -136,6 +147,7 @@ def test_daemon_notifies_ready_then_stopping(daemon, zk_server, tmp_path):
             proc.kill()
             proc.wait()
         sock.close()
+        slot.release()
 
 
 @pytest.mark.cluster
@@ -149,15 +161,14 @@ def test_supervisor_restart_like_killmode_process_keeps_and_readopts_workers(zk_
     try:
         work = DurableInput(tmp_path / "w", 400000)
         cli(cluster, "submit", str(DURABLE_WC), "--name", "wc-restart", "--wait", *work.overrides())
-        wait_for(lambda: len(work.acked()) > 100, 60)
+        work.wait_acked_beyond(100, 60)
         before = set(cluster.worker_pids(0))
         assert len(before) == 2
         cluster.supervisor_procs[0].stop()  # SIGTERM to the supervisor process only
         assert cluster.supervisor_procs[0].proc.returncode == 0
-        time.sleep(2)
+        # the marker that time passed without a supervisor: 200 more tuples processed
+        work.wait_acked_beyond(len(work.acked()) + 200, 30)
         assert all(_alive(pid) for pid in before), "workers survived the supervisor's stop"
-        n = len(work.acked())
-        wait_for(lambda: len(work.acked()) > n + 200, 30)  # and kept processing without a supervisor
         cluster.add_supervisor(0)
         cluster.wait_for_supervisors(1, 60)
         sid = cluster.supervisor_id(0)
@@ -169,11 +180,10 @@ def test_supervisor_restart_like_killmode_process_keeps_and_readopts_workers(zk_
             text = httpx.get(f"http://127.0.0.1:{info['metrics_port']}/metrics", timeout=5).text
             return 'gale_supervisor_slots{state="running"} 2.0' in text and text
 
-        text = wait_for(adopted, 60)
+        text = until(adopted, 60)
         assert 'gale_supervisor_worker_launches_total{reason="new"} 0.0' in text
         assert set(cluster.worker_pids(0)) == before and all(_alive(pid) for pid in before)
-        n = len(work.acked())
-        wait_for(lambda: len(work.acked()) > n + 200, 30)
+        work.wait_acked_beyond(len(work.acked()) + 200, 30)
     except BaseException:
         print(dump_logs(cluster))
         raise

@@ -1,6 +1,9 @@
 """The web UI in a real headless Chromium (Debian's, driven by Selenium and Debian's chromedriver)
 against a running cluster: pages render real data, the live chart updates without a reload, and
-the action buttons work behind their confirmation dialog. Screenshots go to artifacts/ui/."""
+the action buttons work behind their confirmation dialog. Screenshots go to artifacts/ui/.
+
+The page tests read one shared topology nobody acts on; the action test submits its own (and it is
+killed when the test ends, pass or fail). Every wait is for the exact rendered state asserted."""
 
 from __future__ import annotations
 
@@ -12,8 +15,10 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.cluster import cli, dump_logs, make_cluster, wait_for
+from tests.cluster import Topologies, dump_logs, make_cluster
+from tests.components import requires
 from tests.test_storm_api import write_flaky
+from tests.waiting import eventually, until
 
 CHROMIUM = next((p for p in ("/usr/lib/chromium/chromium", shutil.which("chromium")) if p and os.path.exists(p)), None)
 CHROMEDRIVER = shutil.which("chromedriver")
@@ -21,24 +26,35 @@ ARTIFACTS = Path(__file__).resolve().parent.parent / "artifacts" / "ui"
 
 pytestmark = [
     pytest.mark.cluster, pytest.mark.timeout(300),
-    pytest.mark.skipif(CHROMIUM is None or CHROMEDRIVER is None,
-                       reason="Debian chromium and chromium-driver are not installed (make test installs them)"),
+    requires(CHROMIUM is not None and CHROMEDRIVER is not None,
+             "Debian chromium and chromium-driver are not installed (make test installs them)"),
 ]
 
 
 @pytest.fixture(scope="module")
-def running(zk_server, tmp_path_factory):
-    base = tmp_path_factory.mktemp("ui")
-    cluster = make_cluster(zk_server, base, supervisors=2, slots=2)
+def cluster(zk_server, tmp_path_factory):
+    cluster = make_cluster(zk_server, tmp_path_factory.mktemp("ui"), supervisors=2, slots=2)
     cluster.start()
     try:
-        tid = cli(cluster, "submit", str(write_flaky(base / "topo")), "--name", "flaky", "--wait").stdout.strip()
-        yield cluster, tid
-    except BaseException:
-        print(dump_logs(cluster))
-        raise
+        yield cluster
     finally:
         cluster.cleanup()
+
+
+@pytest.fixture(autouse=True)
+def _logs_on_failure(request):
+    yield
+    rep = getattr(request.node, "rep_call", None)
+    if rep is not None and rep.failed and "cluster" in request.node.funcargs:
+        print(dump_logs(request.node.funcargs["cluster"]))
+
+
+@pytest.fixture(scope="module")
+def running(cluster, tmp_path_factory):
+    """The page tests' topology: (cluster, id, name); nobody acts on it."""
+    with Topologies(cluster) as topologies:
+        name, tid = topologies.submit(write_flaky(tmp_path_factory.mktemp("topo")), "flaky")
+        yield cluster, tid, name
 
 
 @pytest.fixture(scope="module")
@@ -108,37 +124,48 @@ def n(text: str) -> int:
 
 
 def test_cluster_page_renders_the_running_cluster(running, browser):
-    cluster, tid = running
+    cluster, tid, name = running
     browser.get(cluster.nimbus_url() + "/?refresh=1")
-    topologies = wait_for(lambda: [r for r in rows(browser, "topology-summary") if r.get("Name") == "flaky"], 30)
-    assert topologies[0]["Id"] == tid and topologies[0]["Status"] == "ACTIVE" and topologies[0]["Workers"] == "2"
-    (summary,) = wait_for(lambda: rows(browser, "cluster-summary"), 10)
-    assert (summary["Supervisors"], summary["Topologies"], summary["Slots"], summary["Used slots"]) == ("2", "1", "4", "2")
-    sups = rows(browser, "supervisor-summary")
-    assert sorted(r["Id"] for r in sups) == sorted(cluster.supervisor_id(i) for i in range(2))
-    assert [r["Status"] for r in rows(browser, "nimbus-summary")] == ["Leader"]
+
+    def rendered():  # the page refreshes itself: wait for the rendered state asserted
+        topologies = [r for r in rows(browser, "topology-summary") if r.get("Name") == name]
+        assert topologies and topologies[0]["Id"] == tid, rows(browser, "topology-summary")
+        assert (topologies[0]["Status"], topologies[0]["Workers"]) == ("ACTIVE", "2"), topologies
+        (summary,) = rows(browser, "cluster-summary")
+        assert (summary["Supervisors"], summary["Topologies"], summary["Slots"], summary["Used slots"]) == (
+            "2", "1", "4", "2"), summary
+        sups = rows(browser, "supervisor-summary")
+        assert sorted(r["Id"] for r in sups) == sorted(cluster.supervisor_id(i) for i in range(2))
+        assert [r["Status"] for r in rows(browser, "nimbus-summary")] == ["Leader"]
+
+    eventually(rendered, 30)
     shot(browser, "cluster")
 
 
 def test_topology_page_tables_and_live_chart(running, browser):
-    cluster, tid = running
+    cluster, tid, name = running
     browser.get(cluster.nimbus_url() + "/?refresh=1")
-    wait_for(lambda: rows(browser, "topology-summary") and by_id(browser, "topology-summary").text, 30)
-    click_link(browser, "topology-summary", "flaky")
-    wait_for(lambda: "topology.html" in browser.current_url, 10)
+    until(lambda: [r for r in rows(browser, "topology-summary") if r.get("Name") == name], 30)
+    click_link(browser, "topology-summary", name)
+    until(lambda: "topology.html" in browser.current_url, 10)
     browser.execute_script("window.galeNoReload = 42")
-    spouts = wait_for(lambda: [r for r in rows(browser, "spouts") if r["Id"] == "sentences" and n(r["Emitted"]) > 0], 30)
-    assert n(spouts[0]["Acked"]) > 0 and float(spouts[0]["Complete latency (ms)"]) > 0
-    bolts = {r["Id"]: r for r in wait_for(lambda: rows(browser, "bolts"), 10)}
-    assert set(bolts) == {"split", "count"}
-    wait_for(lambda: "flaky bolt refuses sentence" in {r["Id"]: r for r in rows(browser, "bolts")}["count"]["Last error"], 30)
-    workers = rows(browser, "workers")
-    assert len(workers) == 2 and all(Path(w["Worker log"]).is_file() for w in workers)
+
+    def tables():
+        spouts = [r for r in rows(browser, "spouts") if r["Id"] == "sentences"]
+        assert spouts and n(spouts[0]["Emitted"]) > 0 and n(spouts[0]["Acked"]) > 0, spouts
+        assert float(spouts[0]["Complete latency (ms)"]) > 0
+        bolts = {r["Id"]: r for r in rows(browser, "bolts")}
+        assert set(bolts) == {"split", "count"}
+        assert "flaky bolt refuses sentence" in bolts["count"]["Last error"], bolts["count"]
+        workers = rows(browser, "workers")
+        assert len(workers) == 2 and all(Path(w["Worker log"]).is_file() for w in workers), workers
+
+    eventually(tables, 60)
     # the chart: samples accumulate and its lines move, without a page load
     chart = by_id(browser, "chart")
-    first = wait_for(lambda: int(chart.get_attribute("data-points")) >= 2 and chart.get_attribute("data-points"), 30)
+    first = until(lambda: int(chart.get_attribute("data-points")) >= 2 and chart.get_attribute("data-points"), 30)
     path_before = browser.execute_script("return document.querySelector('#chart path[data-series=acked]').getAttribute('d')")
-    wait_for(lambda: int(chart.get_attribute("data-points")) >= int(first) + 3, 30)
+    until(lambda: int(chart.get_attribute("data-points")) >= int(first) + 3, 30)
     path_after = browser.execute_script("return document.querySelector('#chart path[data-series=acked]').getAttribute('d')")
     assert path_after != path_before
     assert float(chart.get_attribute("data-last-acked-rate")) > 0
@@ -147,74 +174,90 @@ def test_topology_page_tables_and_live_chart(running, browser):
 
 
 def test_component_and_supervisor_pages(running, browser):
-    cluster, tid = running
+    cluster, tid, name = running
     browser.get(f"{cluster.nimbus_url()}/topology.html?id={tid}&refresh=1")
-    wait_for(lambda: rows(browser, "bolts"), 30)
+    until(lambda: rows(browser, "bolts"), 30)
     click_link(browser, "bolts", "count")
-    execs = wait_for(lambda: [r for r in rows(browser, "executors") if r["Host:port"].startswith("127.0.0.1:")], 30)
-    assert len(execs) == 2
-    assert all(r["Worker log"].endswith("worker.log") and Path(r["Worker log"]).is_file() for r in execs)
-    assert all(n(r["Executed"]) > 0 for r in wait_for(lambda: [r for r in rows(browser, "executors")
-                                                               if n(r["Executed"]) > 0] or None, 20))
-    errors = wait_for(lambda: rows(browser, "errors") if rows(browser, "errors")[0].get("Error") else None, 30)
-    assert "ValueError: flaky bolt refuses sentence" in errors[0]["Error"]
-    assert [r["Component"] for r in rows(browser, "input-stats")] == ["split"]
+
+    def component_page():
+        execs = [r for r in rows(browser, "executors") if r["Host:port"].startswith("127.0.0.1:")]
+        assert len(execs) == 2, rows(browser, "executors")
+        assert all(r["Worker log"].endswith("worker.log") and Path(r["Worker log"]).is_file() for r in execs)
+        assert all(n(r["Executed"]) > 0 for r in execs), execs
+        errors = rows(browser, "errors")
+        assert errors and "ValueError: flaky bolt refuses sentence" in errors[0].get("Error", ""), errors
+        assert [r["Component"] for r in rows(browser, "input-stats")] == ["split"]
+        return execs
+
+    execs = eventually(component_page, 60)
     shot(browser, "component")
     supervisor = execs[0]["Supervisor"]
     click_link(browser, "executors", supervisor)
-    workers = wait_for(lambda: rows(browser, "workers") if rows(browser, "workers") and
-                       rows(browser, "workers")[0].get("Topology") == "flaky" else None, 30)
-    assert Path(workers[0]["Worker log"]).is_file()
-    assert [r["Id"] for r in rows(browser, "supervisor-summary")] == [supervisor]
+
+    def supervisor_page():
+        workers = rows(browser, "workers")
+        assert workers and workers[0].get("Topology") == name, workers
+        assert Path(workers[0]["Worker log"]).is_file()
+        assert [r["Id"] for r in rows(browser, "supervisor-summary")] == [supervisor]
+
+    eventually(supervisor_page, 30)
     shot(browser, "supervisor")
 
 
-def test_action_buttons_confirm_then_act(running, browser):
+def test_action_buttons_confirm_then_act(cluster, browser, tmp_path):
     from selenium.webdriver.common.by import By
 
-    cluster, tid = running
+    with Topologies(cluster) as topologies:
+        name, tid = topologies.submit(write_flaky(tmp_path / "topo"), "actions")
+        try:
+            act_through_the_page(cluster, browser, name, tid, By)
+        finally:
+            browser.get("about:blank")  # leave the page before the topology is removed (its polls would 404)
+
+
+def act_through_the_page(cluster, browser, name, tid, By):
     api = f"{cluster.nimbus_url()}/api/v1/topology/{tid}"
     browser.get(f"{cluster.nimbus_url()}/topology.html?id={tid}&refresh=1")
-    status = wait_for(lambda: by_id(browser, "topology-status").text == "ACTIVE" and by_id(browser, "topology-status"), 30)
+    status = until(lambda: by_id(browser, "topology-status").text == "ACTIVE" and by_id(browser, "topology-status"), 30)
     browser.execute_script("window.galeNoReload = 7")
     assert not by_id(browser, "action-deactivate").get_attribute("disabled")
     assert by_id(browser, "action-activate").get_attribute("disabled")
     # cancel does nothing
     by_id(browser, "action-deactivate").click()
     dialog = by_id(browser, "confirm")
-    wait_for(lambda: dialog.get_attribute("open") is not None, 5)
-    assert "Deactivate flaky?" in by_id(browser, "confirm-title").text
+    until(lambda: dialog.get_attribute("open") is not None, 5)
+    assert f"Deactivate {name}?" in by_id(browser, "confirm-title").text
     by_id(browser, "confirm-cancel").click()
-    wait_for(lambda: dialog.get_attribute("open") is None, 5)
+    until(lambda: dialog.get_attribute("open") is None, 5)
     assert httpx.get(api).json()["status"] == "ACTIVE"
     # confirm deactivates; the page shows it on its next refresh, without a reload
     by_id(browser, "action-deactivate").click()
-    wait_for(lambda: dialog.get_attribute("open") is not None, 5)
+    until(lambda: dialog.get_attribute("open") is not None, 5)
     shot(browser, "confirm-dialog")
     by_id(browser, "confirm-ok").click()
-    wait_for(lambda: status.text == "INACTIVE", 15)
+    until(lambda: status.text == "INACTIVE", 15)
     assert httpx.get(api).json()["status"] == "INACTIVE"
     assert "deactivate " + tid + ": success" in by_id(browser, "action-result").text
-    wait_for(lambda: by_id(browser, "action-activate").get_attribute("disabled") is None, 10)
+    until(lambda: by_id(browser, "action-activate").get_attribute("disabled") is None, 10)
     shot(browser, "topology-deactivated")
     by_id(browser, "action-activate").click()
-    wait_for(lambda: dialog.get_attribute("open") is not None, 5)
+    until(lambda: dialog.get_attribute("open") is not None, 5)
     by_id(browser, "confirm-ok").click()
-    wait_for(lambda: status.text == "ACTIVE", 15)
+    until(lambda: status.text == "ACTIVE", 15)
     # kill with a wait typed into the dialog
     by_id(browser, "action-kill").click()
-    wait_for(lambda: dialog.get_attribute("open") is not None, 5)
+    until(lambda: dialog.get_attribute("open") is not None, 5)
     wait_input = by_id(browser, "confirm-wait")
     wait_input.clear()
     wait_input.send_keys("-3")
     by_id(browser, "confirm-ok").click()  # refused in the page: nothing sent
-    wait_for(lambda: by_id(browser, "confirm-error").is_displayed(), 5)
+    until(lambda: by_id(browser, "confirm-error").is_displayed(), 5)
     assert httpx.get(api).json()["status"] == "ACTIVE"
     wait_input.clear()
-    wait_input.send_keys("30")
+    wait_input.send_keys("600")  # a countdown long enough to observe (the test's teardown ends it)
     by_id(browser, "confirm-ok").click()
-    wait_for(lambda: status.text == "KILLED", 15)
-    assert httpx.get(api).json()["pendingAction"]["kill"]["wait_secs"] == 30
+    until(lambda: status.text == "KILLED", 15)
+    assert httpx.get(api).json()["pendingAction"]["kill"]["wait_secs"] == 600
     assert browser.execute_script("return window.galeNoReload") == 7
-    wait_for(lambda: not browser.find_elements(By.CSS_SELECTOR, "#actions button:not([disabled])"), 10)
+    until(lambda: not browser.find_elements(By.CSS_SELECTOR, "#actions button:not([disabled])"), 10)
     shot(browser, "topology-killed")

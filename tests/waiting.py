@@ -46,13 +46,14 @@ def eventually(check: Callable[[], T], timeout: float, interval: float = 0.1,
         time.sleep(interval)
 
 
-def until(predicate: Callable[[], T], timeout: float, describe: Callable[[], str] = lambda: "",
+def until(predicate: Callable[[], T], timeout: float, describe: Callable[[], str] | str = "",
           interval: float = 0.1) -> T:
-    """``eventually`` for a predicate: wait until it returns a truthy value and return that value."""
+    """``eventually`` for a predicate: wait until it returns a truthy value and return that value.
+    ``describe`` (a string, or a function called at each miss) says what was awaited."""
 
     def check() -> T:
         value = predicate()
-        assert value, describe() or "predicate still false"
+        assert value, (describe() if callable(describe) else describe) or "predicate still false"
         return value
 
     return eventually(check, timeout, interval)

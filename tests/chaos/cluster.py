@@ -377,6 +377,25 @@ class ChaosCluster:
             return None
         return int((t["components"]["mq"]["stats"] or {}).get("failed", 0))
 
+    def heartbeats(self) -> dict[int, int]:
+        """Worker pid → its latest heartbeat time (secs), as nimbus reports the topology."""
+        t = self.topology()
+        if t is None:
+            return {}
+        out: dict[int, int] = {}
+        for comp in t["components"].values():
+            for e in comp["executor_list"]:
+                w = e.get("worker") or {}
+                if w.get("pid") and w.get("heartbeat_secs"):
+                    out[w["pid"]] = max(out.get(w["pid"], 0), int(w["heartbeat_secs"]))
+        return out
+
+    def heartbeats_after(self, marks: dict[int, int], pids=None) -> bool:
+        """Every worker in ``marks`` (or just ``pids``) wrote a heartbeat newer than its mark: the
+        positive marker that the cluster went on since ``marks`` was read."""
+        now = self.heartbeats()
+        return all(now.get(pid, 0) > mark for pid, mark in marks.items() if pids is None or pid in pids)
+
     def leader_index(self) -> int | None:
         for i, d in enumerate(self.dev.nimbus_procs):
             if d.alive() and (self.dev.health(i) or {}).get("leader"):

@@ -233,7 +233,7 @@ def supervisor_session_expiry(ctx: Context, rec: FaultRecord, index: int | None 
     c.suspend(pid)
     try:
         gone, vanished_secs = ctx.wait(lambda: c.supervisor_owner(i) is None, SESSION_TIMEOUT_SECS + 20)
-        ctx.sleep(1.0)
+        ctx.sleep(1.0)  # part of the fault: the supervisor stays frozen a moment past its expiry
     finally:
         c.resume(pid)
     rec.healed = ctx.now()
@@ -268,12 +268,18 @@ def worker_session_expiry(ctx: Context, rec: FaultRecord) -> None:
         c.resume(pid)
     rec.healed = ctx.now()
     new, new_secs = ctx.wait(lambda: (s := c.zk_session_of(pid)) not in (None, sid0) and s, 30)
-    ctx.sleep(2.0)
+    # survived: the same process goes on heartbeating after its new session (twice, so a supervisor
+    # loop had a fresh heartbeat to judge), instead of "still alive 2 s later"
+    marks = c.heartbeats()
+    beat, _ = ctx.wait(lambda: pid in marks and c.heartbeats_after(marks, {pid}), 30)
+    if beat:
+        marks = c.heartbeats()
+        beat, _ = ctx.wait(lambda: c.heartbeats_after(marks, {pid}), 30)
     rec.end = ctx.now()
     rec.evidence = {"stopped_secs": round(rec.healed - rec.start, 2),
                     "session_expired_after_secs": gone_secs if gone else None,
                     "new_session": new, "new_session_after_secs": new_secs if new else None,
-                    "worker_survived": process_alive(pid)}
+                    "worker_survived": bool(beat) and process_alive(pid)}
     rec.injected = bool(gone) and bool(new)
 
 
@@ -328,9 +334,16 @@ def slow_bolt(ctx: Context, rec: FaultRecord, hold_secs: float = 25.0, delay_sec
     between one and two timeouts after it was emitted."""
     c = ctx.c
     control = c.state_dir / SLOW_FILE
-    # a baseline that no earlier fault is still moving (replays of its timeouts)
-    stable, _ = ctx.wait(lambda: (a := c.spout_failed()) is not None and time.sleep(3) is None
-                           and c.spout_failed() == a and (a,), 30, interval=0.5)
+    # a baseline that no earlier fault is still moving (replays of its timeouts): the same count
+    # across a newer heartbeat of every worker (the marker that time passed in the cluster)
+    def unchanged_across_heartbeats():
+        a, marks = c.spout_failed(), c.heartbeats()
+        if a is None or not marks:
+            return None
+        moved, _ = ctx.wait(lambda: c.heartbeats_after(marks), 15, interval=0.25)
+        return moved and c.spout_failed() == a and (a,)
+
+    stable, _ = ctx.wait(unchanged_across_heartbeats, 30, interval=0.5)
     failed0 = stable[0] if stable else c.spout_failed()
     rec.target = f"work bolt, {delay_secs}s per tuple"
     rec.start = ctx.now()

@@ -49,7 +49,7 @@ class SlowableWork(Bolt):
     def execute(self, tup):
         delay = self._current_delay()
         if delay > 0:
-            time.sleep(delay)
+            time.sleep(delay)  # workload: the slow-bolt fault makes the work bolt slow on purpose
         self.collector.emit([int(tup["body"])], anchors=tup)
         self.collector.ack(tup)
 

@@ -104,7 +104,7 @@ class RecordSink(Bolt):
 
     def execute(self, tup):
         if self.delay:
-            time.sleep(self.delay)
+            time.sleep(self.delay)  # workload: a slow sink by design (test.sink.delay.secs)
         self.log.write(f"{tup['id']}\n")
         self.log.flush()
         self.collector.ack(tup)

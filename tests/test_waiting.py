@@ -1,0 +1,85 @@
+"""tests/waiting.py itself: ``eventually`` passes as soon as its block does, and at the deadline
+fails with the block's *last* assertion error (what was still false, with its values)."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from tests.waiting import eventually, until
+
+
+class FakeTime:
+    """A monotonic clock that advances only when the waiter sleeps (no real waiting here)."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+        self.sleeps = 0
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def sleep(self, secs: float) -> None:
+        self.sleeps += 1
+        self.now += secs
+
+
+@pytest.fixture
+def clock(monkeypatch):
+    import tests.waiting as waiting
+
+    fake = FakeTime()
+    monkeypatch.setattr(waiting, "time", fake)
+    return fake
+
+
+def test_passes_late_and_returns_the_blocks_value(clock):
+    calls = itertools.count(1)
+
+    def check():
+        n = next(calls)
+        assert n >= 4, f"only {n} calls"
+        return n
+
+    assert eventually(check, timeout=10, interval=0.5) == 4
+    assert clock.sleeps == 3 and clock.now == 1.5
+
+
+def test_reports_the_last_failure_at_the_deadline(clock):
+    calls = itertools.count(1)
+
+    def check():
+        n = next(calls)
+        assert n < 0, f"value was {n}"
+
+    with pytest.raises(AssertionError) as info:
+        eventually(check, timeout=2, interval=0.5)
+    message = str(info.value)
+    # 2 s of 0.5 s intervals: attempts at 0, 0.5, 1, 1.5 and 2 — the report names the fifth
+    assert "value was 5" in message and "5 attempts" in message and "still false after 2.0s" in message
+    assert isinstance(info.value.__cause__, AssertionError) and "value was 5" in str(info.value.__cause__)
+
+
+def test_other_exceptions_propagate_at_once_unless_listed(clock):
+    def broken():
+        raise KeyError("boom")
+
+    with pytest.raises(KeyError):
+        eventually(broken, timeout=10)
+    assert clock.sleeps == 0
+    calls = itertools.count(1)
+
+    def not_yet():
+        if next(calls) < 3:
+            raise ConnectionError("starting")
+        return "up"
+
+    assert eventually(not_yet, timeout=10, retry_on=(AssertionError, ConnectionError)) == "up"
+
+
+def test_until_waits_for_a_truthy_value_and_describes_the_miss(clock):
+    values = iter([0, None, [], "ready"])
+    assert until(lambda: next(values), timeout=5) == "ready"
+    with pytest.raises(AssertionError, match="queue still has 3"):
+        until(lambda: False, timeout=1, describe=lambda: "queue still has 3")
