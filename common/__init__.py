@@ -2,7 +2,7 @@
 
 Everything a topology author needs::
 
-    from gale import Spout, Bolt, BasicBolt, TopologyBuilder, Tuple, Fields, FailedException
+    from gale import Spout, ReliableSpout, Bolt, BasicBolt, TopologyBuilder, Tuple, Fields, FailedException
     from gale import LocalCluster, complete_topology          # local mode and tests
     from gale.spark import SparkBolt, SparkSink                # Spark stages
     from gale.connectors import KafkaSpout, KafkaBolt, RabbitMQSpout, RabbitMQBolt
@@ -24,7 +24,8 @@ if __name__ != "gale":  # pragma: no cover - the repository root on sys.path
         "(install the project: pip install -e . — a module of yours named 'common' shadows nothing of Gale's)"
     )
 
-from gale.topology.builder import Topology, TopologyBuilder
+from gale.topology.builder import TopologyBuilder
+from gale.topology.collector import BoltOutputCollector, SpoutOutputCollector
 from gale.topology.components import (
     BasicBolt,
     Bolt,
@@ -34,6 +35,8 @@ from gale.topology.components import (
     Spout,
     TopologyContext,
 )
+from gale.topology.definition import Topology
+from gale.topology.reliable_spout import ReliableSpout
 from gale.topology.tuple import DEFAULT_STREAM, Fields, Tuple
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -42,9 +45,9 @@ if TYPE_CHECKING:  # pragma: no cover
 _LOCAL = {"LocalCluster", "complete_topology"}
 
 __all__ = [
-    "BasicBolt", "Bolt", "DEFAULT_STREAM", "FailedException", "Fields", "LocalCluster", "OutputFieldsDeclarer",
-    "ReportedFailedException", "Spout", "Topology", "TopologyBuilder", "TopologyContext", "Tuple",
-    "complete_topology",
+    "BasicBolt", "Bolt", "BoltOutputCollector", "DEFAULT_STREAM", "FailedException", "Fields", "LocalCluster",
+    "OutputFieldsDeclarer", "ReliableSpout", "ReportedFailedException", "Spout", "SpoutOutputCollector", "Topology",
+    "TopologyBuilder", "TopologyContext", "Tuple", "complete_topology",
 ]
 
 

@@ -38,7 +38,7 @@ def test_workers_reject_batches_from_outside_the_topology():
         member.send_tuple(7, Tuple(["legit"], fields, "src", "default", 1, {5: 6}))
         wait_for(lambda: delivered, 10)
         (task, tup), = delivered
-        assert task == 7 and tup.values == ["legit"] and tup.anchors == {5: 6}
+        assert task == 7 and tup.values == ["legit"] and tup.message_id == {5: 6}
         assert receiver.stats["rejected_batches"] == 1
     finally:
         for t in (receiver, member, intruder):
