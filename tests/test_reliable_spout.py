@@ -189,6 +189,26 @@ def test_retry_limit_reports_drops_and_counts_never_silently():
     assert len(c.emitted) == 3  # not replayed again (and Numbers(1) has nothing new)
 
 
+def test_failure_counts_start_over_for_a_reused_message_id():
+    class Keyed(TwoRetries):
+        def next_message(self):
+            self.emit(["v"], msg_id="k")
+
+    spout = Keyed()
+    c = _open(spout)
+    spout.next_tuple()
+    spout.fail("k")
+    spout.next_tuple()  # the replay
+    spout.ack("k")
+    spout.next_tuple()  # "k" is free again: a new message with that id
+    for _ in range(2):
+        spout.fail("k")
+        spout.next_tuple()
+    assert spout.exhausted == 0 and "k" in spout.pending and not c.errors
+    spout.fail("k")
+    assert spout.exhausted == 1 and not spout.pending
+
+
 def test_retries_exhausted_hook_replaces_the_default():
     spout = DeadLetters(2)
     c = _open(spout)

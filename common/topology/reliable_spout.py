@@ -39,9 +39,9 @@ class ReliableSpout(Spout):
     """A spout with a pending map and replay on failure. Implement :meth:`next_message`; call
     :meth:`emit` from it.
 
-    Attributes after ``open``: ``pending`` (msg id → ``[values, stream, failures]`` of every message
-    emitted and not yet acked or given up), ``acked``, ``failed`` (fail notifications), ``replayed``
-    and ``exhausted`` counts.
+    Attributes after ``open``: ``pending`` (msg id → ``(values, stream)`` of every message emitted and
+    not yet acked or given up), ``acked``, ``failed`` (fail notifications), ``replayed`` and
+    ``exhausted`` counts.
     """
 
     #: failures of one message before :meth:`on_retries_exhausted` (None: the topology key
@@ -55,7 +55,10 @@ class ReliableSpout(Spout):
         if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
             raise ValueError(f"{type(self).__name__}.max_retries must be an integer >= 0 or None, got {limit!r}")
         self.retry_limit: int | None = limit
-        self.pending: dict[Any, list] = {}
+        self.pending: dict[Any, tuple[Sequence[Any], str]] = {}
+        self._failures: dict[Any, int] = {}  # msg id → failures so far (only messages that failed)
+        # the ack path is per message: skip the call when on_acked is not overridden
+        self._on_acked = None if type(self).on_acked is ReliableSpout.on_acked else self.on_acked
         self.acked = 0
         self.failed = 0
         self.replayed = 0
@@ -97,7 +100,7 @@ class ReliableSpout(Spout):
                 f"{type(self).__name__}: message id {msg_id!r} is already pending (emitted and not yet acked); "
                 "each in-flight message needs its own id"
             )
-        self.pending[msg_id] = [values, stream, 0]
+        self.pending[msg_id] = (values, stream)
         self.collector.emit(values, msg_id=msg_id, stream=stream)
         return msg_id
 
@@ -115,20 +118,27 @@ class ReliableSpout(Spout):
         self.next_message()
 
     def ack(self, msg_id: Any) -> None:
+        """Release the message (override :meth:`on_acked` rather than this)."""
         entry = self.pending.pop(msg_id, None)
         if entry is not None:
             self.acked += 1
-            self.on_acked(msg_id, entry[0])
+            if self._failures:
+                self._failures.pop(msg_id, None)
+            if self._on_acked is not None:
+                self._on_acked(msg_id, entry[0])
 
     def fail(self, msg_id: Any) -> None:
+        """Queue the message for replay, or give up on it past the limit (override
+        :meth:`on_retries_exhausted` rather than this)."""
         entry = self.pending.get(msg_id)
         if entry is None:
             return
         self.failed += 1
-        entry[2] += 1
+        failures = self._failures[msg_id] = self._failures.get(msg_id, 0) + 1
         limit = self.retry_limit
-        if limit is not None and entry[2] > limit:
+        if limit is not None and failures > limit:
             del self.pending[msg_id]
+            del self._failures[msg_id]
             self.exhausted += 1
             self.collector.incr_metric(EXHAUSTED)
             self.on_retries_exhausted(msg_id, entry[0])
