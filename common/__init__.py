@@ -3,6 +3,7 @@
 Everything a topology author needs::
 
     from gale import Spout, ReliableSpout, Bolt, BasicBolt, TopologyBuilder, Tuple, Fields, FailedException
+    from gale import ConfigError, TopologyError                # errors a topology file may raise or catch
     from gale import LocalCluster, complete_topology          # local mode and tests
     from gale.spark import SparkBolt, SparkSink                # Spark stages
     from gale.connectors import KafkaSpout, KafkaBolt, RabbitMQSpout, RabbitMQBolt
@@ -24,6 +25,7 @@ if __name__ != "gale":  # pragma: no cover - the repository root on sys.path
         "(install the project: pip install -e . — a module of yours named 'common' shadows nothing of Gale's)"
     )
 
+from gale.errors import ConfigError, GaleError, TopologyError
 from gale.topology.builder import TopologyBuilder
 from gale.topology.collector import BoltOutputCollector, SpoutOutputCollector
 from gale.topology.components import (
@@ -45,9 +47,10 @@ if TYPE_CHECKING:  # pragma: no cover
 _LOCAL = {"LocalCluster", "complete_topology"}
 
 __all__ = [
-    "BasicBolt", "Bolt", "BoltOutputCollector", "DEFAULT_STREAM", "FailedException", "Fields", "LocalCluster",
-    "OutputFieldsDeclarer", "ReliableSpout", "ReportedFailedException", "Spout", "SpoutOutputCollector", "Topology",
-    "TopologyBuilder", "TopologyContext", "Tuple", "complete_topology",
+    "BasicBolt", "Bolt", "BoltOutputCollector", "ConfigError", "DEFAULT_STREAM", "FailedException", "Fields",
+    "GaleError", "LocalCluster", "OutputFieldsDeclarer", "ReliableSpout", "ReportedFailedException", "Spout",
+    "SpoutOutputCollector", "Topology", "TopologyBuilder", "TopologyContext", "TopologyError", "Tuple",
+    "complete_topology",
 ]
 
 

@@ -28,16 +28,16 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import random
 import sys
 import time
 
 from gale import BasicBolt, Bolt, ReliableSpout, TopologyBuilder
-from gale.log import get_logger
 from gale.spark import SparkBolt, SparkSink
 
-log = get_logger("spark_word_count")
+log = logging.getLogger("spark_word_count")  # in a worker, lines go to its log like Gale's own
 
 SENTENCES = [
     "the cow jumped over the moon",
@@ -139,7 +139,7 @@ class TopWords(Bolt):
             for rank, (word, total) in enumerate(top, 1):
                 self.collector.emit([rank, word, total])
             if top:
-                log.info("top-words", top=" ".join(f"{w}={t}" for w, t in top))
+                log.info("top-words %s", " ".join(f"{w}={t}" for w, t in top))
                 if self.top_file:
                     tmp = f"{self.top_file}.tmp"
                     with open(tmp, "w") as fh:

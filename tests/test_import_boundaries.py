@@ -93,8 +93,11 @@ def imports_of(path: Path) -> list[Import]:
             if name in ("import_module", "__import__") and node.args and isinstance(node.args[0], ast.Constant):
                 found.append(Import(module, str(node.args[0].value), node.lineno, lazy))
         elif isinstance(node, ast.Dict) and module in FACADES:
-            # the facades' lazy tables: {"Name": "gale.worker.module"} resolved in __getattr__
+            # the facades' lazy tables, {"Name": "gale.worker.module"} or {"Name": ("gale.worker.module",
+            # "attribute")}, resolved in __getattr__
             for value in node.values:
+                if isinstance(value, ast.Tuple) and value.elts:
+                    value = value.elts[0]
                 if isinstance(value, ast.Constant) and isinstance(value.value, str) and value.value.startswith("gale."):
                     found.append(Import(module, value.value, node.lineno, True))
         for child in ast.iter_child_nodes(node):
