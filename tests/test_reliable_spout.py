@@ -243,6 +243,14 @@ def test_given_message_ids_must_be_unique_while_pending():
         spout.next_tuple()
 
 
+def test_counter_ids_skip_ids_the_spout_chose_itself():
+    spout = Numbers(0)
+    c = _open(spout)
+    assert spout.emit(["a"], msg_id=1) == 1
+    assert [spout.emit(["b"]), spout.emit(["c"])] == [0, 2]
+    assert [m for _, m, _ in c.emitted] == [1, 0, 2]
+
+
 def test_bad_retry_limit_is_refused_with_its_value():
     class Bad(Numbers):
         max_retries = -1

@@ -44,8 +44,8 @@ class ReliableSpout(Spout):
     ``exhausted`` counts.
     """
 
-    #: failures of one message before :meth:`on_retries_exhausted` (None: the topology key
-    #: ``topology.spout.max.retries``; 0: never replay)
+    #: how many times one message is replayed; its next failure goes to :meth:`on_retries_exhausted`
+    #: (None: the topology key ``topology.spout.max.retries``, default no limit; 0: never replay)
     max_retries: int | None = None
 
     def open(self, conf: dict[str, Any], context: TopologyContext, collector: SpoutOutputCollector) -> None:
@@ -95,6 +95,9 @@ class ReliableSpout(Spout):
         if msg_id is None:
             msg_id = self._next_id
             self._next_id += 1
+            while msg_id in self.pending:  # an id the subclass chose itself
+                msg_id = self._next_id
+                self._next_id += 1
         elif msg_id in self.pending:
             raise ValueError(
                 f"{type(self).__name__}: message id {msg_id!r} is already pending (emitted and not yet acked); "
