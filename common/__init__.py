@@ -2,7 +2,8 @@
 
 Everything a topology author needs::
 
-    from gale import Spout, Bolt, BasicBolt, TopologyBuilder, Tuple, Fields, FailedException
+    from gale import Spout, ReliableSpout, Bolt, BasicBolt, TopologyBuilder, Tuple, Fields, FailedException
+    from gale import ConfigError, TopologyError                # errors a topology file may raise or catch
     from gale import LocalCluster, complete_topology          # local mode and tests
     from gale import ShellBolt, ShellSpout                     # multi-lang: a subprocess per task
     from gale.spark import SparkBolt, SparkSink                # Spark stages
@@ -25,7 +26,9 @@ if __name__ != "gale":  # pragma: no cover - the repository root on sys.path
         "(install the project: pip install -e . — a module of yours named 'common' shadows nothing of Gale's)"
     )
 
-from gale.topology.builder import Topology, TopologyBuilder
+from gale.errors import ConfigError, GaleError, TopologyError
+from gale.topology.builder import TopologyBuilder
+from gale.topology.collector import BoltOutputCollector, SpoutOutputCollector
 from gale.topology.components import (
     BasicBolt,
     Bolt,
@@ -35,6 +38,8 @@ from gale.topology.components import (
     Spout,
     TopologyContext,
 )
+from gale.topology.definition import Topology
+from gale.topology.reliable_spout import ReliableSpout
 from gale.topology.tuple import DEFAULT_STREAM, Fields, Tuple
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -50,8 +55,9 @@ _LAZY = {
 }
 
 __all__ = [
-    "BasicBolt", "Bolt", "DEFAULT_STREAM", "FailedException", "Fields", "LocalCluster", "OutputFieldsDeclarer",
-    "ReportedFailedException", "ShellBolt", "ShellSpout", "Spout", "Topology", "TopologyBuilder", "TopologyContext",
+    "BasicBolt", "Bolt", "BoltOutputCollector", "ConfigError", "DEFAULT_STREAM", "FailedException", "Fields",
+    "GaleError", "LocalCluster", "OutputFieldsDeclarer", "ReliableSpout", "ReportedFailedException", "ShellBolt",
+    "ShellSpout", "Spout", "SpoutOutputCollector", "Topology", "TopologyBuilder", "TopologyContext", "TopologyError",
     "Tuple", "complete_topology",
 ]
 

@@ -256,6 +256,8 @@ KEYS: dict[str, Key] = {
         Key("topology.kill.wait.secs", None, Optional(_NONNEG), "default kill wait"),
         Key("topology.stats.sample.rate", 0.05, Number(0.0), "latency sampling rate"),
         Key("topology.spout.wait.sleep.millis", 1, Number(0), "spout idle sleep"),
+        Key("topology.spout.max.retries", None, Optional(_NONNEG),
+            "Gale: replays of a failed message by a ReliableSpout before on_retries_exhausted (null: no limit)"),
         Key("topology.spark.master", "local[2]", Str(), "Spark master URL or sc:// endpoint"),
         Key("topology.spark.conf", {}, MapOf(AnyValue()), "extra Spark settings"),
         Key("topology.spark.batch.size", 10000, _POS, "tuples per Spark micro-batch"),

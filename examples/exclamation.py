@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import random
 
-from gale import BasicBolt, Spout, TopologyBuilder
+from gale import BasicBolt, ReliableSpout, TopologyBuilder
 
 WORDS = ["nathan", "mike", "jackson", "golda", "bertels"]
 
 
-class TestWordSpout(Spout):
-    """Emits random words, each tracked with a message id; failed words are re-emitted."""
+class TestWordSpout(ReliableSpout):
+    """Emits random words, each tracked; ReliableSpout re-emits failed ones."""
 
     def declare_output_fields(self, declarer):
         declarer.declare(["word"])
@@ -22,24 +22,9 @@ class TestWordSpout(Spout):
     def open(self, conf, context, collector):
         super().open(conf, context, collector)
         self.rng = random.Random(context.task_id)
-        self.next_id = 0
-        self.pending: dict[int, str] = {}
-        self.replay: list[int] = []
 
-    def next_tuple(self):
-        if self.replay:
-            msg_id = self.replay.pop()
-        else:
-            msg_id, self.next_id = self.next_id, self.next_id + 1
-            self.pending[msg_id] = self.rng.choice(WORDS)
-        self.collector.emit([self.pending[msg_id]], msg_id=msg_id)
-
-    def ack(self, msg_id):
-        self.pending.pop(msg_id, None)
-
-    def fail(self, msg_id):
-        if msg_id in self.pending:
-            self.replay.append(msg_id)
+    def next_message(self):
+        self.emit([self.rng.choice(WORDS)])
 
 
 class ExclamationBolt(BasicBolt):

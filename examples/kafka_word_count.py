@@ -15,20 +15,18 @@ there the offset to resume from; a restarted topology continues where the last o
 
 from __future__ import annotations
 
-from gale import TopologyBuilder
 from word_count import SplitSentence, WordCount
-from gale.worker.connectors.kafka_config import spout_settings
-from gale.connectors import KafkaSpout
+
+from gale import ConfigError, TopologyBuilder
+from gale.connectors import KafkaSpout, kafka_spout_settings
 
 
 def topology(conf=None):
     conf = dict(conf or {})
     kafka_conf = {k: v for k, v in conf.items() if k.startswith("kafka.") and k != "kafka.spout.parallelism"}
-    spout_settings(kafka_conf)  # a missing or bad kafka.* key fails here, before anything runs
+    kafka_spout_settings(kafka_conf)  # a missing or bad kafka.* key fails here, before anything runs
     parallelism = conf.get("kafka.spout.parallelism", 1)
     if isinstance(parallelism, bool) or not isinstance(parallelism, int) or parallelism < 1:
-        from gale.errors import ConfigError
-
         raise ConfigError(f"invalid value for 'kafka.spout.parallelism': {parallelism!r}; expected an integer >= 1")
     builder = TopologyBuilder()
     builder.set_spout("sentences", KafkaSpout, parallelism, kwargs={"fields": ["value"]})

@@ -25,7 +25,7 @@ import random
 import sys
 import time
 
-from gale import Bolt, Spout, TopologyBuilder
+from gale import Bolt, ReliableSpout, TopologyBuilder
 from gale.spark import SparkBolt
 
 DEFAULT_DIR = "/tmp/gale-spark-join"
@@ -53,8 +53,8 @@ def write_reference(path: str) -> str:
     return path
 
 
-class ClickSpout(Spout):
-    """(id, user, word) click events, replayed on failure."""
+class ClickSpout(ReliableSpout):
+    """(id, user, word) click events, replayed on failure (ReliableSpout)."""
 
     def __init__(self, limit: int = 0, rate: float = 1000.0):
         self.limit = limit
@@ -66,43 +66,29 @@ class ClickSpout(Spout):
     def open(self, conf, context, collector):
         super().open(conf, context, collector)
         self.rng = random.Random(context.task_id)
-        self.next_id = 0
-        self.pending: dict[int, list] = {}
-        self.replay: list[int] = []
+        self.sent = 0
         self.started = time.monotonic()
 
-    def next_tuple(self):
-        if self.replay:
-            msg_id = self.replay.pop()
-            self.collector.emit(self.pending[msg_id], msg_id=msg_id)
-            return
-        if (self.limit and self.next_id >= self.limit) or (
-            self.rate and self.next_id >= (time.monotonic() - self.started) * self.rate
+    def next_message(self):
+        if (self.limit and self.sent >= self.limit) or (
+            self.rate and self.sent >= (time.monotonic() - self.started) * self.rate
         ):
             return
-        msg_id = self.next_id
-        self.next_id += 1
-        values = [msg_id, f"user{self.rng.randrange(50)}", self.rng.choice(WORDS)]
-        self.pending[msg_id] = values
-        self.collector.emit(values, msg_id=msg_id)
-
-    def ack(self, msg_id):
-        self.pending.pop(msg_id, None)
-
-    def fail(self, msg_id):
-        if msg_id in self.pending:
-            self.replay.append(msg_id)
+        self.emit([self.sent, f"user{self.rng.randrange(50)}", self.rng.choice(WORDS)], msg_id=self.sent)
+        self.sent += 1
 
 
 class EnrichClicks(SparkBolt):
     """Joins each micro-batch of clicks with the reference table (broadcast hash join)."""
 
-    output_fields = ["id", "user", "word", "category", "weight"]
     input_schema = "id BIGINT, user STRING, word STRING"
 
     def __init__(self, reference: str, refresh_secs: float = 300.0):
         self.reference = reference
         self.refresh_secs = refresh_secs
+
+    def declare_output_fields(self, declarer):
+        declarer.declare(["id", "user", "word", "category", "weight"])
 
     def prepare(self, conf, context, collector):
         super().prepare(conf, context, collector)

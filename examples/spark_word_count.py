@@ -28,16 +28,16 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import random
 import sys
 import time
 
-from gale import BasicBolt, Bolt, Spout, TopologyBuilder
-from gale.log import get_logger
+from gale import BasicBolt, Bolt, ReliableSpout, TopologyBuilder
 from gale.spark import SparkBolt, SparkSink
 
-log = get_logger("spark_word_count")
+log = logging.getLogger("spark_word_count")  # in a worker, lines go to its log like Gale's own
 
 SENTENCES = [
     "the cow jumped over the moon",
@@ -49,8 +49,8 @@ SENTENCES = [
 DEFAULT_OUTPUT = "/tmp/gale-spark-wordcount"
 
 
-class SentenceSpout(Spout):
-    """(id, sentence) from a fixed corpus; failed sentences are replayed before new ones."""
+class SentenceSpout(ReliableSpout):
+    """(id, sentence) from a fixed corpus; ReliableSpout replays failed sentences before new ones."""
 
     def __init__(self, limit: int = 0, rate: float = 0.0, seed: int | None = None):
         self.limit = limit
@@ -64,32 +64,16 @@ class SentenceSpout(Spout):
         super().open(conf, context, collector)
         self.rng = random.Random(None if self.seed is None else self.seed + context.task_id)
         self.task = context.task_id
-        self.next_id = 0
-        self.pending: dict[int, list] = {}
-        self.replay: list[int] = []
+        self.sent = 0
         self.started = time.monotonic()
 
-    def next_tuple(self):
-        if self.replay:
-            msg_id = self.replay.pop()
-            self.collector.emit(self.pending[msg_id], msg_id=msg_id)
+    def next_message(self):
+        if self.limit and self.sent >= self.limit:
             return
-        if self.limit and self.next_id >= self.limit:
+        if self.rate and self.sent >= (time.monotonic() - self.started) * self.rate:
             return
-        if self.rate and self.next_id >= (time.monotonic() - self.started) * self.rate:
-            return
-        msg_id = self.next_id
-        self.next_id += 1
-        values = [f"{self.task}-{msg_id}", SENTENCES[self.rng.randrange(len(SENTENCES))]]
-        self.pending[msg_id] = values
-        self.collector.emit(values, msg_id=msg_id)
-
-    def ack(self, msg_id):
-        self.pending.pop(msg_id, None)
-
-    def fail(self, msg_id):
-        if msg_id in self.pending:
-            self.replay.append(msg_id)
+        self.emit([f"{self.task}-{self.sent}", SENTENCES[self.rng.randrange(len(SENTENCES))]], msg_id=self.sent)
+        self.sent += 1
 
 
 class SplitSentence(BasicBolt):
@@ -104,7 +88,8 @@ class SplitSentence(BasicBolt):
 class SparkWordCount(SparkBolt):
     """Counts the words of each micro-batch on Spark."""
 
-    output_fields = ["word", "count"]
+    def declare_output_fields(self, declarer):
+        declarer.declare(["word", "count"])
 
     def transform(self, df):
         return df.groupBy("word").count()
@@ -154,7 +139,7 @@ class TopWords(Bolt):
             for rank, (word, total) in enumerate(top, 1):
                 self.collector.emit([rank, word, total])
             if top:
-                log.info("top-words", top=" ".join(f"{w}={t}" for w, t in top))
+                log.info("top-words %s", " ".join(f"{w}={t}" for w, t in top))
                 if self.top_file:
                     tmp = f"{self.top_file}.tmp"
                     with open(tmp, "w") as fh:

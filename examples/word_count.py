@@ -17,7 +17,7 @@ from __future__ import annotations
 import random
 from collections import Counter
 
-from gale import BasicBolt, Bolt, Spout, TopologyBuilder
+from gale import BasicBolt, Bolt, ReliableSpout, TopologyBuilder
 
 SENTENCES = [
     "the cow jumped over the moon",
@@ -28,10 +28,10 @@ SENTENCES = [
 ]
 
 
-class RandomSentenceSpout(Spout):
+class RandomSentenceSpout(ReliableSpout):
     """Emits sentences from a fixed corpus; ``limit`` sentences per task (0 = forever).
 
-    Every sentence carries a message id; failed ones are queued for replay before new ones.
+    Every sentence is tracked; ReliableSpout replays failed ones before new ones.
     """
 
     def __init__(self, limit: int = 0, seed: int | None = None):
@@ -44,33 +44,13 @@ class RandomSentenceSpout(Spout):
     def open(self, conf, context, collector):
         super().open(conf, context, collector)
         self.rng = random.Random(self.seed if self.seed is None else self.seed + context.task_id)
-        self.next_id = 0
-        self.pending: dict[int, str] = {}
-        self.replay: list[int] = []
-        self.acked = 0
-        self.failed = 0
+        self.sent = 0
 
-    def next_tuple(self):
-        if self.replay:
-            msg_id = self.replay.pop()
-            self.collector.emit([self.pending[msg_id]], msg_id=msg_id)
+    def next_message(self):
+        if self.limit and self.sent >= self.limit:
             return
-        if self.limit and self.next_id >= self.limit:
-            return
-        msg_id = self.next_id
-        self.next_id += 1
-        sentence = SENTENCES[self.rng.randrange(len(SENTENCES))]
-        self.pending[msg_id] = sentence
-        self.collector.emit([sentence], msg_id=msg_id)
-
-    def ack(self, msg_id):
-        self.acked += 1
-        self.pending.pop(msg_id, None)
-
-    def fail(self, msg_id):
-        self.failed += 1
-        if msg_id in self.pending:
-            self.replay.append(msg_id)
+        self.sent += 1
+        self.emit([SENTENCES[self.rng.randrange(len(SENTENCES))]])
 
 
 class SplitSentence(BasicBolt):

@@ -1,9 +1,10 @@
 """``make demo``: the flagship Spark word count on the dev cluster, with results shown live.
 
-Submits ``examples/spark_word_count.py`` (sentences → split → a Spark stage counting words per
-micro-batch → running totals → top-N, and a Spark sink archiving sentences to Parquet), then every
+Submits the flagship example ``spark_word_count.py`` (sentences → split → a Spark stage counting
+words per micro-batch → running totals → top-N, and a Spark sink archiving sentences to Parquet), then every
 few seconds prints the live top-N table (written by the topology's ``top`` bolt), the Spark stage's
-batch figures and where the Parquet output is.
+batch figures and where the Parquet output is. The example ships inside the package
+(``gale.examples``, the repository's ``examples/``), so the demo runs from an installed wheel too.
 """
 
 from __future__ import annotations
@@ -20,7 +21,12 @@ from gale.bundle import make_bundle
 from gale.topology.loader import load_topology_file
 from gale.nimbus.client import NimbusClient
 
-EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+
+def flagship_path() -> Path:
+    """The flagship example's file, from the installed package (or the checkout, when editable)."""
+    import gale.examples
+
+    return Path(gale.examples.__file__).resolve().parent / "spark_word_count.py"
 
 
 def submit_file(client: NimbusClient, path: Path, name: str, conf: dict[str, Any]) -> str:
@@ -59,7 +65,7 @@ def run_demo(cluster, config_path: Path, duration: float, stop: dict) -> int:
     out = cluster.base / "spark-word-count"
     top_file = out / "top.json"
     out.mkdir(parents=True, exist_ok=True)
-    path = EXAMPLES / "spark_word_count.py"
+    path = flagship_path()
     tid = submit_file(client, path, "spark-word-count", {
         "topology.workers": 1, "sparkwc.output.dir": str(out), "sparkwc.top.file": str(top_file),
         "sparkwc.sentences.per.sec": 1000,

@@ -38,13 +38,11 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from fastapi.responses import Response
-from prometheus_client import (
-    CONTENT_TYPE_LATEST, CollectorRegistry, Counter, GCCollector, Histogram, PlatformCollector, ProcessCollector,
-    disable_created_metrics, generate_latest,
-)
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import GaugeMetricFamily
 
 from gale.log import get_logger
+from gale.metrics import new_registry
 from gale.records import GALE_VERSION, TopologyStatus
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -56,20 +54,6 @@ log = get_logger("nimbus.metrics")
 
 ROUND_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 HTTP_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 10.0)
-
-
-def new_registry() -> CollectorRegistry:
-    """A daemon's own registry with the process, platform and GC collectors.
-
-    Counters' ``*_created`` series are switched off (a process-wide exposition setting): Prometheus
-    does not need them and they double the series count.
-    """
-    disable_created_metrics()
-    registry = CollectorRegistry(auto_describe=True)
-    ProcessCollector(registry=registry)
-    PlatformCollector(registry=registry)
-    GCCollector(registry=registry)
-    return registry
 
 
 class NimbusMetrics:

@@ -28,8 +28,8 @@ from prometheus_client import Counter, start_http_server
 from prometheus_client.core import GaugeMetricFamily
 
 from gale.log import get_logger
+from gale.metrics import new_registry
 from gale.records import GALE_VERSION
-from gale.nimbus.metrics import new_registry
 from gale.supervisor.slot import State
 
 log = get_logger("supervisor.metrics")

@@ -128,7 +128,7 @@ def test_unanchored_and_untracked_emits_send_nothing_to_the_acker():
     bolt, _ = make(rt, "bolt", BoltOutputCollector, g)
     spout.emit(["x"])  # no message id: untracked
     (_, tup), = rt.tuples
-    assert tup.anchors is None
+    assert tup.message_id is None
     bolt.emit(["y"])  # unanchored
     bolt.ack(tup)
     assert rt.acker_msgs == []
@@ -145,7 +145,7 @@ def test_multi_anchor_tuple_carries_every_root():
     rt.tuples.clear()
     bolt.emit(["joined"], anchors=[a, b])
     (_, joined), = rt.tuples
-    assert set(joined.anchors) == set(a.anchors) | set(b.anchors)
+    assert set(joined.message_id) == set(a.message_id) | set(b.message_id)
 
 
 def test_double_ack_is_ignored():
@@ -159,4 +159,4 @@ def test_double_ack_is_ignored():
     bolt.ack(a)
     bolt.fail(a)
     assert len(rt.acker_msgs) == 2  # the init and one ack
-    assert AckerTable().apply(rt.acker_msgs) == [(7, ACKED, next(iter(a.anchors)))]
+    assert AckerTable().apply(rt.acker_msgs) == [(7, ACKED, next(iter(a.message_id)))]

@@ -223,9 +223,9 @@ def test_valid_messages_of_every_kind_are_delivered_as_the_runtime_expects_them(
     delivered, seen, invalid = decode(*GOOD)
     assert seen == len(GOOD) and invalid == {}
     (t1, tup), (t2, tup2), (t3, tup3) = delivered[:3]
-    assert (t1, tup.values, tup.fields, tup.task, tup.anchors) == (3, ["cow"], WORDS, 2, {5: 6})
-    assert (t2, tup2.values, tup2.anchors) == (4, ["cow", 1], None)
-    assert tup3.anchors == {1: 2, 2**64 - 1: 0}
+    assert (t1, tup.values, tup.fields, tup.task, tup.message_id) == (3, ["cow"], WORDS, 2, {5: 6})
+    assert (t2, tup2.values, tup2.message_id) == (4, ["cow", 1], None)
+    assert tup3.message_id == {1: 2, 2**64 - 1: 0}
     assert delivered[3:] == [(7, (INIT, 2**64 - 1, 12, 1)), (7, (ACK, 5, 0, 0)), (7, (FAIL, 5, 0, 0)),
                              (7, (RESET, 5, 0, 0)), (1, (ACKED, 5)), (1, (FAILED, 0))]
 
@@ -320,7 +320,7 @@ def test_random_junk_never_raises_and_never_delivers_an_out_of_range_value():
         for task, obj in delivered:
             assert task in ROLES
             if isinstance(obj, Tuple):
-                assert all(type(x) is int and 0 <= x < 2**64 for x in itertools.chain(*(obj.anchors or {}).items()))
+                assert all(type(x) is int and 0 <= x < 2**64 for x in itertools.chain(*(obj.message_id or {}).items()))
             else:
                 assert all(type(x) is int and 0 <= x < 2**64 for x in obj)
 
@@ -376,7 +376,7 @@ def test_transfers_deliver_between_members_and_count_every_refusal():
         member.send_tuple(7, Tuple(["legit"], fields, "src", "default", 1, {5: 6}))
         eventually(lambda: _assert(delivered), 10)
         (task, tup), = delivered
-        assert task == 7 and tup.values == ["legit"] and tup.anchors == {5: 6}
+        assert task == 7 and tup.values == ["legit"] and tup.message_id == {5: 6}
         # a member's batch replayed verbatim, and a member's batch with an out-of-range anchor
         sealer = Sealer(SECRET)
         frames = sealer.seal(f"127.0.0.1:{recv_port}", msgpack.packb([TUPLE, 7, "src", "default", 1, ["again"], [], 0]))

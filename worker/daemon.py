@@ -44,8 +44,7 @@ from gale.errors import GaleError
 from gale.layout import Layout
 from gale.local_state import LocalState
 from gale.records import ErrorInfo, TopologyStatus, WorkerHeartbeat
-from gale.topology.builder import Topology
-from gale.topology.definition import TopologyDef, TopologyLayout
+from gale.topology.definition import Topology, TopologyDef, TopologyLayout
 from gale.zk import start_client, stop_client
 from gale.worker.runtime.runtime import WorkerRuntime
 from gale.worker.transfer import Transfer

@@ -25,9 +25,8 @@ from gale.clock import REAL_CLOCK
 from gale.errors import GaleError
 from gale.records import ExecutorStats
 from gale.stats_summary import component_summary
-from gale.topology.builder import Topology
+from gale.topology.definition import Topology, TopologyDef, TopologyLayout
 from gale.topology.components import Spout
-from gale.topology.definition import TopologyDef, TopologyLayout
 from gale.worker.runtime.runtime import WorkerRuntime
 
 

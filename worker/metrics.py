@@ -56,8 +56,8 @@ from prometheus_client import start_http_server
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, SummaryMetricFamily
 
 from gale.log import get_logger
+from gale.metrics import new_registry
 from gale.records import GALE_VERSION
-from gale.nimbus.metrics import new_registry
 
 log = get_logger("worker.metrics")
 

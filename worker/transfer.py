@@ -162,8 +162,8 @@ class Transfer:
     # called on executor threads ------------------------------------------
 
     def send_tuple(self, task: int, tup: Tuple) -> None:
-        anchors = tup.anchors
-        flat = [x for pair in anchors.items() for x in pair] if anchors else []
+        ids = tup.message_id
+        flat = [x for pair in ids.items() for x in pair] if ids else []
         try:
             data = self._pack([TUPLE, task, tup.component, tup.stream, tup.task, tup.values, flat, tup.lineage])
         except (TypeError, ValueError, OverflowError) as exc:

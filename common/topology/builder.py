@@ -17,7 +17,6 @@ with errors naming the component, stream and field.
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -28,8 +27,10 @@ from gale.topology.definition import (
     GroupingDef,
     InputDef,
     StreamDef,
+    Topology,
     TopologyDef,
     _check_id,
+    resolve_class,
     validate,
 )
 from gale.topology.tuple import DEFAULT_STREAM
@@ -43,56 +44,6 @@ def class_path(cls: type) -> str:
             f"class {qual} is defined inside a function; define components at module level so workers can import them"
         )
     return f"{cls.__module__}:{qual}"
-
-
-def resolve_class(path: str) -> type:
-    """Import ``module:QualName``; errors name the path and the problem."""
-    module_name, _, qual = path.partition(":")
-    try:
-        obj: Any = importlib.import_module(module_name)
-    except Exception as exc:  # noqa: BLE001 - any import failure is the user's to see
-        raise TopologyError(f"cannot import module {module_name!r} for component class {path!r}: {exc}") from exc
-    for part in qual.split("."):
-        try:
-            obj = getattr(obj, part)
-        except AttributeError:
-            raise TopologyError(f"module {module_name!r} has no class {qual!r} (component class {path!r})") from None
-    if not isinstance(obj, type):
-        raise TopologyError(f"{path!r} is not a class")
-    return obj
-
-
-class Topology:
-    """A built topology: the JSON definition plus, when built in this process, the live classes."""
-
-    def __init__(self, definition: TopologyDef, classes: Mapping[str, type] | None = None):
-        self.definition = definition
-        self.classes: dict[str, type] = dict(classes or {})
-        #: the directory shipped as the code bundle (set by the topology-file loader: the file's
-        #: directory, or a streamparse project's root); shell components run from it in local mode
-        self.code_dir: str | None = None
-
-    @property
-    def name(self) -> str | None:
-        return self.definition.name
-
-    @property
-    def conf(self) -> dict[str, Any]:
-        return self.definition.conf
-
-    def component_class(self, component_id: str) -> type:
-        cls = self.classes.get(component_id)
-        if cls is None:
-            cls = resolve_class(self.definition.components[component_id].class_path)
-            self.classes[component_id] = cls
-        return cls
-
-    def to_json(self) -> str:
-        return self.definition.to_json()
-
-    @classmethod
-    def from_json(cls, text: str | bytes) -> Topology:
-        return cls(TopologyDef.from_json(text))
 
 
 class _ComponentSpec:

@@ -7,9 +7,17 @@ Storm's contracts, in Python names:
   when its whole tuple tree has been processed the emitting spout task gets ``ack(msg_id)``; if any
   tuple in the tree fails or the tree times out (``topology.message.timeout.secs``), ``fail(msg_id)``.
 * A :class:`Bolt` receives tuples in :meth:`Bolt.execute`, emits with
-  ``self.collector.emit(values, anchors=[input])`` and must ``ack`` or ``fail`` every input.
+  ``self.collector.emit(values, anchors=input)`` (``anchors``: the parent tuple or tuples the new
+  tuple derives from) and must ``ack`` or ``fail`` every input.
 * A :class:`BasicBolt` anchors every emit to the input being executed and acks it when
   ``execute`` returns; raising :class:`FailedException` (or any exception) fails it instead.
+
+Outputs are declared one way, Storm's: :meth:`Component.declare_output_fields`. A component with
+only the default stream may set the class attribute ``output_fields = [...]`` instead — a thin
+alias: the default ``declare_output_fields`` declares it and nothing else reads it.
+
+:class:`gale.ReliableSpout` (``gale.topology.reliable_spout``) keeps the pending-message bookkeeping
+of a replaying spout for you.
 
 Each task gets its own instance, built from the class and the constructor arguments given to
 the builder. Keep ``__init__`` cheap (it also runs on the submitting client to read the output
@@ -20,12 +28,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from gale.topology.collector import BoltOutputCollector, SpoutOutputCollector
 from gale.topology.tuple import DEFAULT_STREAM, Tuple
-
-if TYPE_CHECKING:  # pragma: no cover
-    from gale.worker.runtime.collector import BoltOutputCollector, SpoutOutputCollector
 
 
 class FailedException(Exception):
@@ -110,9 +116,17 @@ class TopologyContext:
 class Component:
     """Shared base of spouts and bolts."""
 
+    #: shorthand for a component whose only output is the default stream: ``output_fields =
+    #: ["word", "count"]`` is the same as ``declare_output_fields`` calling
+    #: ``declarer.declare(["word", "count"])`` (an alias read only by the default method below)
+    output_fields: Sequence[str] = ()
+
     def declare_output_fields(self, declarer: OutputFieldsDeclarer) -> None:
         """Declare output streams: ``declarer.declare(["word"])``,
-        ``declarer.declare_stream("errors", ["message"])``. Default: no outputs."""
+        ``declarer.declare_stream("errors", ["message"])``. Default: the default stream with
+        :attr:`output_fields` if set, else no outputs."""
+        if self.output_fields:
+            declarer.declare(list(self.output_fields))
 
     def component_configuration(self) -> dict[str, Any]:
         """Per-component config overrides (e.g. ``topology.tick.tuple.freq.secs``)."""

@@ -9,10 +9,15 @@ Tasks and executors follow Storm exactly (``reference/storm-internals.md`` §2 "
 components (including the system component ``__acker``) sorted by id, task ids numbered from 1,
 each component getting its task count; each component's tasks split into its executor count of
 contiguous ranges, bigger ranges first (10 tasks over 3 executors → 4, 3, 3).
+
+A :class:`Topology` is the compiled form the runtime runs: a definition plus the component classes
+(given by the builder, or imported from their paths on first use). It lives here, beside the
+definition, so the runtime never imports the user-facing builder.
 """
 
 from __future__ import annotations
 
+import importlib
 import json
 from collections.abc import Mapping
 from typing import Any, Literal
@@ -98,6 +103,56 @@ class TopologyDef(_Model):
 
     def uses_spark(self, components: set[str] | None = None) -> bool:
         return any(d.spark for c, d in self.components.items() if components is None or c in components)
+
+
+def resolve_class(path: str) -> type:
+    """Import ``module:QualName``; errors name the path and the problem."""
+    module_name, _, qual = path.partition(":")
+    try:
+        obj: Any = importlib.import_module(module_name)
+    except Exception as exc:  # noqa: BLE001 - any import failure is the user's to see
+        raise TopologyError(f"cannot import module {module_name!r} for component class {path!r}: {exc}") from exc
+    for part in qual.split("."):
+        try:
+            obj = getattr(obj, part)
+        except AttributeError:
+            raise TopologyError(f"module {module_name!r} has no class {qual!r} (component class {path!r})") from None
+    if not isinstance(obj, type):
+        raise TopologyError(f"{path!r} is not a class")
+    return obj
+
+
+class Topology:
+    """A built topology: the JSON definition plus, when built in this process, the live classes."""
+
+    def __init__(self, definition: TopologyDef, classes: Mapping[str, type] | None = None):
+        self.definition = definition
+        self.classes: dict[str, type] = dict(classes or {})
+        #: the directory shipped as the code bundle (set by the topology-file loader: the file's
+        #: directory, or a streamparse project's root); shell components run from it in local mode
+        self.code_dir: str | None = None
+
+    @property
+    def name(self) -> str | None:
+        return self.definition.name
+
+    @property
+    def conf(self) -> dict[str, Any]:
+        return self.definition.conf
+
+    def component_class(self, component_id: str) -> type:
+        cls = self.classes.get(component_id)
+        if cls is None:
+            cls = resolve_class(self.definition.components[component_id].class_path)
+            self.classes[component_id] = cls
+        return cls
+
+    def to_json(self) -> str:
+        return self.definition.to_json()
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> Topology:
+        return cls(TopologyDef.from_json(text))
 
 
 def _check_id(kind: str, cid: Any) -> None:

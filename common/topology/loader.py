@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from gale.errors import GaleError, TopologyError
-from gale.topology.builder import Topology
+from gale.topology.definition import Topology
 
 
 def load_topology_file(path: str | Path, conf: Mapping[str, Any] | None = None) -> Topology:

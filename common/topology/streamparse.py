@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from gale.errors import TopologyError
-from gale.topology.builder import Topology
+from gale.topology.definition import Topology
 from gale.topology.definition import ComponentDef, GroupingDef, InputDef, StreamDef, TopologyDef, validate
 
 _IMPORTS = re.compile(r"^\s*(from\s+streamparse(\.[\w.]+)?\s+import\b|import\s+streamparse\b)", re.M)

@@ -2,7 +2,7 @@
 
 A :class:`Tuple` is what a bolt's ``execute`` receives: its values, the declared fields of the
 stream it arrived on (so ``tup["word"]`` works), where it came from (component, stream, task) and
-its message id (the tuple-tree anchors the acker tracks). Tuples are created on the hot path, so
+its message id (which tuple trees it belongs to, and its id in each, for the acker). Tuples are created on the hot path, so
 the class uses ``__slots__`` and shares one :class:`Fields` object per stream.
 """
 
@@ -72,12 +72,14 @@ class Tuple:
     """One tuple on a stream.
 
     Attributes (read-only by convention): ``values``, ``fields``, ``component`` (source component
-    id), ``stream``, ``task`` (source task id), ``anchors`` (``{root id: edge id}``, the message id
-    the acker tracks; empty when untracked), ``lineage`` (a stable identity that a replay of the
-    same spout message reproduces, 0 when untracked; see :mod:`gale.worker.runtime.lineage`).
+    id), ``stream``, ``task`` (source task id), ``message_id`` (Storm's MessageId: ``{root id: edge
+    id}``, the tuple trees this tuple belongs to and its own id in each; ``None`` when untracked),
+    ``lineage`` (a stable identity that a replay of the same spout message reproduces, 0 when
+    untracked; see :mod:`gale.worker.runtime.lineage`). A tuple's *anchors* are something else: the
+    parent tuples a bolt passes to ``emit(..., anchors=...)``.
     """
 
-    __slots__ = ("values", "fields", "task", "anchors", "ack_val", "_st", "lineage", "_emits")
+    __slots__ = ("values", "fields", "task", "message_id", "ack_val", "_st", "lineage", "_emits")
 
     def __init__(
         self,
@@ -86,7 +88,7 @@ class Tuple:
         component: str,
         stream: str,
         task: int,
-        anchors: dict[int, int] | None = None,
+        message_id: dict[int, int] | None = None,
         lineage: int = 0,
     ):
         if fields.component != component or fields.stream != stream:
@@ -95,7 +97,7 @@ class Tuple:
         self.values = values
         self.fields = fields
         self.task = task
-        self.anchors = anchors
+        self.message_id = message_id
         self.ack_val = 0  # XOR of the edge ids of the tuples anchored to this one
         # 0: not yet acked or failed; > 0: not yet acked, sampled for latency stats at this
         # perf_counter time; -1: acked; -2: failed (a second ack or fail is ignored)
@@ -141,11 +143,6 @@ class Tuple:
 
     # ---- Storm-style accessors
     @property
-    def message_id(self) -> dict[int, int]:
-        """The tuple's MessageId: root id → this tuple's edge id in that tree."""
-        return dict(self.anchors) if self.anchors else {}
-
-    @property
     def source_component(self) -> str:
         return self.component
 
@@ -170,7 +167,7 @@ class Tuple:
 _new = object.__new__
 
 
-def new_tuple(values: Sequence[Any], fields: Fields, task: int, anchors: dict[int, int] | None,
+def new_tuple(values: Sequence[Any], fields: Fields, task: int, message_id: dict[int, int] | None,
               lineage: int = 0) -> Tuple:
     """Build a Tuple on the hot path: ``fields`` must be a runtime stream Fields (it names the
     source component and stream). About half the cost of calling the class."""
@@ -178,7 +175,7 @@ def new_tuple(values: Sequence[Any], fields: Fields, task: int, anchors: dict[in
     t.values = values
     t.fields = fields
     t.task = task
-    t.anchors = anchors
+    t.message_id = message_id
     t.ack_val = 0
     t._st = 0.0
     t.lineage = lineage

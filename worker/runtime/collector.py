@@ -1,19 +1,18 @@
 """Output collectors: what spouts and bolts call to emit, ack and fail.
 
-The anchoring arithmetic is Storm's (``reference/storm-internals.md`` §6.3–6.4):
-
-* spout emit with a message id: a random root id; each outgoing copy gets a fresh random edge id
-  ``e`` and the message id ``{root: e}``; the acker is told ``init(root, XOR of the e's, task)``.
-* bolt emit anchored to inputs: for each outgoing copy and each tracked anchor a fresh edge id
-  ``e`` is XORed into the anchor's running ``ack_val`` and into the new tuple's id for every root
-  of that anchor.
-* bolt ack: for each root of the input, ``ack(root, edge XOR input.ack_val)`` — "remove my own id,
-  add my children's ids". fail: ``fail(root)`` for each root.
+The anchoring arithmetic is Storm's, defined once in :mod:`gale.worker.runtime.anchoring` (spout
+emit: a root id and one edge id per copy, ``INIT(root, XOR of the edges)``; bolt emit: one edge per
+copy and tracked anchor, XORed into the anchor's ``ack_val`` and the copy's message id; ack:
+``edge XOR ack_val`` per root; fail: per root). It is inlined here because emit and ack are the
+hottest code of a topology; the random ids come from ``rand`` (injectable) in the order
+:class:`~gale.worker.runtime.anchoring.AnchoringModel` draws them, and
+``tests/test_anchoring_model.py`` checks that both produce the same message ids and acker messages.
 
 Tracked tuples also get a lineage id (:mod:`gale.worker.runtime.lineage`): from the spout's
 message id, then per anchored emit from the anchor's lineage, the stream and the emit's ordinal.
 
-Each collector belongs to one task. Emits return the list of target task ids, as in Storm.
+Each collector belongs to one task and implements the user API's protocols
+(:mod:`gale.topology.collector`). Emits return the list of target task ids, as in Storm.
 """
 
 from __future__ import annotations
@@ -26,24 +25,15 @@ from typing import TYPE_CHECKING, Any
 from gale.topology.tuple import Fields, Tuple, new_tuple
 from gale.worker.runtime import lineage as _lineage
 from gale.worker.runtime.acker import ACK, FAIL, INIT, RESET
+from gale.worker.runtime.anchoring import Rand, steer_root
 from gale.worker.runtime.grouping import DirectGrouper, Grouper
 
 if TYPE_CHECKING:  # pragma: no cover
     from gale.worker.runtime.executor import BoltExecutor, SpoutExecutor
 
-_rng = random.Random()
-_rand = _rng.getrandbits
+_rand: Rand = random.Random().getrandbits
 _new = object.__new__
 fromkeys = dict.fromkeys
-
-
-def new_root_id() -> int:
-    """A random root id; never 0 or 1 (reserved by the acker table)."""
-    return _rand(64) | 2
-
-
-def new_edge_id() -> int:
-    return _rand(64) or 1
 
 
 def _no_targets(values: Sequence[Any]) -> list[int]:
@@ -88,7 +78,9 @@ class StreamRoute:
 class _Collector:
     """Shared emit plumbing of spout and bolt collectors."""
 
-    def __init__(self, executor: Any, task: int, routes: dict[str, StreamRoute]):
+    def __init__(self, executor: Any, task: int, routes: dict[str, StreamRoute], rand: Rand | None = None):
+        #: the source of root and edge ids (``getrandbits``-like; injected by tests)
+        self._rand = rand or _rand
         self._executor = executor
         self._runtime = executor.runtime
         self.task = task
@@ -153,8 +145,8 @@ class _Collector:
 class SpoutOutputCollector(_Collector):
     """``emit(values, msg_id=None, stream="default")``; a message id makes the tuple tracked."""
 
-    def __init__(self, executor: SpoutExecutor, task: int, routes: dict[str, StreamRoute]):
-        super().__init__(executor, task, routes)
+    def __init__(self, executor: SpoutExecutor, task: int, routes: dict[str, StreamRoute], rand: Rand | None = None):
+        super().__init__(executor, task, routes, rand)
         self._pending = executor.pending
         self._clock = executor.clock
         n = len(self._runtime.acker_tasks)
@@ -191,17 +183,15 @@ class SpoutOutputCollector(_Collector):
             self._capture(self.component, stream, values)
         fields, component, task, send = route.fields, self.component, self.task, self._send_tuple
         if msg_id is not None and self._acking:
-            root = _rand(64) | 2
+            rand = self._rand
+            root = rand(64) | 2  # anchoring.new_root_id
             if self._steer is not None:
-                n, k = self._steer
-                root = root - root % n + k
-                if root < 2:
-                    root += n
+                root = steer_root(root, *self._steer)
             xor = 0
             queue_of = self._queue_of
             lineage = self._message_lineage(stream, msg_id)
             for target in targets:
-                edge = _rand(64) or 1
+                edge = rand(64) or 1  # anchoring.new_edge_id
                 xor ^= edge
                 t = new_tuple(values, fields, task, {root: edge}, lineage)
                 q = queue_of(target)
@@ -224,8 +214,8 @@ class SpoutOutputCollector(_Collector):
 class BoltOutputCollector(_Collector):
     """``emit(values, anchors=None, stream="default")``, ``ack``, ``fail``, ``reset_timeout``."""
 
-    def __init__(self, executor: BoltExecutor, task: int, routes: dict[str, StreamRoute]):
-        super().__init__(executor, task, routes)
+    def __init__(self, executor: BoltExecutor, task: int, routes: dict[str, StreamRoute], rand: Rand | None = None):
+        super().__init__(executor, task, routes, rand)
         #: set by the executor while a BasicBolt executes: emits anchor to it by default
         self.auto_anchor: Tuple | None = None
         self._perf = time.perf_counter
@@ -246,27 +236,27 @@ class BoltOutputCollector(_Collector):
         if anchors is None:
             anchors = self.auto_anchor
         if anchors is not None and anchors.__class__ is Tuple and self._acking:
-            a_anchors = anchors.anchors
-            if a_anchors:
-                # the common case, inlined: one tracked anchor
-                fields, task, send = route.fields, self.task, self._send_tuple
+            a_ids = anchors.message_id
+            if a_ids:
+                # the common case, inlined: one tracked anchor (anchoring.bolt_emit with one anchor)
+                fields, task, send, rand = route.fields, self.task, self._send_tuple, self._rand
                 ordinal = anchors._emits
                 anchors._emits = ordinal + 1
                 lineage = anchors.lineage
                 if lineage:
                     lineage = hash((lineage, route.salt, ordinal))  # lineage.child, inlined
-                if len(a_anchors) == 1:
+                if len(a_ids) == 1:
                     # the hottest path of a topology, inlined: new_tuple() and send_tuple() by hand
-                    (root,) = a_anchors
+                    (root,) = a_ids
                     queue_of = self._queue_of
                     for target in targets:
-                        edge = _rand(64) or 1
+                        edge = rand(64) or 1
                         anchors.ack_val ^= edge
                         t = _new(Tuple)
                         t.values = values
                         t.fields = fields
                         t.task = task
-                        t.anchors = {root: edge}
+                        t.message_id = {root: edge}
                         t.ack_val = 0
                         t._st = 0.0
                         t.lineage = lineage
@@ -278,9 +268,9 @@ class BoltOutputCollector(_Collector):
                             send(target, t)
                 else:
                     for target in targets:
-                        edge = _rand(64) or 1
+                        edge = rand(64) or 1
                         anchors.ack_val ^= edge
-                        send(target, new_tuple(values, fields, task, fromkeys(a_anchors, edge), lineage))
+                        send(target, new_tuple(values, fields, task, fromkeys(a_ids, edge), lineage))
                 return targets
         return self._emit_anchored(route, targets, values, anchors)
 
@@ -302,20 +292,21 @@ class BoltOutputCollector(_Collector):
         stream = route.stream
         fields, component, task, send = route.fields, self.component, self.task, self._send_tuple
         if anchors is not None and self._acking:
+            rand = self._rand
             if isinstance(anchors, Tuple):
                 # the common case: one anchor
-                a_anchors = anchors.anchors
-                if a_anchors:
+                a_ids = anchors.message_id
+                if a_ids:
                     ordinal = anchors._emits
                     anchors._emits = ordinal + 1
                     lineage = _lineage.child(anchors.lineage, route.salt, ordinal) if anchors.lineage else 0
                     for target in targets:
-                        edge = _rand(64) or 1
+                        edge = rand(64) or 1
                         anchors.ack_val ^= edge
-                        send(target, new_tuple(values, fields, task, fromkeys(a_anchors, edge), lineage))
+                        send(target, new_tuple(values, fields, task, fromkeys(a_ids, edge), lineage))
                     return targets
             else:
-                anchor_list = [a for a in anchors if a.anchors]
+                anchor_list = [a for a in anchors if a.message_id]
                 if anchor_list:
                     parents = []
                     for a in anchor_list:
@@ -325,9 +316,9 @@ class BoltOutputCollector(_Collector):
                     for target in targets:
                         ids: dict[int, int] = {}
                         for a in anchor_list:
-                            edge = _rand(64) or 1
+                            edge = rand(64) or 1
                             a.ack_val ^= edge
-                            for r in a.anchors:
+                            for r in a.message_id:
                                 ids[r] = ids.get(r, 0) ^ edge
                         send(target, new_tuple(values, fields, task, ids, lineage))
                     return targets
@@ -341,16 +332,17 @@ class BoltOutputCollector(_Collector):
         if st < 0:
             return
         tup._st = -1.0
-        anchors = tup.anchors
-        if anchors and self._acking:
+        ids = tup.message_id
+        if ids and self._acking:
+            # anchoring.ack_messages
             av = tup.ack_val
             q = self._acker_queue
             if q is not None:
-                for root, edge in anchors.items():
+                for root, edge in ids.items():
                     q.append((ACK, root, edge ^ av, 0))
             else:
                 send, acker_task = self._send_acker, self._acker_task
-                for root, edge in anchors.items():
+                for root, edge in ids.items():
                     send(acker_task(root), (ACK, root, edge ^ av, 0))
         stats = self._stats
         stats.acked[tup.fields.source_key] += 1
@@ -364,9 +356,9 @@ class BoltOutputCollector(_Collector):
         if st < 0:
             return
         tup._st = -2.0
-        anchors = tup.anchors
-        if anchors and self._acking:
-            for root in anchors:
+        ids = tup.message_id
+        if ids and self._acking:
+            for root in ids:  # anchoring.fail_messages
                 self._send_acker(self._acker_task(root), (FAIL, root, 0, 0))
         key = tup.fields.source_key
         stats = self._stats
@@ -377,6 +369,6 @@ class BoltOutputCollector(_Collector):
 
     def reset_timeout(self, tup: Tuple) -> None:
         """Restart the timeout of every tuple tree ``tup`` belongs to (long-running work)."""
-        if tup.anchors and self._acking:
-            for root in tup.anchors:
+        if tup.message_id and self._acking:
+            for root in tup.message_id:
                 self._send_acker(self._acker_task(root), (RESET, root, 0, 0))

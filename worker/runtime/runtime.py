@@ -17,9 +17,8 @@ from typing import Any, Protocol
 from gale.clock import REAL_CLOCK
 from gale.log import get_logger
 from gale.records import ExecutorStats, executor_key
-from gale.topology.builder import Topology
+from gale.topology.definition import ACKER_COMPONENT, Topology, TopologyLayout
 from gale.topology.components import TopologyContext
-from gale.topology.definition import ACKER_COMPONENT, TopologyLayout
 from gale.topology.tuple import Fields
 from gale.worker.runtime.collector import StreamRoute
 from gale.worker.runtime.executor import AckerExecutor, BoltExecutor, Executor, SpoutExecutor

@@ -1,0 +1,3 @@
+"""The topology's own ``common`` module (the name of Gale's source folder ``common/``, which is ``gale``)."""
+
+PREFIX = "user-common"

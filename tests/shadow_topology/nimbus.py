@@ -1,0 +1,3 @@
+"""The topology's own ``nimbus`` module (the name of Gale's source folder ``nimbus/``)."""
+
+SUFFIX = "@user-nimbus"

@@ -1,0 +1,308 @@
+"""Gale as an installed package, next to other software and user code with clashing names.
+
+* A topology whose directory holds ``common.py``, ``worker.py``, ``nimbus.py``, ``supervisor.py``
+  (the names of Gale's source folders) and ``gale_helpers.py`` runs with those modules — in local
+  mode (started from the repository's root, where the folders themselves are on ``sys.path``) and
+  on a real cluster.
+* supervisord (PyPI's ``supervisor``) and Gale live in one virtual environment: both import, both
+  sets of console scripts work (supervisord installs ``supervisord``, ``supervisorctl``,
+  ``echo_supervisord_conf``, ``pidproxy``; Gale's ``supervisor`` script is untouched), and
+  supervisord can run Gale's ``supervisor`` command.
+* A wheel built with ``python -m build`` installs into a clean virtual environment outside the
+  repository; there ``nimbus local`` runs an example copied to a scratch directory, and
+  ``nimbus dev-cluster --demo`` serves the UI (pages and static assets) and submits the flagship
+  example — all from inside the installed package.
+
+The clean environment gets Gale's dependencies through a ``.pth`` file naming the project
+environment's site-packages (so nothing large is downloaded); Gale itself comes only from the wheel.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import sysconfig
+import threading
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.cluster import cli, dump_logs, make_cluster
+from tests.waiting import eventually
+
+ROOT = Path(__file__).resolve().parent.parent
+SHADOW = Path(__file__).resolve().parent / "shadow_topology"
+WORDS = ["alpha", "beta", "gamma", "delta"]
+VENV_BIN = Path(sys.executable).parent
+
+
+# ------------------------------------------------------------------------------ shadowing names
+
+
+def _marked(word: str) -> str:
+    return f"user-common:{word.upper()}!@user-nimbus#user-supervisor"
+
+
+def _records(out: Path) -> dict[str, dict]:
+    found: dict[str, dict] = {}
+    for path in sorted(out.glob("task-*.jsonl")):
+        for line in path.read_text().splitlines():
+            rec = json.loads(line)
+            found[rec["word"]] = rec
+    return found
+
+
+def _check_user_modules_were_used(records: dict[str, dict], sources: Path) -> None:
+    assert sorted(records) == sorted(WORDS), records
+    for word, rec in records.items():
+        assert rec["marked"] == _marked(word) and rec["shout"] == word.upper() + "!"
+        assert sorted(rec["origins"]) == ["common", "nimbus", "supervisor", "worker"]
+        for name, origin in rec["origins"].items():
+            origin = Path(origin)
+            assert origin.name == f"{name}.py" and ROOT not in origin.parents, origin
+            assert origin.read_text() == (sources / f"{name}.py").read_text()
+
+
+@pytest.fixture
+def shadow_dir(tmp_path) -> Path:
+    topo = tmp_path / "topo"
+    shutil.copytree(SHADOW, topo, ignore=shutil.ignore_patterns("__pycache__"))
+    return topo
+
+
+def test_topology_modules_named_like_gales_folders_run_in_local_mode(shadow_dir, tmp_path):
+    out = tmp_path / "out"
+    # from the repository's root: its folders common/, worker/, nimbus/, supervisor/ are on sys.path too
+    proc = subprocess.run(
+        [sys.executable, "-m", "gale.nimbus.cli", "local", str(shadow_dir / "shadow.py"), "--duration", "4", "--json",
+         "-c", f"shadow.out={out}"],
+        cwd=ROOT, capture_output=True, text=True, timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout)
+    assert result["errors"] == {} and result["components"]["words"]["acked"] == len(WORDS)
+    _check_user_modules_were_used(_records(out), shadow_dir)
+
+
+@pytest.mark.cluster
+@pytest.mark.timeout(240)
+def test_topology_modules_named_like_gales_folders_run_on_a_cluster(zk_server, shadow_dir, tmp_path):
+    out = tmp_path / "out"
+    cluster = make_cluster(zk_server, tmp_path, supervisors=1, slots=1)
+    cluster.start()
+    try:
+        cli(cluster, "submit", str(shadow_dir / "shadow.py"), "--name", "shadow", "-c", f"shadow.out={out}")
+
+        def all_words_marked():
+            records = _records(out)
+            assert sorted(records) == sorted(WORDS), records
+            return records
+
+        records = eventually(all_words_marked, timeout=120)
+        _check_user_modules_were_used(records, shadow_dir)
+        # the modules came from the worker's copy of the code bundle, not from the submitted directory
+        assert all(shadow_dir not in Path(o).parents for r in records.values() for o in r["origins"].values())
+        cli(cluster, "kill", "shadow", "--wait", "0")
+    except BaseException:
+        print(dump_logs(cluster))
+        raise
+    finally:
+        cluster.cleanup()
+
+
+# ------------------------------------------------------------------------------ supervisord
+
+
+def _run(args, **kwargs) -> subprocess.CompletedProcess:
+    kwargs.setdefault("timeout", 120)
+    proc = subprocess.run([str(a) for a in args], capture_output=True, text=True, **kwargs)
+    assert proc.returncode == 0, f"{args} exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr}"
+    return proc
+
+
+def test_supervisord_and_gale_share_one_virtualenv(tmp_path):
+    # supervisord's console scripts and Gale's, side by side in the project environment
+    for script in ("supervisord", "supervisorctl", "echo_supervisord_conf", "pidproxy", "supervisor", "nimbus", "worker"):
+        assert (VENV_BIN / script).exists(), script
+    assert "from gale.supervisor.cli import main" in (VENV_BIN / "supervisor").read_text()
+    assert re.fullmatch(r"4\.\d+\.\d+", _run([VENV_BIN / "supervisord", "--version"], cwd=tmp_path).stdout.strip())
+    assert "supervisor serve" in _run([VENV_BIN / "supervisor", "--help"], cwd=tmp_path).stdout
+    # both packages import in one interpreter: supervisord's `supervisor` and Gale's `gale.supervisor`
+    code = ("import json, supervisor, supervisor.options, supervisor.supervisord, gale.supervisor.daemon; "
+            "print(json.dumps([supervisor.__file__, gale.supervisor.daemon.__file__]))")
+    theirs, ours = json.loads(_run([sys.executable, "-c", code], cwd=tmp_path).stdout)
+    assert Path(theirs).parent.name == "supervisor" and "site-packages" in theirs
+    assert Path(ours).name == "daemon.py" and Path(theirs).parent != Path(ours).parent
+
+    # supervisord runs Gale's `supervisor` command as one of its programs
+    conf = tmp_path / "supervisord.conf"
+    assert "[supervisord]" in _run([VENV_BIN / "echo_supervisord_conf"], cwd=tmp_path).stdout
+    conf.write_text(_supervisord_conf(tmp_path))
+    daemon = subprocess.Popen([VENV_BIN / "supervisord", "-n", "-c", conf], cwd=tmp_path,
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        def gale_ran_under_supervisord():
+            status = subprocess.run([VENV_BIN / "supervisorctl", "-c", conf, "status", "gale-supervisor"],
+                                    capture_output=True, text=True, timeout=30)
+            assert "EXITED" in status.stdout, status.stdout + status.stderr
+            assert "supervisor serve" in (tmp_path / "gale-supervisor.out").read_text()
+
+        eventually(gale_ran_under_supervisord, timeout=60, retry_on=(AssertionError, FileNotFoundError))
+        _run([VENV_BIN / "supervisorctl", "-c", conf, "shutdown"], cwd=tmp_path)
+        assert daemon.wait(timeout=60) == 0
+    finally:
+        if daemon.poll() is None:
+            daemon.kill()
+            daemon.wait()
+
+
+def _supervisord_conf(base: Path) -> str:
+    return f"""\
+[unix_http_server]
+file={base}/s.sock
+
+[supervisord]
+logfile={base}/supervisord.log
+pidfile={base}/supervisord.pid
+nodaemon=true
+
+[rpcinterface:supervisor]
+supervisor.rpcinterface_factory = supervisor.rpcinterface:make_main_rpcinterface
+
+[supervisorctl]
+serverurl=unix://{base}/s.sock
+
+[program:gale-supervisor]
+command={VENV_BIN}/supervisor --help
+directory={base}
+autostart=true
+autorestart=false
+startsecs=0
+stdout_logfile={base}/gale-supervisor.out
+redirect_stderr=true
+"""
+
+
+# ------------------------------------------------------------------------------ the wheel
+
+
+def _copy_sources(dest: Path) -> Path:
+    skip = shutil.ignore_patterns(".git", ".venv", "build", "dist", "*.egg-info", "__pycache__", ".pytest_cache",
+                                  ".hypothesis", "storm-local", "artifacts")
+    shutil.copytree(ROOT, dest, ignore=skip)
+    return dest
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory) -> Path:
+    """A virtual environment outside the repository with Gale installed from a freshly built wheel."""
+    base = tmp_path_factory.mktemp("wheel")
+    src = _copy_sources(base / "src")
+    _run([sys.executable, "-m", "build", "--wheel", "--outdir", base / "dist", src], timeout=600)
+    (wheel,) = (base / "dist").glob("gale-*.whl")
+    venv = base / "venv"
+    _run([sys.executable, "-m", "venv", venv])
+    py = venv / "bin" / "python"
+    site = Path(_run([py, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"]).stdout.strip())
+    # Gale's dependencies from the project environment (no downloads); Gale itself only from the wheel
+    (site / "gale-test-deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    _run([py, "-m", "pip", "install", "--no-deps", "--no-index", "--disable-pip-version-check", "-q", wheel])
+    shutil.rmtree(src)  # nothing may come from the copied sources
+    return venv
+
+
+def test_wheel_installs_into_a_clean_virtualenv_with_everything_inside_the_package(installed, tmp_path):
+    py = installed / "bin" / "python"
+    code = """
+import json, gale, gale.examples
+from pathlib import Path
+from gale.nimbus import ui
+from gale.nimbus.demo import flagship_path
+print(json.dumps({"gale": gale.__file__, "flagship": str(flagship_path()),
+                  "static": sorted(p.name for p in ui.STATIC.iterdir())}))
+"""
+    where = json.loads(_run([py, "-c", code], cwd=tmp_path).stdout)
+    site = installed / "lib"
+    for key in ("gale", "flagship"):
+        assert site in Path(where[key]).parents, where
+    assert Path(where["flagship"]).is_file()
+    assert {"index.html", "app.js", "app.css", "topology.html"} <= set(where["static"])
+    for script in ("nimbus", "supervisor", "worker"):
+        assert "from gale." in (installed / "bin" / script).read_text()
+
+
+def test_wheel_runs_an_example_in_local_mode_outside_the_repository(installed, tmp_path):
+    app = tmp_path / "app"
+    app.mkdir()
+    shutil.copy(ROOT / "examples" / "word_count.py", app)
+    proc = _run([installed / "bin" / "nimbus", "local", "word_count.py", "--duration", "3", "--json",
+                 "-c", "topology.max.spout.pending=100"], cwd=app)
+    result = json.loads(proc.stdout)
+    assert result["errors"] == {}
+    assert result["components"]["sentences"]["acked"] > 0 and result["components"]["count"]["executed"] > 0
+
+
+def _lines(proc: subprocess.Popen) -> queue.Queue:
+    lines: queue.Queue = queue.Queue()
+
+    def pump():
+        for line in proc.stdout:
+            lines.put(line)
+        lines.put(None)
+
+    threading.Thread(target=pump, daemon=True).start()
+    return lines
+
+
+def _wait_line(lines: queue.Queue, pattern: str, seen: list[str], timeout: float) -> re.Match:
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            line = lines.get(timeout=max(0.0, deadline - time.monotonic()))
+        except queue.Empty:
+            raise AssertionError(f"no line matching {pattern!r} within {timeout}s; output:\n{''.join(seen)}") from None
+        if line is None:
+            raise AssertionError(f"process ended without a line matching {pattern!r}; output:\n{''.join(seen)}")
+        seen.append(line)
+        match = re.search(pattern, line)
+        if match:
+            return match
+
+
+@pytest.mark.cluster
+@pytest.mark.spark
+@pytest.mark.timeout(300)
+def test_wheel_dev_cluster_serves_the_ui_and_runs_the_demo(installed, tmp_path):
+    proc = subprocess.Popen(
+        [installed / "bin" / "nimbus", "dev-cluster", "--supervisors", "1", "--slots", "1", "--http-port", "0",
+         "--dir", tmp_path / "dev", "--demo", "--demo-duration", "6"],
+        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
+    )
+    seen: list[str] = []
+    try:
+        lines = _lines(proc)
+        url = _wait_line(lines, r"^nimbus\s+(http://\S+)", seen, 120).group(1)
+        page = httpx.get(url + "/", timeout=30)
+        assert page.status_code == 200 and "/ui/app.js" in page.text
+        for asset, kind in (("/ui/app.js", "javascript"), ("/ui/app.css", "css")):
+            r = httpx.get(url + asset, timeout=30)
+            assert r.status_code == 200 and kind in r.headers["content-type"] and r.text.strip(), asset
+        _wait_line(lines, r"^submitted spark_word_count\.py as spark-word-count-", seen, 120)
+        _wait_line(lines, r"^stopping the dev cluster", seen, 120)
+        assert proc.wait(timeout=120) == 0, "".join(seen)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGINT)
+            try:
+                proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
