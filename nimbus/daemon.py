@@ -467,12 +467,19 @@ class Nimbus:
         """One scheduling round: read a snapshot, plan it (:func:`~gale.nimbus.plan.plan_round`),
         apply the plan with fenced writes. Returns the assignments written."""
         t0 = self.clock.perf_counter()
-        plan = plan_round(self.read_snapshot(scratch))
+        snapshot = self.read_snapshot(scratch)
+        t1 = self.clock.perf_counter()
+        plan = plan_round(snapshot)
+        t2 = self.clock.perf_counter()
         self.cache = plan.cache
         written = self.apply_plan(plan)
+        t3 = self.clock.perf_counter()
         self.rounds += 1
+        log.info("scheduling-round", secs=round(t3 - t0, 4), read_secs=round(t1 - t0, 4), plan_secs=round(t2 - t1, 4),
+                 write_secs=round(t3 - t2, 4), topologies=len(snapshot.topologies),
+                 supervisors=len(snapshot.supervisors), writes=len(plan.writes), deletions=len(plan.deletions))
         if self.metrics is not None:
-            self.metrics.observe_round(self.clock.perf_counter() - t0)
+            self.metrics.observe_round(t3 - t0)
         return written
 
     def read_snapshot(self, scratch: str | None = None) -> RoundSnapshot:

@@ -56,7 +56,17 @@ def local_hostname(conf: dict[str, Any]) -> str:
 
 
 class Supervisor:
-    def __init__(self, conf: dict[str, Any], metrics: Any = None, *, clock: Any = REAL_CLOCK):
+    """The supervisor of one node.
+
+    ``containers`` builds what launches, observes and kills this node's workers, called as
+    ``containers(conf, supervisor_id, worker_config_path)``: :class:`~gale.supervisor.container.Containers`
+    (worker processes) by default; the scale benchmark passes one that runs simulated workers in
+    threads (``benchmarks/scale_sim.py``), so everything else — registration, the assignment watch,
+    the slot machines, heartbeats — runs as in production.
+    """
+
+    def __init__(self, conf: dict[str, Any], metrics: Any = None, *, clock: Any = REAL_CLOCK,
+                 containers: Any = Containers):
         self.conf = conf
         self.metrics = metrics
         self.clock = clock
@@ -76,7 +86,7 @@ class Supervisor:
             shutdown_sleep=float(conf["supervisor.worker.shutdown.sleep.secs"]),
         )
         self.config_path = self.local / "supervisor" / "worker-conf.yaml"
-        self.containers = Containers(conf, self.supervisor_id, self.config_path)
+        self.containers = containers(conf, self.supervisor_id, self.config_path)
         self.localizer = Localizer(self.local, self._code_sources, on_ready=self.wake, metrics=metrics)
         self.wakeup = threading.Event()
         self.stopping = threading.Event()
