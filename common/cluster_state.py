@@ -6,6 +6,13 @@ A thin shell over kazoo: every path comes from :class:`gale.layout.Layout`, ever
 and hand each one to ``on_corrupt`` (default: a structured warning), so one bad znode never stops
 a daemon loop.
 
+Reads at scale: a bulk read lists a directory and sends every ``get`` at once (kazoo's async
+calls, pipelined on the one connection), so reading a hundred assignments costs about one round
+trip, not a hundred. Decoded records are cached by the znode's ``mzxid`` (the transaction that last
+changed it): an unchanged znode is not decoded again, which is most of the cost of re-reading big
+records such as assignments. Cached records are shared between callers: never change one in place
+(records are changed with ``model_copy``).
+
 Fencing (nimbus HA): when :attr:`ClusterState.fence` is set to ``(path, version)``, writes to
 ``storms`` and ``assignments`` are ZooKeeper multi-ops that first check that the epoch znode still
 has that version, so a deposed leader that has not noticed yet cannot overwrite its successor.
@@ -40,6 +47,9 @@ log = get_logger("cluster_state")
 
 WatchFn = Callable[..., object] | None
 
+#: the largest workerbeat written as is (ZooKeeper's jute.maxbuffer is 1,048,575 bytes)
+WORKERBEAT_MAX_BYTES = 900_000
+
 
 class FencedError(GaleError):
     """A fenced write found that leadership moved on (the epoch znode changed)."""
@@ -61,6 +71,8 @@ class ClusterState:
         self.layout = layout or Layout()
         self.on_corrupt = on_corrupt
         self.fence: tuple[str, int] | None = None
+        #: path → (mzxid, decoded record): records are decoded once per change of their znode
+        self._decoded: dict[str, tuple[int, Record]] = {}
 
     # ------------------------------------------------------------------ primitives
 
@@ -71,12 +83,21 @@ class ClusterState:
 
     def _read(self, cls: type[R], path: str, watch: WatchFn = None) -> R | None:
         try:
-            data, _ = self.client.get(path, watch=watch)
+            data, stat = self.client.get(path, watch=watch)
         except NoNodeError:
             if watch is not None:
                 self.client.exists(path, watch=watch)
+            self._decoded.pop(path, None)
             return None
-        return cls.decode(data, path)
+        return self._decode(cls, path, data, stat)
+
+    def _decode(self, cls: type[R], path: str, data: bytes, stat: ZnodeStat) -> R:
+        cached = self._decoded.get(path)
+        if cached is not None and cached[0] == stat.mzxid and type(cached[1]) is cls:
+            return cached[1]  # type: ignore[return-value]
+        rec = cls.decode(data, path)
+        self._decoded[path] = (stat.mzxid, rec)
+        return rec
 
     def _read_with_stat(self, cls: type[R], path: str) -> tuple[R, ZnodeStat] | None:
         try:
@@ -93,16 +114,32 @@ class ClusterState:
                 self.client.exists(path, watch=watch)
             return []
 
-    def _read_all(self, cls: type[R], directory: str, watch: WatchFn = None) -> dict[str, R]:
+    def _read_all(self, cls: type[R], directory: str, watch: WatchFn = None, data_watch: WatchFn = None) -> dict[str, R]:
+        """Every child of ``directory`` as a record (malformed ones skipped and reported).
+        ``watch`` is set on the directory's children, ``data_watch`` on each child's data."""
+        names = self._children(directory, watch)
+        prefix = directory.rstrip("/") + "/"
+        # forget cached records of children that are gone
+        for path in [p for p in self._decoded if p.startswith(prefix) and "/" not in p[len(prefix):]]:
+            if path[len(prefix):] not in names:
+                del self._decoded[path]
+        return self._read_many(cls, {name: posixpath.join(directory, name) for name in names}, data_watch)
+
+    def _read_many(self, cls: type[R], paths: dict[str, str], watch: WatchFn = None) -> dict[str, R]:
+        """The records at ``paths`` (key → path), every ``get`` in flight at once; missing
+        znodes are left out, malformed ones reported to ``on_corrupt`` and left out."""
+        pending = [(key, path, self.client.get_async(path, watch=watch)) for key, path in paths.items()]
         out: dict[str, R] = {}
-        for name in self._children(directory, watch):
+        for key, path, result in pending:
             try:
-                rec = self._read(cls, posixpath.join(directory, name))
+                data, stat = result.get()
+            except NoNodeError:
+                self._decoded.pop(path, None)
+                continue
+            try:
+                out[key] = self._decode(cls, path, data, stat)
             except CorruptRecordError as err:
                 self.on_corrupt(err)
-                continue
-            if rec is not None:
-                out[name] = rec
         return out
 
     def _set(self, path: str, data: bytes, *, fenced: bool = False) -> None:
@@ -195,8 +232,10 @@ class ClusterState:
     def assignment_ids(self, watch: WatchFn = None) -> list[str]:
         return self._children(self.layout.assignments_dir, watch)
 
-    def assignments(self, watch: WatchFn = None) -> dict[str, Assignment]:
-        return self._read_all(Assignment, self.layout.assignments_dir, watch)
+    def assignments(self, watch: WatchFn = None, data_watch: WatchFn = None) -> dict[str, Assignment]:
+        """Every assignment; ``watch`` fires when one is added or removed, ``data_watch`` when one
+        read here changes."""
+        return self._read_all(Assignment, self.layout.assignments_dir, watch, data_watch)
 
     def set_assignment(self, topology_id: str, assignment: Assignment) -> None:
         self._set(self.layout.assignment(topology_id), assignment.encode(), fenced=True)
@@ -247,17 +286,32 @@ class ClusterState:
                 self.on_corrupt(CorruptRecordError(posixpath.join(directory, name), str(exc)))
         return out
 
-    def set_worker_heartbeat(self, topology_id: str, node: str, port: int, hb: WorkerHeartbeat) -> None:
+    def worker_heartbeats_of(self, topology_id: str, slots: list[tuple[str, int]]) -> dict[tuple[str, int], WorkerHeartbeat]:
+        """The workerbeats of some slots of a topology (missing ones left out), read at once."""
+        paths = {slot: self.layout.workerbeat(topology_id, slot[0], slot[1]) for slot in slots}
+        by_key = self._read_many(WorkerHeartbeat, {f"{n}-{p}": path for (n, p), path in paths.items()})
+        return {slot: by_key[f"{slot[0]}-{slot[1]}"] for slot in slots if f"{slot[0]}-{slot[1]}" in by_key}
+
+    def set_worker_heartbeat(self, topology_id: str, node: str, port: int, hb: WorkerHeartbeat,
+                             max_bytes: int = WORKERBEAT_MAX_BYTES) -> None:
+        """Write a worker's stats. A beat larger than ``max_bytes`` (a worker with thousands of
+        executors) keeps only all-time figures, then only which executors run: ZooKeeper drops
+        the connection of a request over its ``jute.maxbuffer``."""
         path = self.layout.workerbeat(topology_id, node, port)
+        data = hb.encode()
+        if len(data) > max_bytes:
+            data = trimmed_heartbeat(hb, max_bytes)
+            log.warning("workerbeat-trimmed", path=path, bytes=len(hb.encode()), max_bytes=max_bytes,
+                        now_bytes=len(data), executors=len(hb.executor_stats))
         try:
-            self.client.set(path, hb.encode())
+            self.client.set(path, data)
         except NoNodeError:
             # Only nimbus creates the topology directory; a worker whose topology was removed
             # must not resurrect it, so makepath is off here.
             try:
-                self.client.create(path, hb.encode())
+                self.client.create(path, data)
             except NodeExistsError:
-                self.client.set(path, hb.encode())
+                self.client.set(path, data)
 
     def remove_worker_heartbeat(self, topology_id: str, node: str, port: int) -> None:
         self._delete(self.layout.workerbeat(topology_id, node, port), recursive=False)
@@ -349,6 +403,22 @@ class ClusterState:
 
     def teardown_blobs(self, topology_id: str) -> None:
         self._delete(self.layout.blobstore_dir(topology_id))
+
+
+_WINDOWED = ("emitted", "transferred", "acked", "failed", "complete_ms_avg", "executed", "process_ms_avg",
+             "execute_ms_avg")
+
+
+def trimmed_heartbeat(hb: WorkerHeartbeat, max_bytes: int) -> bytes:
+    """``hb`` encoded within ``max_bytes`` if it can be: all-time figures only, else executors only."""
+    all_time = {key: st.model_copy(update={m: {w: v for w, v in getattr(st, m).items() if w == ":all-time"}
+                                            for m in _WINDOWED})
+                for key, st in hb.executor_stats.items()}
+    data = hb.model_copy(update={"executor_stats": all_time}).encode()
+    if len(data) <= max_bytes:
+        return data
+    bare = {key: st.model_copy(update={**{m: {} for m in _WINDOWED}, "extra": {}}) for key, st in hb.executor_stats.items()}
+    return hb.model_copy(update={"executor_stats": bare}).encode()
 
 
 def now_secs() -> int:

@@ -190,6 +190,9 @@ KEYS: dict[str, Key] = {
         Key("nimbus.api.token", None, Optional(Str()), "token required for write actions"),
         Key("nimbus.api.read.token.required", False, Bool(), "require the token for reads too"),
         Key("nimbus.max.request.bytes", 64 * 1024 * 1024, _POS, "largest accepted HTTP body"),
+        Key("nimbus.assignment.max.bytes", 512 * 1024, Int(1024, 1_000_000),
+            "largest assignment znode nimbus writes: a submit or rebalance whose assignment could be bigger is "
+            "refused (ZooKeeper refuses requests over its jute.maxbuffer, 1 MiB by default)"),
         Key("topology.min.replication.count", 1, _POS, "nimbus copies of code before submit returns"),
         Key("topology.max.replication.wait.time.sec", 60, Int(-1), "wait for replication, secs"),
         # Supervisor

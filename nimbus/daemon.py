@@ -41,7 +41,9 @@ from gale.zk import start_client
 from gale.nimbus import transitions
 from gale.nimbus.blobstore import BlobStore
 from gale.nimbus.leadership import LeaderElection, Term
-from gale.nimbus.plan import RoundPlan, RoundSnapshot, SchedulingTimeouts, TopologyInputs, plan_round
+from gale.nimbus.plan import (
+    RoundPlan, RoundSnapshot, SchedulingTimeouts, TopologyInputs, assignment_size_bound, plan_round,
+)
 from gale.nimbus.replication import CodeReplication
 from gale.nimbus.scheduler import HeartbeatCache
 
@@ -245,6 +247,7 @@ class Nimbus:
         conf = self.topology_conf(stored_conf)
         num_workers = int(conf["topology.workers"])
         component_executors = component_parallelism(defn, conf, num_workers)
+        self.check_assignment_size(name, defn, conf, num_workers, component_executors, "submit")
         with self.lock:
             topology_id, now = self._reserve(name)
         base_written: bool | None = False  # None: unknown (the write failed on the way)
@@ -279,6 +282,32 @@ class Nimbus:
                     if base_written is False:
                         self._discard(topology_id)
         return topology_id
+
+    def check_assignment_size(self, name: str, defn: TopologyDef, conf: Mapping[str, Any], num_workers: int,
+                              component_executors: Mapping[str, int], action: str) -> None:
+        """Refuse a topology whose assignment could outgrow ``nimbus.assignment.max.bytes`` (kept
+        below ZooKeeper's ``jute.maxbuffer``): an assignment nimbus cannot write would leave the
+        topology unscheduled for good."""
+        limit = int(self.conf["nimbus.assignment.max.bytes"])
+        executors = TopologyLayout(defn, conf, num_workers, component_executors).executors
+        try:
+            infos = self.state.supervisor_infos()
+        except KazooException:
+            infos = {}
+        bound = assignment_size_bound(
+            executors, num_workers, code_dir=str(self.blobs.dir(f"{name}-{10**9}-{10**10}")),
+            owner=conf.get("topology.submitter.user", "") or "",
+            node_id_len=max((len(sid) for sid in infos), default=64),
+            host_len=max((len(i.hostname) for i in infos.values()), default=64),
+        )
+        if bound > limit:
+            raise TopologyError(
+                f"{action} refused: the assignment of topology {name!r} ({len(executors)} executors over "
+                f"{num_workers} workers) could take {bound:,} bytes in ZooKeeper, more than "
+                f"nimbus.assignment.max.bytes ({limit:,} bytes; ZooKeeper's jute.maxbuffer is 1,048,575 by default); "
+                "use fewer executors or workers, or raise the limit (and jute.maxbuffer on every ZooKeeper server "
+                "and client) — see docs/scaling.md"
+            )
 
     def _reserve(self, name: str) -> tuple[str, float]:
         """Take ``name`` and a new topology id for a submit (under :attr:`lock`)."""
@@ -378,6 +407,10 @@ class Nimbus:
                 )
         if num_workers is not None and num_workers < 1:
             raise TopologyError(f"rebalance: number of workers must be >= 1, got {num_workers}")
+        base = self.state.storm_base(tid)
+        if base is not None:
+            self.check_assignment_size(base.name, defn, conf, num_workers or base.num_workers,
+                                       {**base.component_executors, **executors}, "rebalance")
         wait = wait_secs if wait_secs is not None else conf["topology.message.timeout.secs"]
 
         def fn(base: StormBase) -> StormBase:
@@ -496,9 +529,14 @@ class Nimbus:
             except (NotFoundError, OSError, ValueError) as exc:
                 log.error("topology-code-unavailable", topology=tid, error=str(exc))
                 continue
+            # live supervisors report their workers' heartbeats; only orphaned slots (supervisor
+            # gone, workers maybe not) are judged by the workers' own workerbeats
+            old = assignments.get(tid)
+            orphans = sorted(slot for slot in (old.slots() if old else ()) if slot[0] not in supervisors)
             topologies[tid] = TopologyInputs(
                 base=base, defn=defn, conf=conf, code_dir=str(self.blobs.dir(tid)),
-                code_checksum=self.blobs.checksum(tid), heartbeats=self.state.worker_heartbeats(tid),
+                code_checksum=self.blobs.checksum(tid),
+                heartbeats=self.state.worker_heartbeats_of(tid, orphans) if orphans else {},
             )
         return RoundSnapshot(
             now=now, topologies=topologies, storm_ids=frozenset(storm_ids | set(bases)), assignments=assignments,
@@ -509,7 +547,14 @@ class Nimbus:
     def apply_plan(self, plan: RoundPlan) -> dict[str, Assignment]:
         """Write a round's plan (fenced) and log and count what changed."""
         written: dict[str, Assignment] = {}
+        limit = int(self.conf["nimbus.assignment.max.bytes"])
         for w in plan.writes:
+            size = len(w.assignment.encode())
+            if size > limit:
+                # submit and rebalance refuse what could grow this big; ZooKeeper would drop the
+                # connection on a request over jute.maxbuffer
+                log.error("assignment-too-large", topology=w.topology_id, bytes=size, limit=limit)
+                continue
             self.state.set_assignment(w.topology_id, w.assignment)
             written[w.topology_id] = w.assignment
             placements = w.assignment.executors()

@@ -151,7 +151,8 @@ def schedule_topology(
     slots (no alive executor of any topology, no dead executor). ``live_slots``: every port of
     every live supervisor.
     """
-    available = [s for s in available if s not in set(alive_placements.values())]
+    held = set(alive_placements.values())
+    available = [s for s in available if s not in held]
     alive_assigned: dict[WorkerSlot, list[ExecutorId]] = {}
     for ex, slot in alive_placements.items():
         alive_assigned.setdefault(slot, []).append(ex)
@@ -248,19 +249,22 @@ def compute_assignments(
         dead[t.topology_id] = {ex for ex in t.placements if ex not in live}
         dead_slots |= {t.placements[ex] for ex in dead[t.topology_id]}
     occupied = {slot for placements in alive.values() for slot in placements.values()}
+    # slots no alive executor of any topology holds and no dead one blocks (kept up to date below)
+    free = live_slots - occupied - dead_slots
     result: dict[str, dict[ExecutorId, WorkerSlot]] = {}
     for t in sorted(topologies, key=lambda t: t.topology_id):
         mine = alive[t.topology_id]
-        others = occupied - set(mine.values())
-        available = sorted(s for s in live_slots if s not in others and s not in dead_slots and s not in set(mine.values()))
+        mine_slots = set(mine.values())
         needs = (
-            set(t.executors) != set(mine)
-            or len(set(mine.values())) < min(t.num_workers, len(set(mine.values())) + len(available))
+            len(t.executors) != len(mine) or set(t.executors) != set(mine)
+            or len(mine_slots) < min(t.num_workers, len(mine_slots) + len(free))
         )
         if not needs:
             result[t.topology_id] = dict(mine)
             continue
-        placements = schedule_topology(t.executors, t.num_workers, mine, available, live_slots)
+        placements = schedule_topology(t.executors, t.num_workers, mine, sorted(free), live_slots)
         result[t.topology_id] = placements
-        occupied |= set(placements.values())
+        used = set(placements.values())
+        occupied |= used
+        free -= used
     return result, dead

@@ -3,10 +3,13 @@
 One thread (the loop) owns all slot state. Kazoo watches, the heartbeat timer, code downloads and
 signal handlers only set the loop's wake-up event. Each loop iteration:
 
-1. re-reads ``/storm/assignments`` when a watch fired or every 10 s (on a failed read the last
-   good view is kept — a ZooKeeper outage must not kill healthy workers);
+1. re-reads ``/storm/assignments`` when a watch fired (an assignment added, removed or changed) or
+   every 10 s (on a failed read the last good view is kept — a ZooKeeper outage must not kill
+   healthy workers); unchanged assignments are not decoded again;
 2. observes each slot's worker (LocalState heartbeat, process alive) and steps its state machine
-   (:mod:`gale.supervisor.slot`), performing the returned actions;
+   (:mod:`gale.supervisor.slot`), performing the returned actions; the heartbeats observed go to
+   nimbus in the supervisor's own znode (:meth:`Supervisor.worker_heartbeats`), rewritten every
+   ``supervisor.heartbeat.frequency.secs``;
 3. persists ``local-assignments`` and ``approved-workers`` in LocalState when they change, so a
    restarted supervisor re-adopts running workers and kills the strays.
 
@@ -34,7 +37,7 @@ from gale.cluster_state import ClusterState
 from gale.layout import Layout
 from gale.local_state import LocalState
 from gale.log import get_logger
-from gale.records import GALE_VERSION, SupervisorInfo
+from gale.records import GALE_VERSION, SupervisorInfo, SupervisorWorkerHeartbeat, encode_executors
 from gale.zk import start_client
 from gale.nimbus.client import NimbusClient, seed_addresses
 from gale.supervisor.container import Containers
@@ -93,6 +96,8 @@ class Supervisor:
         self.started = clock.time()
         self.slots: dict[int, Slot] = {}
         self.desired: dict[int, LocalAssignment] = {}
+        #: port → (worker id, LocalState heartbeat time, executors) as last observed (for nimbus)
+        self._observed_beats: dict[int, tuple[str, float, list[tuple[int, int]]]] = {}
         self._assignments_dirty = True
         self._last_assignment_read = 0.0
         self._reregister = False
@@ -199,8 +204,25 @@ class Supervisor:
             time_secs=int(self.clock.time()), hostname=self.hostname, assignment_id=self.supervisor_id,
             used_ports=used, meta=self.ports, scheduler_meta=self.conf.get("supervisor.scheduler.meta") or {},
             uptime_secs=int(self.clock.time() - self.started), gale_version=GALE_VERSION,
-            server_port=self.metrics_port,
+            server_port=self.metrics_port, worker_heartbeats=self.worker_heartbeats(),
         )
+
+    def worker_heartbeats(self) -> list[SupervisorWorkerHeartbeat]:
+        """The heartbeats of this node's workers, as last observed, for nimbus (Storm 2's
+        ``SupervisorWorkerHeartbeats``): written with the supervisor's znode, so liveness costs
+        ZooKeeper one write per node per ``supervisor.heartbeat.frequency.secs``, not one per worker."""
+        out = []
+        for port in sorted(self.slots):
+            slot = self.slots[port]
+            beat = self._observed_beats.get(port)
+            if slot.current is None or slot.worker_id is None or beat is None:
+                continue
+            worker_id, time_secs, executors = beat
+            if worker_id != slot.worker_id:
+                continue
+            out.append(SupervisorWorkerHeartbeat(topology_id=slot.current.topology_id, port=port,
+                                                 executors=encode_executors(executors), time_secs=int(time_secs)))
+        return out
 
     def register(self) -> None:
         self.state.set_supervisor_info(self.supervisor_id, self.info())
@@ -208,7 +230,9 @@ class Supervisor:
 
     def read_assignments(self) -> None:
         try:
-            assignments = self.state.assignments(watch=self._on_assignments_changed)
+            # a watch on the list (added/removed topologies) and on each assignment read (changes)
+            assignments = self.state.assignments(watch=self._on_assignments_changed,
+                                                 data_watch=self._on_assignments_changed)
         except KazooException as exc:
             log.warning("assignments-read-failed", error=type(exc).__name__)
             return  # keep the last good view
@@ -274,6 +298,13 @@ class Supervisor:
         hb_secs = None
         if hb is not None and hb.get("port") == slot.port and (slot.current is None or hb.get("topology_id") == slot.current.topology_id):
             hb_secs = float(hb.get("time_secs", 0))
+            try:
+                executors = [(int(s), int(e)) for s, e in hb.get("executors") or ()]
+            except (TypeError, ValueError):
+                executors = []
+            self._observed_beats[slot.port] = (slot.worker_id, hb_secs, executors)
+        else:
+            self._observed_beats.pop(slot.port, None)
         return Observation(
             now=self.clock.time(),
             assignment=desired,
