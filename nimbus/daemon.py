@@ -37,7 +37,7 @@ from gale.layout import Layout
 from gale.log import bind, get_logger
 from gale.records import Assignment, NimbusSummary, StormBase, TopologyStatus
 from gale.topology.definition import TopologyDef, TopologyLayout, component_parallelism
-from gale.zk import start_client
+from gale.zk import connect
 from gale.nimbus import transitions
 from gale.nimbus.blobstore import BlobStore
 from gale.nimbus.leadership import LeaderElection, Term
@@ -83,6 +83,9 @@ class Nimbus:
         self._defs: dict[str, tuple[str, TopologyDef, dict[str, Any]]] = {}
         self._submitted = 0
         self._monitor: threading.Thread | None = None
+        #: the ZooKeeper connection as kazoo last reported it; seconds waited for it at start
+        self.zk_state: str = "CONNECTING"
+        self.zk_wait_secs = 0.0
         self.rounds = 0  # scheduling rounds (leader)
         self.iterations = 0  # monitor-loop iterations (leader or standby)
         self.corrupt_seen: list[str] = []
@@ -93,18 +96,29 @@ class Nimbus:
     def address(self) -> str:
         return f"{self.host}:{self.port}"
 
-    def connect(self) -> None:
-        self.client = start_client(self.conf)
+    def connect(self, stop: threading.Event | None = None) -> bool:
+        """Connect to ZooKeeper, waiting as long as it takes (:func:`gale.zk.connect`); False
+        when ``stop`` (default: :attr:`stopping`) was set first."""
+        client = connect(self.conf, stop=stop or self.stopping, what="nimbus", on_waiting=self._waiting_for_zookeeper)
+        if client is None:
+            return False
+        self.client = client
+        self.zk_state = KazooState.CONNECTED
         self.client.add_listener(self._on_zk_state)
         self.state = ClusterState(self.client, self.layout, on_corrupt=self._on_corrupt)
         self.state.ensure_layout()
         self.replication = CodeReplication(self.state, self.blobs, self.address, headers=self.internal_headers,
                                            on_announced=self.wakeup.set, clock=self.clock)
+        return True
 
-    def start(self) -> None:
-        """Connect, register, join the leader election and start the monitor loop."""
-        if self.client is None:
-            self.connect()
+    def _waiting_for_zookeeper(self, secs: float) -> None:
+        self.zk_wait_secs = secs
+
+    def start(self, stop: threading.Event | None = None) -> None:
+        """Connect (waiting for ZooKeeper as long as it takes, unless ``stop`` is set first),
+        register, join the leader election and start the monitor loop."""
+        if self.client is None and not self.connect(stop):
+            return
         self.register()
         self.replication.start()
         self.leader = LeaderElection(
@@ -135,11 +149,18 @@ class Nimbus:
 
     def _on_zk_state(self, state: KazooState) -> None:
         # never do ZooKeeper I/O in a listener: hand it to the monitor loop
+        self.zk_state = state
+        if state != KazooState.CONNECTED:
+            log.warning("zookeeper-" + state.lower(), hint="no scheduling or user actions until ZooKeeper is back")
         if state == KazooState.CONNECTED:
             self._needs_register = True
+            self._forget_heartbeats = True
             self.wakeup.set()
 
     _needs_register = False
+    #: set when nimbus could not see heartbeats for a while (its ZooKeeper connection was down, or
+    #: it was not leading): the next round judges liveness afresh instead of from stale times
+    _forget_heartbeats = False
 
     def _on_corrupt(self, err: CorruptRecordError) -> None:
         log.error("corrupt-znode", path=err.path, problem=err.problem)
@@ -151,6 +172,7 @@ class Nimbus:
     def _on_elected(self, term: Term) -> None:
         # the election thread, before is_leader() turns True: fence every write of this term
         self.state.fence = term.fence
+        self._forget_heartbeats = True
         if self.metrics is not None:
             self.metrics.elections.inc()
         self._needs_register = True  # the loop rewrites /nimbuses/<me> (now the leader)
@@ -500,6 +522,13 @@ class Nimbus:
         """One scheduling round: read a snapshot, plan it (:func:`~gale.nimbus.plan.plan_round`),
         apply the plan with fenced writes. Returns the assignments written."""
         t0 = self.clock.perf_counter()
+        if self._forget_heartbeats:
+            # heartbeats could not be written or seen while ZooKeeper was away (or another nimbus
+            # led): their last times are stale, not a sign of death. Start over: each executor's
+            # current beat counts as new, and it has nimbus.task.timeout.secs to beat again.
+            self._forget_heartbeats = False
+            self.cache = HeartbeatCache()
+            log.info("heartbeat-cache-reset", reason="ZooKeeper connection resumed or leadership began")
         snapshot = self.read_snapshot(scratch)
         t1 = self.clock.perf_counter()
         plan = plan_round(snapshot)

@@ -32,11 +32,13 @@ class NimbusServer:
         self.http = HttpServer(create_app(self.nimbus), self.conf["nimbus.host"], int(self.conf["nimbus.http.port"]),
                                name="nimbus")
 
-    def start(self) -> None:
-        # listen first: the port is part of this nimbus's identity (host:port) in ZooKeeper
+    def start(self, stop=None) -> None:
+        """Listen, then start nimbus (which waits for ZooKeeper unless ``stop`` is set first)."""
+        # listen first: the port is part of this nimbus's identity (host:port) in ZooKeeper, and
+        # /metrics shows whether nimbus still waits for ZooKeeper
         self.http.start()
         self.nimbus.port = self.http.port
-        self.nimbus.start()
+        self.nimbus.start(stop)
 
     def stop(self) -> None:
         self.nimbus.stop()
@@ -47,7 +49,7 @@ def serve(conf: Mapping[str, Any]) -> int:
     configure_daemon_logging(conf, "nimbus")
     signals = StopSignals()
     server = NimbusServer(conf)
-    server.start()
+    server.start(signals.event)  # a stop signal ends a wait for ZooKeeper
     sd_notify("READY=1")
     log.info("nimbus-ready", address=server.nimbus.address)
     signum = signals.wait()

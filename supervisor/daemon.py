@@ -38,7 +38,7 @@ from gale.layout import Layout
 from gale.local_state import LocalState
 from gale.log import get_logger
 from gale.records import GALE_VERSION, SupervisorInfo, SupervisorWorkerHeartbeat, encode_executors
-from gale.zk import start_client
+from gale.zk import connect
 from gale.nimbus.client import NimbusClient, seed_addresses
 from gale.supervisor.container import Containers
 from gale.supervisor.localizer import Localizer
@@ -104,17 +104,28 @@ class Supervisor:
         self._last_register = 0.0
         self.client = None
         self.state: ClusterState | None = None
+        #: the ZooKeeper connection as kazoo last reported it; seconds waited for it at start
+        self.zk_state: str = "CONNECTING"
+        self.zk_wait_secs = 0.0
         self._loop_thread: threading.Thread | None = None
         self.metrics_port: int | None = None
 
     # ------------------------------------------------------------------ lifecycle
 
-    def start(self) -> None:
+    def start(self, stop: threading.Event | None = None) -> None:
+        """Connect to ZooKeeper — waiting as long as it takes (an ensemble without quorum, servers
+        not up yet) unless ``stop`` (default: :attr:`stopping`) is set first — recover the slots,
+        register and start the loop."""
         self.config_path.parent.mkdir(parents=True, exist_ok=True)
         tmp = self.config_path.with_suffix(".tmp")
         tmp.write_text(yaml.safe_dump(self.conf, sort_keys=True))
         os.replace(tmp, self.config_path)
-        self.client = start_client(self.conf)
+        client = connect(self.conf, stop=stop or self.stopping, what="supervisor",
+                         on_waiting=self._waiting_for_zookeeper)
+        if client is None:
+            return
+        self.client = client
+        self.zk_state = KazooState.CONNECTED
         self.client.add_listener(self._on_zk_state)
         self.state = ClusterState(self.client, self.layout)
         self.state.ensure_layout()
@@ -146,7 +157,14 @@ class Supervisor:
     def wake(self) -> None:
         self.wakeup.set()
 
+    def _waiting_for_zookeeper(self, secs: float) -> None:
+        self.zk_wait_secs = secs
+
     def _on_zk_state(self, state: KazooState) -> None:
+        self.zk_state = state
+        if state != KazooState.CONNECTED:
+            log.warning("zookeeper-" + state.lower(),
+                        hint="workers keep running on the last assignments read until ZooKeeper is back")
         if state == KazooState.CONNECTED:
             # (re)connected, possibly with a new session: re-create the ephemeral node, re-read
             self._reregister = True
