@@ -9,9 +9,10 @@ executors when given). For each size the benchmark starts, from scratch:
 * a nimbus and a standby, real ``nimbus serve`` processes (:class:`gale.nimbus.devcluster.DevCluster`);
 * S simulated supervisors in ``--procs`` processes (:mod:`benchmarks.scale_sim`): Gale's own
   supervisor code (registration, assignment watch, slot machines, code download) with workers that
-  run Gale's worker coordination code (own ZooKeeper session, assignment watch, workerbeats with
-  real executor stats that change every beat) but no executors; slots = W / (0.9 S), so losing
-  10% of the supervisors leaves room for their workers.
+  run Gale's worker coordination code (assignment watch, workerbeats with real executor stats that
+  change every beat; one ZooKeeper session per node, or per worker with ``--worker-sessions own``)
+  but no executors; slots = W / (0.9 S), so losing 10% of the supervisors leaves room for their
+  workers. Supervisor ids are as long as real ones (uuid-hostname).
 
 Storm's default timing keys throughout (``nimbus.monitor.freq.secs`` 10, ``task.heartbeat.frequency.secs``
 3, ``supervisor.heartbeat.frequency.secs`` 5, ``storm.zookeeper.session.timeout`` 20 s ...) unless
@@ -46,6 +47,7 @@ import sys
 import tempfile
 import threading
 import time
+import uuid
 from dataclasses import dataclass, field
 from multiprocessing.connection import wait as wait_connections
 from pathlib import Path
@@ -166,7 +168,7 @@ class NodeProcesses:
         n = min(procs, size.supervisors)
         specs: list[list[dict[str, Any]]] = [[] for _ in range(n)]
         for i in range(size.supervisors):
-            sid = f"sim{i:03d}"
+            sid = f"{uuid.uuid4()}-sim{i:03d}.example.com"  # as long as a real supervisor id (uuid-hostname)
             specs[i % n].append({"id": sid, "ports": list(range(6700, 6700 + slots)),
                                  "local_dir": str(base / "nodes" / sid)})
         for p in range(n):
@@ -503,8 +505,9 @@ def main() -> int:
                         help="comma-separated WORKERS:SUPERVISORS:TOPOLOGIES[:LARGEST_EXECUTORS]")
     parser.add_argument("--procs", type=int, default=10, help="processes hosting the simulated supervisors")
     parser.add_argument("--executors-per-worker", type=int, default=4)
-    parser.add_argument("--worker-sessions", choices=("own", "node"), default="own",
-                        help="each simulated worker its own ZooKeeper session (as real workers), or one per node")
+    parser.add_argument("--worker-sessions", choices=("own", "node"), default="node",
+                        help="one ZooKeeper session per node for its simulated workers (default: 3 threads a "
+                             "session, 3,000 threads at 1,000 workers otherwise), or each its own (as real workers)")
     parser.add_argument("--tuples-per-sec", type=float, default=100.0, help="synthetic rate in every executor's stats")
     parser.add_argument("--steady", type=float, default=60.0, help="seconds of the steady measurement window")
     parser.add_argument("--settle", type=float, default=10.0, help="seconds between all running and the window")

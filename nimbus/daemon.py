@@ -150,7 +150,7 @@ class Nimbus:
     def _on_zk_state(self, state: KazooState) -> None:
         # never do ZooKeeper I/O in a listener: hand it to the monitor loop
         self.zk_state = state
-        if state != KazooState.CONNECTED:
+        if state != KazooState.CONNECTED and not self.stopping.is_set():  # not our own stop
             log.warning("zookeeper-" + state.lower(), hint="no scheduling or user actions until ZooKeeper is back")
         if state == KazooState.CONNECTED:
             self._needs_register = True

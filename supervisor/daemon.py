@@ -162,7 +162,7 @@ class Supervisor:
 
     def _on_zk_state(self, state: KazooState) -> None:
         self.zk_state = state
-        if state != KazooState.CONNECTED:
+        if state != KazooState.CONNECTED and not self.stopping.is_set():  # not our own stop
             log.warning("zookeeper-" + state.lower(),
                         hint="workers keep running on the last assignments read until ZooKeeper is back")
         if state == KazooState.CONNECTED:

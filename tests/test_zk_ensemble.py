@@ -19,6 +19,7 @@ from gale.layout import Layout
 from gale.records import Assignment
 from gale.zkserver import ZooKeeperEnsemble
 from gale.nimbus.devcluster import DevCluster
+from tests.brokers import kafka_broker  # noqa: F401 - a fixture
 from tests.cluster import DURABLE_WC, FAST, DurableInput, cli, dump_logs
 from tests.waiting import eventually, until
 
@@ -137,3 +138,50 @@ def test_losing_the_quorum_while_running_stops_nothing_and_writes_nothing_partia
     finally:
         observer.stop()
         observer.close()
+
+
+def test_the_kafka_spout_consumes_through_a_zookeeper_leader_kill(ensemble, conf, kafka_broker):
+    """The Kafka spout's consumer group lives in ZooKeeper: with the full server list it keeps its
+    members and commits through the loss of the ensemble's leader, and consumes every record."""
+    from gale import LocalCluster
+    from gale.worker.connectors.kafka_group import ConsumerGroupPaths
+    from tests.test_kafka_spout import PARTITIONS, instances, kafka_conf, recorder_topology, seen, settled
+
+    conf = {**conf, "storm.zookeeper.servers": ensemble.client_servers()}
+    kafka_broker.create_topic("ensemble", PARTITIONS)
+    kafka_broker.produce("ensemble", [f"a{i}" for i in range(400)], partitions=PARTITIONS)
+    zk = KazooClient(hosts=ensemble.address)
+    zk.start(timeout=10)
+    try:
+        with LocalCluster(conf) as cluster:
+            running = cluster.submit_topology("ens", kafka_conf(kafka_broker, "/", "ensemble", "eg"), recorder_topology(2))
+            spouts = instances(running, "kafka")
+            until(lambda: settled(running) and sum(len(s.member.owned) for s in spouts) == PARTITIONS, 60,
+                  lambda: "two members owning every partition")
+            until(lambda: len(set(seen(running))) >= 400, 60, lambda: f"{len(set(seen(running)))}/400 seen")
+            members = sorted(zk.get_children(ConsumerGroupPaths("/", "eg").ids_dir))
+            ensemble.kill(ensemble.leader())  # the followers elect a new leader; sessions move over
+            kafka_broker.produce("ensemble", [f"b{i}" for i in range(400)], partitions=PARTITIONS)
+            hws = kafka_broker.high_watermarks("ensemble", PARTITIONS)
+            eventually(lambda: _all_offsets_seen(running, hws), 90)
+            eventually(lambda: _committed_at(zk, hws), 90, retry_on=(AssertionError, Exception))
+            # the same members: their sessions survived the leader change
+            assert sorted(zk.get_children(ConsumerGroupPaths("/", "eg").ids_dir)) == members
+            assert running.errors == {}
+    finally:
+        zk.stop()
+        zk.close()
+
+
+def _all_offsets_seen(running, hws):
+    from tests.test_kafka_spout import seen
+
+    got = set(seen(running))
+    missing = {(p, o) for p, hw in hws.items() for o in range(hw)} - got
+    assert not missing, f"{len(missing)} offsets not seen"
+
+
+def _committed_at(zk, hws):
+    from tests.test_kafka_spout import committed
+
+    assert committed(zk, "eg", "ensemble") == hws
