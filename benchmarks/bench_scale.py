@@ -22,13 +22,16 @@ processes holding 10% of the supervisors and waits until every executor runs aga
 ``name: value unit`` lines per size and writes them all as JSON (``--json``):
 
 * ``round_secs_p50/p99/max`` — nimbus scheduling rounds (the leader's ``scheduling-round`` log
-  lines) in the steady window and over the whole run, with the read/plan/write split;
+  lines) in the steady window and over the whole run, with the read/plan/write split and the
+  round's own CPU time (``round_cpu_secs``: what the round costs whatever else the machine runs);
 * ``submit_to_running_secs_p50/max`` — from a submit's request until every executor of that
   topology has written a workerbeat; ``all_submitted_to_running_secs``;
 * ``reassign_after_10pct_loss_secs`` — from the kill until every executor runs again;
 * ``zk_writes_per_sec`` (transactions logged by the ZooKeeper leader), ``zk_bytes_in_per_sec``
   (bytes received by the three servers from clients), ``zk_watch_events_per_sec`` (watches
-  fired, all servers), ``zk_reads_per_sec`` (requests minus writes, approximate) over the steady window;
+  fired, all servers), ``zk_requests_per_sec`` (packets received, pings included) over the steady
+  window; the same rates while submitting (``submit_*``) and while recovering from the loss
+  (``loss_*``);
 * ``largest_znode_bytes`` (and its path) against ``jute.maxbuffer`` (1 MiB), ``znodes``;
 * ``nimbus_cpu_cores`` (leader, steady window, from psutil) and ``nimbus_rss_mib`` (max sampled).
 """
@@ -266,6 +269,16 @@ def mntr_totals(ensemble: ZooKeeperEnsemble) -> dict[str, float]:
     return out
 
 
+def phase_rates(phase: str, m0: dict[str, float], m1: dict[str, float], secs: float) -> dict[str, float]:
+    """ZooKeeper writes, bytes and watch events per second over a phase (submitting, recovering)."""
+    secs = max(secs, 1e-6)
+    return {
+        f"{phase}_zk_writes_per_sec": round((m1["txns"] - m0["txns"]) / secs, 1),
+        f"{phase}_zk_bytes_in_per_sec": round((m1["bytes_in"] - m0["bytes_in"]) / secs),
+        f"{phase}_zk_watch_events_per_sec": round((m1["watch_events"] - m0["watch_events"]) / secs, 1),
+    }
+
+
 def largest_znode(address: str, root: str) -> tuple[int, str, int]:
     """(bytes, path, count) of the largest znode under ``root``."""
     zk = KazooClient(hosts=address, timeout=30)
@@ -388,6 +401,7 @@ def run_size(size: Size, args, overrides: dict[str, Any]) -> dict[str, Any]:
         ids: dict[str, str] = {}
         submitted_at: dict[str, float] = {}
         submit_secs = []
+        m_submit0 = mntr_totals(ensemble)
         t_submit0 = time.time()
         with NimbusClient(client_conf, timeout=300) as client:
             for name, workers, executors in plan:
@@ -413,6 +427,7 @@ def run_size(size: Size, args, overrides: dict[str, Any]) -> dict[str, Any]:
             missing = {n: (counts.get(ids[n], 0), tracker.expected[n]) for n in ids if n not in running_at}
             raise TimeoutError(f"not every executor runs after {args.timeout}s: {dict(list(missing.items())[:5])}")
         t_all = time.time()
+        out.update(phase_rates("submit", m_submit0, mntr_totals(ensemble), t_all - t_submit0))
         to_running = [running_at[n] - submitted_at[n] for n in ids]
         out.update({
             "executors": sum(tracker.expected.values()),
@@ -440,6 +455,9 @@ def run_size(size: Size, args, overrides: dict[str, Any]) -> dict[str, Any]:
             "steady_secs": round(secs, 1),
             "round_secs_p50": _r(pct(r_steady, 50)), "round_secs_p99": _r(pct(r_steady, 99)),
             "round_secs_max": _r(max(r_steady, default=None)), "rounds_steady": len(r_steady),
+            "round_cpu_secs_p50": _r(pct([float(r.get("cpu_secs", 0)) for r in steady_rounds], 50)),
+            "round_cpu_secs_p99": _r(pct([float(r.get("cpu_secs", 0)) for r in steady_rounds], 99)),
+            "round_cpu_secs_all_max": _r(max((float(r.get("cpu_secs", 0)) for r in rounds_all), default=None)),
             "round_read_secs_p50": _r(pct([float(r["read_secs"]) for r in steady_rounds], 50)),
             "round_plan_secs_p50": _r(pct([float(r["plan_secs"]) for r in steady_rounds], 50)),
             "round_write_secs_p50": _r(pct([float(r["write_secs"]) for r in steady_rounds], 50)),
@@ -461,6 +479,7 @@ def run_size(size: Size, args, overrides: dict[str, Any]) -> dict[str, Any]:
         # ---- lose 10% of the supervisors
         victims = max(1, round(len(nodes.procs) / 10))
         lost: set[str] = set()
+        m_kill0 = mntr_totals(ensemble)
         t_kill = time.time()
         for i in range(victims):
             lost |= nodes.kill(i)
@@ -469,6 +488,7 @@ def run_size(size: Size, args, overrides: dict[str, Any]) -> dict[str, Any]:
         running_at.clear()
         until(all_running, args.timeout, "every executor running again after the loss")
         out["reassign_after_10pct_loss_secs"] = round(time.time() - t_kill, 2)
+        out.update(phase_rates("loss", m_kill0, mntr_totals(ensemble), time.time() - t_kill))
         rss.stop()
         out["nimbus_rss_mib"] = round(rss.max_rss / 2**20, 1)
         out["sim_worker_exits"] = tracker.exits

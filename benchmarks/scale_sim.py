@@ -10,9 +10,11 @@ its own ZooKeeper session (or one per node, ``worker_sessions="node"``), the rea
 and refresh (exit when its executors move), the real workerbeat loop writing
 ``/workerbeats/<id>/<node>-<port>`` with real :class:`~gale.records.ExecutorStats` built by Gale's
 stats collectors from synthetic counters that grow every beat (a busy worker: every beat differs),
-and its LocalState heartbeat kept in memory (``write_local_heartbeat`` overridden), which the
-supervisor reads through :meth:`SimContainers.heartbeat`. What it does not run: executors,
-transfer sockets, Spark, user code.
+and its LocalState heartbeat kept in memory and computed when read (a live worker's heartbeat is
+always fresh; :meth:`SimWorker.local_heartbeat`), which the supervisor reads through
+:meth:`SimContainers.heartbeat` — a thousand heartbeat threads waking every second would load the
+machine more than anything measured. What it does not run: executors, transfer sockets, Spark,
+user code.
 
 One process hosts several nodes (:func:`run_nodes`); the benchmark kills a process with ``kill
 -9`` to lose its nodes and their workers at once, as a machine failure would. Each worker reports
@@ -116,13 +118,17 @@ class SimWorker(Worker):
         self._owns_client = False
         self._on_event = on_event
         self.tuples_per_sec = tuples_per_sec
-        self.local_heartbeat: dict[str, Any] | None = None
         self.done = threading.Event()
 
     def write_local_heartbeat(self) -> None:
-        # LocalState-free: the supervisor reads this through SimContainers.heartbeat
-        self.local_heartbeat = {"time_secs": time.time(), "topology_id": self.topology_id, "port": self.port,
-                                "executors": [list(e) for e in self.executors], "pid": os.getpid()}
+        pass  # LocalState-free: see local_heartbeat
+
+    def local_heartbeat(self) -> dict[str, Any] | None:
+        """What the worker's LocalState heartbeat would hold now: the time, while the worker runs."""
+        if self.stop_event.is_set():
+            return None
+        return {"time_secs": time.time(), "topology_id": self.topology_id, "port": self.port,
+                "executors": [list(e) for e in self.executors], "pid": os.getpid()}
 
     def setup(self) -> None:
         self.client, self._owns_client = self._client_factory()
@@ -147,8 +153,6 @@ class SimWorker(Worker):
         threading.Thread(target=self._main, name=f"sim-worker-{self.port}", daemon=True).start()
 
     def _main(self) -> None:
-        self.write_local_heartbeat()
-        self._start_thread(self._heartbeat_loop, "heartbeat")
         try:
             self.setup()
         except Exception as exc:  # noqa: BLE001 - the supervisor relaunches, as for a real worker
@@ -216,7 +220,7 @@ class SimContainers:
 
     def heartbeat(self, worker_id: str | None) -> dict[str, Any] | None:
         w = self.workers.get(worker_id) if worker_id else None
-        return None if w is None else w.local_heartbeat
+        return None if w is None else w.local_heartbeat()
 
     def kill(self, worker_id: str, force: bool) -> None:
         w = self.workers.get(worker_id)

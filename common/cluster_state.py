@@ -6,11 +6,13 @@ A thin shell over kazoo: every path comes from :class:`gale.layout.Layout`, ever
 and hand each one to ``on_corrupt`` (default: a structured warning), so one bad znode never stops
 a daemon loop.
 
-Reads at scale: a bulk read lists a directory and sends every ``get`` at once (kazoo's async
+Reads at scale: a bulk read lists a directory and sends every request at once (kazoo's async
 calls, pipelined on the one connection), so reading a hundred assignments costs about one round
 trip, not a hundred. Decoded records are cached by the znode's ``mzxid`` (the transaction that last
-changed it): an unchanged znode is not decoded again, which is most of the cost of re-reading big
-records such as assignments. Cached records are shared between callers: never change one in place
+changed it): an unchanged znode is not decoded again. Records that rarely change and are re-read
+often — assignments and storm bases, by every supervisor every 10 s and every worker every
+``task.refresh.poll.secs`` — are re-read stat first: only the stat of an unchanged znode crosses
+the network. Cached records are shared between callers: never change one in place
 (records are changed with ``model_copy``).
 
 Fencing (nimbus HA): when :attr:`ClusterState.fence` is set to ``(path, version)``, writes to
@@ -81,7 +83,19 @@ class ClusterState:
         for name in TOP_LEVEL:
             self.client.ensure_path(self.layout.dir(name))
 
-    def _read(self, cls: type[R], path: str, watch: WatchFn = None) -> R | None:
+    def _read(self, cls: type[R], path: str, watch: WatchFn = None, stat_first: bool = False) -> R | None:
+        """The record at ``path`` (None if missing). ``stat_first``: when a decoded copy is cached,
+        ask for the znode's stat only and fetch the data only if it changed (records that rarely
+        change and are read often: assignments, storm bases)."""
+        cached = self._decoded.get(path) if stat_first else None
+        if cached is not None and type(cached[1]) is cls:
+            stat = self.client.exists(path, watch=watch)
+            if stat is None:
+                self._decoded.pop(path, None)
+                return None
+            if stat.mzxid == cached[0]:
+                return cached[1]  # type: ignore[return-value]
+            watch = None  # set by exists already
         try:
             data, stat = self.client.get(path, watch=watch)
         except NoNodeError:
@@ -114,33 +128,66 @@ class ClusterState:
                 self.client.exists(path, watch=watch)
             return []
 
-    def _read_all(self, cls: type[R], directory: str, watch: WatchFn = None, data_watch: WatchFn = None) -> dict[str, R]:
+    def _read_all(self, cls: type[R], directory: str, watch: WatchFn = None, data_watch: WatchFn = None,
+                  stat_first: bool = False) -> dict[str, R]:
         """Every child of ``directory`` as a record (malformed ones skipped and reported).
-        ``watch`` is set on the directory's children, ``data_watch`` on each child's data."""
+        ``watch`` is set on the directory's children, ``data_watch`` on each child's data;
+        ``stat_first`` as for :meth:`_read_many`."""
         names = self._children(directory, watch)
         prefix = directory.rstrip("/") + "/"
         # forget cached records of children that are gone
         for path in [p for p in self._decoded if p.startswith(prefix) and "/" not in p[len(prefix):]]:
             if path[len(prefix):] not in names:
                 del self._decoded[path]
-        return self._read_many(cls, {name: posixpath.join(directory, name) for name in names}, data_watch)
+        return self._read_many(cls, {name: posixpath.join(directory, name) for name in names}, data_watch, stat_first)
 
-    def _read_many(self, cls: type[R], paths: dict[str, str], watch: WatchFn = None) -> dict[str, R]:
-        """The records at ``paths`` (key → path), every ``get`` in flight at once; missing
-        znodes are left out, malformed ones reported to ``on_corrupt`` and left out."""
-        pending = [(key, path, self.client.get_async(path, watch=watch)) for key, path in paths.items()]
+    def _read_many(self, cls: type[R], paths: dict[str, str], watch: WatchFn = None,
+                   stat_first: bool = False) -> dict[str, R]:
+        """The records at ``paths`` (key → path), every request in flight at once; missing
+        znodes are left out, malformed ones reported to ``on_corrupt`` and left out.
+
+        ``stat_first``: for paths with a cached record, ask only for the znode's stat, then fetch
+        the data of those that changed (a second round trip, for them only). Re-reading a hundred
+        unchanged assignments then moves a hundred stats, not a hundred records."""
+        first = []
+        for key, path in paths.items():
+            cached = self._decoded.get(path) if stat_first else None
+            if cached is not None and type(cached[1]) is cls:
+                first.append((key, path, self.client.exists_async(path, watch=watch), True))
+            else:
+                first.append((key, path, self.client.get_async(path, watch=watch), False))
         out: dict[str, R] = {}
-        for key, path, result in pending:
+        second = []
+        for key, path, result, stat_only in first:
+            try:
+                got = result.get()
+            except NoNodeError:
+                got = None
+            if got is None:
+                self._decoded.pop(path, None)
+                continue
+            if stat_only:
+                cached = self._decoded.get(path)
+                if cached is not None and cached[0] == got.mzxid:
+                    out[key] = cached[1]  # type: ignore[assignment]
+                else:
+                    second.append((key, path, self.client.get_async(path)))
+                continue
+            self._decode_into(out, cls, key, path, *got)
+        for key, path, result in second:
             try:
                 data, stat = result.get()
             except NoNodeError:
                 self._decoded.pop(path, None)
                 continue
-            try:
-                out[key] = self._decode(cls, path, data, stat)
-            except CorruptRecordError as err:
-                self.on_corrupt(err)
+            self._decode_into(out, cls, key, path, data, stat)
         return out
+
+    def _decode_into(self, out: dict[str, R], cls: type[R], key: str, path: str, data: bytes, stat: ZnodeStat) -> None:
+        try:
+            out[key] = self._decode(cls, path, data, stat)
+        except CorruptRecordError as err:
+            self.on_corrupt(err)
 
     def _set(self, path: str, data: bytes, *, fenced: bool = False) -> None:
         """Set a persistent node, creating it (and parents) when missing."""
@@ -210,10 +257,10 @@ class ClusterState:
     # ------------------------------------------------------------------ storms
 
     def storm_base(self, topology_id: str, watch: WatchFn = None) -> StormBase | None:
-        return self._read(StormBase, self.layout.storm(topology_id), watch)
+        return self._read(StormBase, self.layout.storm(topology_id), watch, stat_first=True)
 
     def storm_bases(self) -> dict[str, StormBase]:
-        return self._read_all(StormBase, self.layout.storms_dir)
+        return self._read_all(StormBase, self.layout.storms_dir, stat_first=True)
 
     def storm_ids(self, watch: WatchFn = None) -> list[str]:
         return self._children(self.layout.storms_dir, watch)
@@ -227,7 +274,7 @@ class ClusterState:
     # ------------------------------------------------------------------ assignments
 
     def assignment(self, topology_id: str, watch: WatchFn = None) -> Assignment | None:
-        return self._read(Assignment, self.layout.assignment(topology_id), watch)
+        return self._read(Assignment, self.layout.assignment(topology_id), watch, stat_first=True)
 
     def assignment_ids(self, watch: WatchFn = None) -> list[str]:
         return self._children(self.layout.assignments_dir, watch)
@@ -235,7 +282,7 @@ class ClusterState:
     def assignments(self, watch: WatchFn = None, data_watch: WatchFn = None) -> dict[str, Assignment]:
         """Every assignment; ``watch`` fires when one is added or removed, ``data_watch`` when one
         read here changes."""
-        return self._read_all(Assignment, self.layout.assignments_dir, watch, data_watch)
+        return self._read_all(Assignment, self.layout.assignments_dir, watch, data_watch, stat_first=True)
 
     def set_assignment(self, topology_id: str, assignment: Assignment) -> None:
         self._set(self.layout.assignment(topology_id), assignment.encode(), fenced=True)

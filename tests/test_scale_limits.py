@@ -183,3 +183,21 @@ def test_an_oversized_workerbeat_is_trimmed_to_fit(zk):
     state.set_worker_heartbeat("t-1", "a", 6700, hb, max_bytes=100_000)
     bare = state.worker_heartbeat("t-1", "a", 6700)
     assert bare.executors() == hb.executors() and bare.executor_stats["1-1"].emitted == {}
+
+
+def test_single_reads_of_cached_records_see_changes_and_deletions_and_keep_the_watch(zk):
+    state = ClusterState(zk, Layout("/storm"))
+    state.ensure_layout()
+    a = Assignment.build(master_code_dir="/x", code_checksum=CODE, node_host={"n": "h"},
+                         executor_node_port={(1, 1): ("n", 6700)}, executor_start_time_secs={(1, 1): 5})
+    state.set_assignment("t-1", a)
+    fired = []
+    first = state.assignment("t-1", watch=fired.append)
+    assert state.assignment("t-1", watch=fired.append) is first  # unchanged: its stat was enough
+    b = Assignment.build(master_code_dir="/x", code_checksum=CODE, node_host={"n": "h"},
+                         executor_node_port={(1, 1): ("n", 6701)}, executor_start_time_secs={(1, 1): 6})
+    state.set_assignment("t-1", b)
+    until(lambda: fired, 10, lambda: "the watch set by the stat read did not fire")
+    assert state.assignment("t-1", watch=fired.append) == b
+    state.remove_assignment("t-1")
+    assert state.assignment("t-1") is None
