@@ -34,14 +34,21 @@ WorkerSlot = tuple[str, int]
 
 @dataclass
 class HeartbeatCache:
-    """Per executor: the last ``time_secs`` seen in its heartbeat and nimbus's time when it changed."""
+    """Per executor: the newest ``time_secs`` seen in its heartbeats and nimbus's time when it
+    advanced.
+
+    A beat counts as a sign of life only when its ``time_secs`` is newer than any seen before.
+    Beats of one worker come from two places — its supervisor's report (the worker's LocalState
+    heartbeat) and, once that supervisor is gone, the worker's own workerbeat — stamped at
+    different moments by the same clock: switching from one to the other must not pass for a new
+    beat (a dead node's executors would get an extra orphan grace)."""
 
     entries: dict[str, dict[ExecutorId, tuple[int, float]]] = field(default_factory=dict)
 
     def update(self, topology_id: str, executor: ExecutorId, hb_time_secs: int, now: float) -> None:
         topo = self.entries.setdefault(topology_id, {})
         seen = topo.get(executor)
-        if seen is None or seen[0] != hb_time_secs:
+        if seen is None or hb_time_secs > seen[0]:
             topo[executor] = (hb_time_secs, now)
 
     def last_change(self, topology_id: str, executor: ExecutorId) -> float | None:

@@ -251,3 +251,26 @@ def test_a_supervisor_reporting_executors_of_another_slot_is_not_trusted():
     later = plan_round(snapshot({"t-1": topology()}, {"t-1": a}, sups=only_b, now=t1 + 31, cache=plan.cache))
     (w,) = later.writes
     assert w.dead == {ex for ex, s in placements.items() if s[0] == "a"}
+
+
+def test_a_dead_nodes_last_workerbeat_does_not_pass_for_a_new_beat():
+    """The node dies with its workers: its supervisor's last report said time T, the workers' own
+    last workerbeats say a bit earlier. When the supervisor's znode goes, the round reads those
+    workerbeats (orphaned slots): an older time is not a sign of life, so the executors move as
+    soon as the orphan grace since T is over — not one grace later."""
+    a = first_assignment()
+    placements = a.executors()
+    t1 = NOW + 150
+    cache = plan_round(snapshot({"t-1": topology()}, {"t-1": a}, sups=reporting(a, int(t1)), now=t1)).cache
+    on_a = {s for s in set(placements.values()) if s[0] == "a"}
+    stale = {slot: beat("t-1", placements, slot, int(t1) - 2) for slot in on_a}  # written before the report
+    topo = replace(topology(), heartbeats=stale)
+    plan = plan_round(snapshot({"t-1": topo}, {"t-1": a}, sups=reporting(a, int(t1) + 10, "b"), now=t1 + 10,
+                               cache=cache))
+    (w,) = plan.writes
+    assert w.dead == {ex for ex, s in placements.items() if s in on_a}
+    # a worker whose supervisor died but which still beats keeps its executors (a newer workerbeat)
+    alive = {slot: beat("t-1", placements, slot, int(t1) + 8) for slot in on_a}
+    kept = plan_round(snapshot({"t-1": replace(topology(), heartbeats=alive)}, {"t-1": a},
+                               sups=reporting(a, int(t1) + 10, "b"), now=t1 + 10, cache=cache))
+    assert kept.writes == ()
