@@ -44,6 +44,7 @@ from gale.nimbus.blobstore import BlobStore
 from gale.nimbus.leadership import LeaderElection, Term
 from gale.nimbus.plan import (
     RoundPlan, RoundSnapshot, SchedulingTimeouts, TopologyInputs, assignment_size_bound, plan_round,
+    workerbeats_wanted,
 )
 from gale.nimbus.replication import CodeReplication
 from gale.nimbus.scheduler import HeartbeatCache
@@ -555,20 +556,20 @@ class Nimbus:
         supervisors = self.state.supervisor_infos()
         assignments = self.state.assignments()
         topologies: dict[str, TopologyInputs] = {}
+        # live supervisors report their workers' heartbeats; workerbeats are read only for the
+        # slots those reports do not vouch for (a supervisor gone, or its reports stopped)
+        wanted = workerbeats_wanted(assignments, supervisors, self.cache)
         for tid, base in sorted(bases.items()):
             try:
                 defn, conf = self.definition(tid)
             except (NotFoundError, OSError, ValueError) as exc:
                 log.error("topology-code-unavailable", topology=tid, error=str(exc))
                 continue
-            # live supervisors report their workers' heartbeats; only orphaned slots (supervisor
-            # gone, workers maybe not) are judged by the workers' own workerbeats
-            old = assignments.get(tid)
-            orphans = sorted(slot for slot in (old.slots() if old else ()) if slot[0] not in supervisors)
+            slots = wanted.get(tid)
             topologies[tid] = TopologyInputs(
                 base=base, defn=defn, conf=conf, code_dir=str(self.blobs.dir(tid)),
                 code_checksum=self.blobs.checksum(tid),
-                heartbeats=self.state.worker_heartbeats_of(tid, orphans) if orphans else {},
+                heartbeats=self.state.worker_heartbeats_of(tid, slots) if slots else {},
             )
         return RoundSnapshot(
             now=now, topologies=topologies, storm_ids=frozenset(storm_ids | set(bases)), assignments=assignments,

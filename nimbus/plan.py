@@ -10,7 +10,8 @@ A round:
 
 1. folds the heartbeats into a copy of the heartbeat cache: each supervisor's batch of its
    workers' heartbeats (``SupervisorInfo.worker_heartbeats``, as Storm 2's supervisors send theirs
-   to nimbus) and, for slots whose supervisor is gone, the workers' own workerbeats. An executor's
+   to nimbus) and, for slots whose supervisor is gone or whose reports stopped
+   (:func:`workerbeats_wanted`), the workers' own workerbeats. An executor's
    beat counts only when the current assignment places it on the slot the beat comes from (a
    zombie with stale stats is not trusted), and the cache forgets executors the topology no
    longer has. The round reads one znode per supervisor for liveness, not one per worker;
@@ -27,7 +28,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from gale.records import Assignment, ExecutorId, StormBase, SupervisorInfo, WorkerHeartbeat
+from gale.records import Assignment, ExecutorId, StormBase, SupervisorInfo, WorkerHeartbeat, decode_executors
 from gale.topology.definition import TopologyDef, TopologyLayout
 from gale.nimbus.scheduler import (
     HeartbeatCache, TopologyDetails, WorkerSlot, compute_assignments, start_times_for,
@@ -60,8 +61,8 @@ class TopologyInputs:
     conf: Mapping[str, Any]  # nimbus's configuration merged with the topology's
     code_dir: str
     code_checksum: str
-    #: /workerbeats/<id>/<node>-<port> of the slots whose supervisor is not registered (orphans):
-    #: the live supervisors report their workers' heartbeats themselves
+    #: /workerbeats/<id>/<node>-<port> of the slots the supervisors' reports do not vouch for
+    #: (:func:`workerbeats_wanted`): the live supervisors report their workers' heartbeats themselves
     heartbeats: Mapping[WorkerSlot, WorkerHeartbeat]
 
 
@@ -100,14 +101,46 @@ SlotBeats = dict[str, dict[WorkerSlot, tuple[int, list[ExecutorId]]]]
 def collect_beats(supervisors: Mapping[str, SupervisorInfo],
                   topologies: Mapping[str, TopologyInputs]) -> SlotBeats:
     """Every heartbeat of the round by topology and slot: the supervisors' batches, and the
-    workerbeats of orphaned slots (a slot the supervisor reports wins over its workerbeat)."""
+    workerbeats read (:func:`workerbeats_wanted`); where both speak of a slot, the newer beat."""
     out: SlotBeats = {}
     for tid, topo in topologies.items():
         for slot, hb in topo.heartbeats.items():
             out.setdefault(tid, {})[slot] = (hb.time_secs, hb.executors())
     for node, info in supervisors.items():
         for wb in info.worker_heartbeats:
-            out.setdefault(wb.topology_id, {})[(node, wb.port)] = (wb.time_secs, wb.executor_ids())
+            beats = out.setdefault(wb.topology_id, {})
+            have = beats.get((node, wb.port))
+            if have is None or wb.time_secs >= have[0]:
+                beats[(node, wb.port)] = (wb.time_secs, wb.executor_ids())
+    return out
+
+
+def workerbeats_wanted(assignments: Mapping[str, Assignment], supervisors: Mapping[str, SupervisorInfo],
+                       cache: HeartbeatCache) -> dict[str, list[WorkerSlot]]:
+    """The slots whose workerbeats a round should read, by topology: those the supervisors'
+    reports cannot vouch for — the slot's supervisor is not registered (a node lost, or a
+    supervisor restarting while its workers run), or it reports no beat for the slot newer than
+    the one nimbus has seen (its reports stopped: the node froze or died and its session has not
+    expired yet). Reading them while the supervisor's znode still exists gives nimbus a
+    baseline, so when the node's session expires its executors move at the next round rather than
+    one orphan grace later; a healthy cluster reads none."""
+    reported: dict[tuple[str, WorkerSlot], int] = {}
+    for node, info in supervisors.items():
+        for wb in info.worker_heartbeats:
+            reported[(wb.topology_id, (node, wb.port))] = wb.time_secs
+    out: dict[str, list[WorkerSlot]] = {}
+    for tid, a in sorted(assignments.items()):
+        seen = cache.entries.get(tid, {})
+        for w in a.workers:
+            slot = (w.node, w.port)
+            if w.node in supervisors:
+                t = reported.get((tid, slot))
+                first = decode_executors(w.executors)[:1]
+                last = seen.get(first[0]) if first else None
+                if t is not None and (last is None or t > last[0]):
+                    continue  # the supervisor vouches for it this round
+            if slot not in out.get(tid, []):
+                out.setdefault(tid, []).append(slot)
     return out
 
 

@@ -12,7 +12,7 @@ from gale.records import (
 )
 from gale.topology.builder import TopologyBuilder
 from gale.topology.definition import component_parallelism
-from gale.nimbus.plan import RoundSnapshot, SchedulingTimeouts, TopologyInputs, plan_round
+from gale.nimbus.plan import RoundSnapshot, SchedulingTimeouts, TopologyInputs, plan_round, workerbeats_wanted
 from gale.nimbus.scheduler import HeartbeatCache
 from tests.topologies import Identity, ListSpout
 
@@ -274,3 +274,50 @@ def test_a_dead_nodes_last_workerbeat_does_not_pass_for_a_new_beat():
     kept = plan_round(snapshot({"t-1": replace(topology(), heartbeats=alive)}, {"t-1": a},
                                sups=reporting(a, int(t1) + 10, "b"), now=t1 + 10, cache=cache))
     assert kept.writes == ()
+
+
+def test_workerbeats_are_wanted_only_where_the_supervisors_do_not_vouch():
+    a = first_assignment()
+    slots = sorted(set(a.executors().values()))
+    t1 = NOW + 150
+    cache = plan_round(snapshot({"t-1": topology()}, {"t-1": a}, sups=reporting(a, int(t1)), now=t1)).cache
+    # every supervisor reports a newer beat for every slot: no workerbeat to read
+    assert workerbeats_wanted({"t-1": a}, reporting(a, int(t1) + 5), cache) == {}
+    # "a" reports nothing newer (its reports stopped): its slots are wanted; so are a gone node's
+    stalled = {**reporting(a, int(t1) + 5, "b"), "a": reporting(a, int(t1), "a")["a"]}
+    on_a = sorted(s for s in slots if s[0] == "a")
+    assert workerbeats_wanted({"t-1": a}, stalled, cache) == {"t-1": on_a}
+    assert workerbeats_wanted({"t-1": a}, reporting(a, int(t1) + 5, "b"), cache) == {"t-1": on_a}
+    # a slot its supervisor does not report at all (its worker has not beaten yet, or died)
+    quiet = reporting(a, int(t1) + 5, skip={slots[0]})
+    assert workerbeats_wanted({"t-1": a}, quiet, cache) == {"t-1": [slots[0]]}
+
+
+def test_a_node_that_dies_moves_at_the_first_round_after_its_session_expires():
+    """Rounds every 10 s; the node dies at t1+2 (its supervisor reported t1, its workers last
+    wrote workerbeats at t1+2); its session expires 20 s later. The round while it is still
+    registered reads its workerbeats (its reports stopped); the first round after expiry moves
+    its executors — not a round later."""
+    a = first_assignment()
+    placements = a.executors()
+    on_a = {s for s in set(placements.values()) if s[0] == "a"}
+    t1 = NOW + 150
+    cache = plan_round(snapshot({"t-1": topology()}, {"t-1": a}, sups=reporting(a, int(t1)), now=t1)).cache
+    last = {slot: beat("t-1", placements, slot, int(t1) + 2) for slot in on_a}
+    # t1+10: "a" still registered, its report unchanged; its workerbeats are read
+    frozen = {**reporting(a, int(t1) + 10, "b"), "a": reporting(a, int(t1), "a")["a"]}
+    wanted = workerbeats_wanted({"t-1": a}, frozen, cache)
+    assert set(wanted["t-1"]) == on_a
+    r2 = plan_round(snapshot({"t-1": replace(topology(), heartbeats=last)}, {"t-1": a}, sups=frozen, now=t1 + 10,
+                             cache=cache))
+    assert r2.writes == ()
+    # t1+20: "a" still registered (expiry at t1+22): nothing moves before the task timeout
+    r3 = plan_round(snapshot({"t-1": replace(topology(), heartbeats=last)}, {"t-1": a}, sups=frozen, now=t1 + 20,
+                             cache=r2.cache))
+    assert r3.writes == ()
+    # t1+30: its znode is gone; the same last workerbeats: dead now
+    gone = reporting(a, int(t1) + 30, "b")
+    r4 = plan_round(snapshot({"t-1": replace(topology(), heartbeats=last)}, {"t-1": a}, sups=gone, now=t1 + 30,
+                             cache=r3.cache))
+    (w,) = r4.writes
+    assert w.dead == {ex for ex, s in placements.items() if s in on_a}
