@@ -1,4 +1,5 @@
-"""Building kazoo clients from Gale configuration, and waiting for ZooKeeper."""
+"""Building kazoo clients from Gale configuration, waiting for ZooKeeper, and stopping them within a
+deadline."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from kazoo.retry import KazooRetry
 from kazoo.security import make_digest_acl, make_acl
 
 from gale.config import zookeeper_hosts
+from gale.deadline import Deadline, within
 
 
 def digest_credentials(conf: Mapping[str, Any]) -> tuple[str, str] | None:
@@ -82,6 +84,7 @@ def connect(conf: Mapping[str, Any], *, stop: threading.Event | None = None, wha
     ``on_waiting(seconds)`` (daemons keep a metric). Returns None, with the client stopped, when
     ``stop`` is set first.
     """
+    from gale.daemon_util import sd_notify
     from gale.log import get_logger
 
     log = get_logger("zk")
@@ -101,8 +104,36 @@ def connect(conf: Mapping[str, Any], *, stop: threading.Event | None = None, wha
             log.warning("zookeeper-unavailable", daemon=what, servers=zookeeper_hosts(conf),
                         waited_secs=round(now - t0, 1),
                         hint="waiting for ZooKeeper: are the servers up, and a majority of an ensemble (its quorum)?")
+            sd_notify(f"STATUS=waiting for ZooKeeper {zookeeper_hosts(conf)} ({now - t0:.0f} s)")
             if on_waiting is not None:
                 on_waiting(now - t0)
     if time.monotonic() - t0 >= period:
         log.info("zookeeper-connected", daemon=what, waited_secs=round(time.monotonic() - t0, 1))
+        sd_notify("STATUS=connected to ZooKeeper")
     return client
+
+
+def _stop_and_close(client: KazooClient) -> None:
+    client.stop()
+    client.close()
+
+
+#: how long a stop waits for a disconnected client (its thread finishes the stop by itself)
+DISCONNECTED_STOP_SECS = 0.5
+
+
+def stop_client(client: KazooClient | None, deadline: Deadline, what: str = "zookeeper-client-stop") -> bool:
+    """Stop and close ``client`` by ``deadline``, whatever ZooKeeper's state; True if it did.
+
+    kazoo's ``stop`` waits for its connection thread, which while ZooKeeper is unreachable may be in
+    a reconnect back-off (up to 5 s) or a connect attempt (up to the session timeout). A disconnected
+    client is given ``DISCONNECTED_STOP_SECS``: the stop is requested at once and its connection
+    thread ends at its next attempt, after this returns. A connected one gets until the deadline.
+    Either way a client still stopping is abandoned (its session expires on the server, which
+    removes its ephemeral nodes).
+    """
+    if client is None:
+        return True
+    if not client.connected:
+        deadline = Deadline(min(deadline.remaining(), DISCONNECTED_STOP_SECS))
+    return within(deadline, what, _stop_and_close, client)

@@ -33,12 +33,13 @@ from gale import config as gconfig
 from gale.bundle import BundleError, read_bundle
 from gale.clock import REAL_CLOCK
 from gale.cluster_state import ClusterState, FencedError
+from gale.deadline import Deadline, within
 from gale.errors import ConfigError, CorruptRecordError, GaleError, NotFoundError, TopologyError
 from gale.layout import Layout
 from gale.log import bind, get_logger
 from gale.records import Assignment, NimbusSummary, StormBase, TopologyStatus
 from gale.topology.definition import TopologyDef, TopologyLayout, component_parallelism
-from gale.zk import connect
+from gale.zk import connect, stop_client
 from gale.nimbus import transitions
 from gale.nimbus.blobstore import BlobStore
 from gale.nimbus.leadership import LeaderElection, Term
@@ -133,21 +134,30 @@ class Nimbus:
         self._monitor.start()
         log.info("nimbus-started", address=self.address, root=self.layout.root)
 
-    def stop(self) -> None:
+    def stop(self, deadline: Deadline | None = None) -> None:
+        """Stop within ``deadline`` (default ``nimbus.shutdown.timeout.secs`` from now), whatever
+        is unreachable: the monitor loop (maybe blocked in a ZooKeeper call) is given a moment to
+        finish its round and the leadership thread until shortly before the deadline, then they
+        are abandoned (daemon threads); the
+        nimbus znode is deleted only while ZooKeeper is connected (it is ephemeral: it goes with
+        the session anyway); the client is stopped within the deadline."""
+        deadline = deadline or Deadline(float(self.conf["nimbus.shutdown.timeout.secs"]))
+        t0 = time.monotonic()
         self.stopping.set()
         self.wakeup.set()
+        local = deadline.earlier(min(1.0, deadline.remaining() / 4))  # room for the ZooKeeper steps
         if self._monitor is not None:
-            self._monitor.join(10)
+            # a round takes milliseconds unless blocked on ZooKeeper, which waiting will not cure
+            self._monitor.join(min(2.0, local.remaining() / 2))
+            if self._monitor.is_alive():
+                log.warning("nimbus-monitor-abandoned", reason="still running at the stop deadline")
         if self.leader is not None:
-            self.leader.stop()
+            within(local, "leadership-stop", self.leader.stop)
         if self.client is not None:
-            try:
-                self.state.remove_nimbus_summary(self.address)
-            except Exception:  # noqa: BLE001 - best effort on the way out
-                pass
-            self.client.stop()
-            self.client.close()
-        log.info("nimbus-stopped", address=self.address)
+            within(deadline, "nimbus-summary-delete", self.state.remove_nimbus_summary, self.address, zk=self.client)
+            stop_client(self.client, deadline)
+        log.info("nimbus-stopped", address=self.address, secs=round(time.monotonic() - t0, 3),
+                 in_time=not deadline.expired())
 
     def _on_zk_state(self, state: KazooState) -> None:
         # never do ZooKeeper I/O in a listener: hand it to the monitor loop

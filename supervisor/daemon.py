@@ -34,11 +34,12 @@ from kazoo.protocol.states import KazooState
 
 from gale.clock import REAL_CLOCK
 from gale.cluster_state import ClusterState
+from gale.deadline import Deadline, within
 from gale.layout import Layout
 from gale.local_state import LocalState
 from gale.log import get_logger
 from gale.records import GALE_VERSION, SupervisorInfo, SupervisorWorkerHeartbeat, encode_executors
-from gale.zk import connect
+from gale.zk import connect, stop_client
 from gale.nimbus.client import NimbusClient, seed_addresses
 from gale.supervisor.container import Containers
 from gale.supervisor.localizer import Localizer
@@ -52,6 +53,8 @@ ASSIGNMENT_RESYNC_SECS = 10.0
 SUPERVISOR_ID_KEY = "supervisor-id"
 LOCAL_ASSIGNMENTS_KEY = "local-assignments"
 APPROVED_WORKERS_KEY = "approved-workers"
+#: how long a stop waits for the loop's current iteration
+LOOP_STOP_SECS = 2.0
 
 
 def local_hostname(conf: dict[str, Any]) -> str:
@@ -135,24 +138,36 @@ class Supervisor:
         self._loop_thread.start()
         log.info("supervisor-started", id=self.supervisor_id, host=self.hostname, ports=self.ports)
 
-    def stop(self, kill_workers: bool = False) -> None:
-        """Stop the supervisor. Workers keep running (a restarted supervisor adopts them) unless
-        ``kill_workers``."""
+    def stop_budget(self, kill_workers: bool = False) -> float:
+        """Seconds :meth:`stop` may take: ``supervisor.shutdown.timeout.secs``, plus the workers'
+        grace (``supervisor.worker.shutdown.sleep.secs``) when it kills them."""
+        return float(self.conf["supervisor.shutdown.timeout.secs"]) + (self.timeouts.shutdown_sleep if kill_workers else 0.0)
+
+    def stop(self, kill_workers: bool = False, deadline: Deadline | None = None) -> None:
+        """Stop the supervisor within ``deadline`` (default :meth:`stop_budget` from now), whatever
+        is unreachable. Workers keep running (a restarted supervisor adopts them) unless
+        ``kill_workers``. The loop may be blocked in a ZooKeeper call: it is given a moment
+        (``LOOP_STOP_SECS`` at most) to finish its iteration, then abandoned (a daemon thread); the
+        slots' state is persisted by each step. The supervisor znode is deleted only while
+        ZooKeeper is connected (it is ephemeral: it goes with the session anyway)."""
+        deadline = deadline or Deadline(self.stop_budget(kill_workers))
+        t0 = time.monotonic()
         self.stopping.set()
         self.wakeup.set()
         if self._loop_thread is not None:
-            self._loop_thread.join(15)
+            # an iteration takes milliseconds unless blocked on ZooKeeper, which waiting will not cure
+            self._loop_thread.join(min(LOOP_STOP_SECS, deadline.remaining() / 4))
+            if self._loop_thread.is_alive():
+                log.warning("supervisor-loop-abandoned", reason="still running at the stop deadline")
         if kill_workers:
-            self.kill_all_workers()
+            self.kill_all_workers()  # bounded by the workers' grace, then SIGKILL
         self.localizer.close()
         if self.client is not None:
-            try:
-                self.state.remove_supervisor_info(self.supervisor_id)
-            except KazooException:
-                pass
-            self.client.stop()
-            self.client.close()
-        log.info("supervisor-stopped", id=self.supervisor_id, workers_killed=kill_workers)
+            within(deadline, "supervisor-info-delete", self.state.remove_supervisor_info, self.supervisor_id,
+                   zk=self.client)
+            stop_client(self.client, deadline)
+        log.info("supervisor-stopped", id=self.supervisor_id, workers_killed=kill_workers,
+                 secs=round(time.monotonic() - t0, 3), in_time=not deadline.expired())
 
     def wake(self) -> None:
         self.wakeup.set()

@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from gale.daemon_util import StopSignals, configure_daemon_logging, sd_notify
+from gale.deadline import begin_stop
 from gale.log import get_logger
 from gale.supervisor.daemon import Supervisor
 
@@ -29,6 +30,9 @@ def serve(conf: Mapping[str, Any], kill_workers_on_exit: bool = False) -> int:
     sd_notify("READY=1")
     signum = signals.wait()
     sd_notify("STOPPING=1")
-    log.info("supervisor-stopping", signal=signum)
-    sup.stop(kill_workers=kill_workers_on_exit)
+    budget = sup.stop_budget(kill_workers_on_exit)
+    # bounded whatever is unreachable: the steps get 80% of the budget, the process ends at 90%
+    deadline = begin_stop(budget, "supervisor")
+    log.info("supervisor-stopping", signal=signum, budget_secs=budget)
+    sup.stop(kill_workers=kill_workers_on_exit, deadline=deadline)
     return 0

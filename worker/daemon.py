@@ -14,7 +14,11 @@ Started only by a supervisor (``worker run TOPOLOGY_ID SUPERVISOR_ID PORT WORKER
 * errors — reports executor errors to ``/storm/errors`` off the executor threads;
 * executor threads and the transfer threads (see :mod:`gale.worker.runtime` and :mod:`gale.worker.transfer`).
 
-SIGTERM: deactivate spouts, stop executors, flush transfers, delete the workerbeat node, exit 0.
+SIGTERM: deactivate spouts, stop executors, flush transfers, delete the workerbeat node, exit 0 —
+within ``supervisor.worker.shutdown.sleep.secs`` (the supervisor's grace before SIGKILL) whatever
+is unreachable: every step gets what remains of a deadline at 80% of the grace (ZooKeeper steps are
+skipped while the client is disconnected, see :mod:`gale.deadline`), and an exit deadline at 90%
+ends the process if a step is still stuck.
 """
 
 from __future__ import annotations
@@ -34,13 +38,14 @@ from kazoo.exceptions import KazooException, NoNodeError
 
 from gale import log as glog
 from gale.cluster_state import ClusterState
+from gale.deadline import EXIT_SHARE, GRACEFUL_SHARE, Deadline, ExitDeadline, within
 from gale.errors import GaleError
 from gale.layout import Layout
 from gale.local_state import LocalState
 from gale.records import ErrorInfo, TopologyStatus, WorkerHeartbeat
 from gale.topology.builder import Topology
 from gale.topology.definition import TopologyDef, TopologyLayout
-from gale.zk import start_client
+from gale.zk import start_client, stop_client
 from gale.worker.runtime.runtime import WorkerRuntime
 from gale.worker.transfer import Transfer
 
@@ -48,6 +53,8 @@ log = glog.get_logger("worker")
 
 HEARTBEAT_KEY = "worker-heartbeat"
 EXIT_OK, EXIT_REASSIGNED, EXIT_SETUP_FAILED, EXIT_CRASHED = 0, 0, 20, 30
+#: of the graceful deadline, kept for deleting the workerbeat and stopping the ZooKeeper client
+ZK_RESERVE_SECS = 0.5
 
 
 class Worker:
@@ -75,6 +82,9 @@ class Worker:
         self.log_path = ""
         self.metrics = None
         self._refresh_event = threading.Event()
+        self.grace = float(conf["supervisor.worker.shutdown.sleep.secs"])
+        self.stop_deadline: Deadline | None = None
+        self.exit_deadline = ExitDeadline(EXIT_SHARE * self.grace, code=lambda: self.exit_code, what="worker")
 
     # ------------------------------------------------------------------ heartbeats
 
@@ -255,20 +265,29 @@ class Worker:
         t.start()
         return t
 
+    def request_stop(self, *_args: Any) -> None:
+        """Begin stopping (a signal, a reassignment, a crash): the stop's deadlines start now."""
+        if self.stop_deadline is None:
+            self.stop_deadline = Deadline(GRACEFUL_SHARE * self.grace)
+            self.exit_deadline.arm()
+        self.stop_event.set()
+
     def run(self) -> int:
         pids = self.worker_dir / "pids"
         pids.mkdir(parents=True, exist_ok=True)
         (pids / str(os.getpid())).touch()
         self.write_local_heartbeat()
         self._start_thread(self._heartbeat_loop, "heartbeat")
-        signal.signal(signal.SIGTERM, lambda *_: self.stop_event.set())
-        signal.signal(signal.SIGINT, lambda *_: self.stop_event.set())
+        # a stop during setup (blocked connecting to ZooKeeper, loading code) is bounded too
+        signal.signal(signal.SIGTERM, self.request_stop)
+        signal.signal(signal.SIGINT, self.request_stop)
         try:
             self.setup()
         except Exception as exc:  # noqa: BLE001 - report why and let the supervisor relaunch
             log.exception("worker-setup-failed")
+            self.exit_code = EXIT_SETUP_FAILED
+            self.request_stop()
             self._report_setup_failure(exc)
-            self.stop_event.set()
             self._shutdown()
             return EXIT_SETUP_FAILED
         self._start_metrics()
@@ -281,7 +300,9 @@ class Worker:
         self._start_thread(self._refresh_loop, "refresh")
         while not self.stop_event.wait(1.0):
             pass
-        log.info("worker-stopping", reason=self.exit_reason or "signal")
+        self.request_stop()
+        log.info("worker-stopping", reason=self.exit_reason or "signal",
+                 deadline_secs=round(self.stop_deadline.remaining(), 3))
         self._shutdown()
         return self.exit_code
 
@@ -302,6 +323,10 @@ class Worker:
     def _report_setup_failure(self, exc: Exception) -> None:
         if self.state is None:
             return
+        within(self.stop_deadline.earlier(ZK_RESERVE_SECS), "report-setup-failure", self._report_setup_errors, exc,
+               zk=self.client)
+
+    def _report_setup_errors(self, exc: Exception) -> None:
         # errors user code reported while the worker was starting (open/prepare): report them now
         while True:
             try:
@@ -322,20 +347,24 @@ class Worker:
             pass
 
     def _shutdown(self) -> None:
+        """The stop steps, each bounded by what remains of :attr:`stop_deadline`."""
+        deadline = self.stop_deadline
+        assert deadline is not None
+        t0 = time.monotonic()
+        local = deadline.earlier(ZK_RESERVE_SECS)  # the ZooKeeper steps come last
         if self.runtime is not None:
-            self.runtime.stop()
+            # spouts deactivate and close (Kafka commits), bolts clean up, Spark stops
+            within(local, "runtime-stop", lambda: self.runtime.stop(timeout=local.remaining()))
         if self.transfer is not None:
-            self.transfer.close()
+            within(local, "transfer-close", lambda: self.transfer.close(flush_timeout=min(2.0, local.remaining() / 2)))
         if self.metrics is not None:
-            self.metrics.stop()
+            within(local, "metrics-stop", self.metrics.stop)
         if self.state is not None:
-            try:
-                self.state.remove_worker_heartbeat(self.topology_id, self.supervisor_id, self.port)
-            except KazooException:
-                pass
-            self.client.stop()
-            self.client.close()
-        log.info("worker-stopped", code=self.exit_code)
+            within(deadline, "workerbeat-delete", self.state.remove_worker_heartbeat, self.topology_id,
+                   self.supervisor_id, self.port, zk=self.client)
+        stop_client(self.client, deadline)
+        log.info("worker-stopped", code=self.exit_code, secs=round(time.monotonic() - t0, 3),
+                 in_time=not deadline.expired())
 
 
 def run_worker(conf: dict[str, Any], topology_id: str, supervisor_id: str, port: int, worker_id: str) -> int:

@@ -24,6 +24,9 @@ topology, supervisor and slot come from nimbus's service discovery as target lab
 ``gale_worker_transfer_*_total``                      inter-worker batches/messages sent, received, dropped,
                                                       rejected (bad HMAC), undeliverable
 ``gale_worker_transfer_queued_messages``              messages waiting to be sent to other workers
+``gale_worker_dead_letters_total``                    records a spout could not emit as data and sent to its
+                                                      error stream, by component and ``source`` (kafka,
+                                                      rabbitmq); see ``gale.worker.connectors.dead_letter``
 ``gale_worker_extra_<name>``                          component counters and gauges (Spark batches, rows,
                                                       latencies; Kafka/RabbitMQ connector counters)
 ``gale_worker_spouts_active``, ``gale_worker_executors``, ``gale_worker_uptime_seconds``, ``gale_worker_info``
@@ -63,6 +66,8 @@ TRANSFER_COUNTERS = {
     "undeliverable": ("gale_worker_transfer_messages_undeliverable", "Messages for a task with no known worker."),
 }
 _NAME = re.compile(r"[^a-zA-Z0-9_]")
+#: connector counters named ``<source>_dead_letters`` (gale.worker.connectors.dead_letter)
+DEAD_LETTER_SUFFIX = "_dead_letters"
 BACKPRESSURE_SAMPLE_SECS = 0.1
 
 
@@ -240,6 +245,14 @@ def _executor_families(runtime: Any):
         errs.add_metric([comp], n)
     yield errs
     yield _gauge("gale_worker_executors", "Executors running in this worker.", len(executors))
+    dead = CounterMetricFamily("gale_worker_dead_letters",
+                               "Records a spout could not emit as data and sent to its error stream (dead letters), "
+                               "by source.", labels=["component", "source"])
+    for key, per_comp in sorted(extras.items()):
+        if key.endswith(DEAD_LETTER_SUFFIX):
+            for comp, value in sorted(per_comp.items()):
+                dead.add_metric([comp, key[: -len(DEAD_LETTER_SUFFIX)]], value)
+    yield dead
     for key, per_comp in sorted(extras.items()):
         fam = GaugeMetricFamily(metric_name(key), f"Component value {key!r} (summed over this worker's executors).",
                                 labels=["component"])

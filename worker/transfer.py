@@ -18,7 +18,7 @@ are dropped and counted and it no longer holds back the spouts. Dropped tuples t
 spout tuples replay: the same outcome as Storm's transport to an unreachable worker, which drops
 messages while the connection is not ready.
 
-Message kinds: ``[0, task, component, stream, source_task, values, [root, edge, ...]]`` (tuple),
+Message kinds: ``[0, task, component, stream, source_task, values, [root, edge, ...], lineage]`` (tuple),
 ``[1, task, kind, root, val, spout_task]`` (to an acker), ``[2, task, outcome, root]`` (acker →
 spout).
 """
@@ -132,7 +132,7 @@ class Transfer:
         anchors = tup.anchors
         flat = [x for pair in anchors.items() for x in pair] if anchors else []
         try:
-            data = self._pack([TUPLE, task, tup.component, tup.stream, tup.task, tup.values, flat])
+            data = self._pack([TUPLE, task, tup.component, tup.stream, tup.task, tup.values, flat, tup.lineage])
         except (TypeError, ValueError, OverflowError) as exc:
             raise ValueError(
                 f"component {tup.component!r} emitted a value on stream {tup.stream!r} that cannot be sent to "
@@ -282,7 +282,7 @@ class Transfer:
             n += 1
             kind, task = msg[0], msg[1]
             if kind == TUPLE:
-                _, _, component, stream, source_task, values, flat = msg
+                component, stream, source_task, values, flat = msg[2:7]
                 fields = self.fields_for(component, stream)
                 if fields is None:
                     self.stats["undeliverable"] += 1
@@ -293,7 +293,7 @@ class Transfer:
                     anchors = {flat[0]: flat[1]}
                 else:
                     anchors = dict(zip(flat[0::2], flat[1::2]))
-                payload_obj: Any = new_tuple(values, fields, source_task, anchors)
+                payload_obj: Any = new_tuple(values, fields, source_task, anchors, msg[7] if len(msg) > 7 else 0)
             elif kind == ACKER:
                 payload_obj = (msg[2], msg[3], msg[4], msg[5])
             elif kind == RESULT:

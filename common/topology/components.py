@@ -122,6 +122,10 @@ class Spout(Component):
     collector: SpoutOutputCollector
     context: TopologyContext
     conf: dict[str, Any]
+    #: True when a message id names its message whatever task of the component emits it (Kafka's
+    #: ``(topic, partition, offset)``), so a replay from another task has the same lineage id and a
+    #: Spark sink recognises it; False (the default) when ids are only unique within a task.
+    unique_message_ids: bool = False
 
     def open(self, conf: dict[str, Any], context: TopologyContext, collector: SpoutOutputCollector) -> None:
         """Called once per task before any other method. Default: keep the three arguments."""

@@ -73,10 +73,11 @@ class Tuple:
 
     Attributes (read-only by convention): ``values``, ``fields``, ``component`` (source component
     id), ``stream``, ``task`` (source task id), ``anchors`` (``{root id: edge id}``, the message id
-    the acker tracks; empty when untracked).
+    the acker tracks; empty when untracked), ``lineage`` (a stable identity that a replay of the
+    same spout message reproduces, 0 when untracked; see :mod:`gale.worker.runtime.lineage`).
     """
 
-    __slots__ = ("values", "fields", "task", "anchors", "ack_val", "_st")
+    __slots__ = ("values", "fields", "task", "anchors", "ack_val", "_st", "lineage", "_emits")
 
     def __init__(
         self,
@@ -86,6 +87,7 @@ class Tuple:
         stream: str,
         task: int,
         anchors: dict[int, int] | None = None,
+        lineage: int = 0,
     ):
         if fields.component != component or fields.stream != stream:
             # the source component and stream live on the (shared, per-stream) Fields object
@@ -98,6 +100,8 @@ class Tuple:
         # 0: not yet acked or failed; > 0: not yet acked, sampled for latency stats at this
         # perf_counter time; -1: acked; -2: failed (a second ack or fail is ignored)
         self._st = 0.0
+        self.lineage = lineage
+        self._emits = 0  # emits anchored to this tuple so far (their lineage ordinal)
 
     @property
     def component(self) -> str:
@@ -166,7 +170,8 @@ class Tuple:
 _new = object.__new__
 
 
-def new_tuple(values: Sequence[Any], fields: Fields, task: int, anchors: dict[int, int] | None) -> Tuple:
+def new_tuple(values: Sequence[Any], fields: Fields, task: int, anchors: dict[int, int] | None,
+              lineage: int = 0) -> Tuple:
     """Build a Tuple on the hot path: ``fields`` must be a runtime stream Fields (it names the
     source component and stream). About half the cost of calling the class."""
     t = _new(Tuple)
@@ -176,4 +181,6 @@ def new_tuple(values: Sequence[Any], fields: Fields, task: int, anchors: dict[in
     t.anchors = anchors
     t.ack_val = 0
     t._st = 0.0
+    t.lineage = lineage
+    t._emits = 0
     return t

@@ -28,6 +28,12 @@ the message id ``(topic, partition, offset)``:
 Output fields are chosen with ``fields`` from topic, partition, offset, key, value, timestamp;
 ``decode`` turns key and value bytes into ``utf-8`` text (default), parsed ``json``, or leaves
 ``bytes``. ``config`` holds ``kafka.*`` keys for this component that override the topology's.
+
+A record that cannot be decoded is a **dead letter**: emitted on the ``error_stream`` (default
+``"error"``; fields ``raw, key, reason, source, coordinates``) under its own message id, so its
+offset is done only when the dead letter's tuple tree completes (a KafkaBolt subscribed to the
+stream writes a dead-letter topic). Counted in ``kafka_dead_letters``, logged and reported; see
+:mod:`gale.worker.connectors.dead_letter`.
 """
 
 from __future__ import annotations
@@ -38,10 +44,12 @@ from collections import deque
 from typing import Any
 
 from gale.clock import REAL_CLOCK
+from gale.deadline import Deadline, within
 from gale.errors import ConfigError, GaleError
 from gale.log import get_logger
 from gale.topology.components import Spout
-from gale.zk import start_client
+from gale.zk import start_client, stop_client
+from gale.worker.connectors.dead_letter import ERROR_FIELDS, ERROR_STREAM, DeadLetters, check_stream
 from gale.worker.connectors.kafka_config import SPOUT_KEYS, merged, spout_settings
 from gale.worker.connectors.kafka_group import (
     BrokerPaths,
@@ -61,10 +69,15 @@ RECORD_FIELDS = ("topic", "partition", "offset", "key", "value", "timestamp")
 DECODERS = ("utf-8", "json", "bytes")
 COUNTERS = (
     "kafka_retried", "kafka_dropped", "kafka_lost", "kafka_offset_out_of_range", "kafka_decode_errors",
-    "kafka_rebalances", "kafka_rebalance_failures", "kafka_commit_writes", "kafka_owned_partitions",
+    "kafka_dead_letters", "kafka_rebalances", "kafka_rebalance_failures", "kafka_commit_writes", "kafka_owned_partitions",
 )
 HOUSEKEEPING_SECS = 0.02
 APPLY_RETRY_SECS = 1.0
+#: how long deactivate waits for the offsets commit, and close for everything, while ZooKeeper is
+#: connected (unreachable: the ZooKeeper steps are skipped, the committed offsets so far stand); a
+#: worker's stop bounds them further (supervisor.worker.shutdown.sleep.secs)
+COMMIT_WAIT_SECS = 5.0
+CLOSE_SECS = 5.0
 
 
 def _decoder(kind: str):
@@ -97,10 +110,15 @@ def discover_brokers(client: Any, paths: BrokerPaths) -> list[str]:
 
 
 class KafkaSpout(Spout):
+    #: ``(topic, partition, offset)`` names a record whatever task reads it: a replay after a
+    #: rebalance keeps its lineage id (Spark sinks recognise it)
+    unique_message_ids = True
+
     def __init__(self, config: dict[str, Any] | None = None, fields: list[str] | tuple[str, ...] = ("value",),
-                 decode: str = "utf-8"):
+                 decode: str = "utf-8", error_stream: str | None = ERROR_STREAM):
         self.config = dict(config or {})
         merged({}, self.config, SPOUT_KEYS)  # unknown keys fail at build time
+        self.error_stream = check_stream("KafkaSpout", error_stream)
         self.fields = list(fields)
         bad = [f for f in self.fields if f not in RECORD_FIELDS]
         if bad or not self.fields:
@@ -111,6 +129,8 @@ class KafkaSpout(Spout):
 
     def declare_output_fields(self, declarer):
         declarer.declare(self.fields)
+        if self.error_stream is not None:
+            declarer.declare_stream(self.error_stream, ERROR_FIELDS)
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -119,6 +139,8 @@ class KafkaSpout(Spout):
         self.settings = s = spout_settings(conf, self.config, conf.get("storm.zookeeper.session.timeout"))
         self.log = log.bind(group=s.group, task=context.task_id, component=context.component_id)
         self.counters = TaskCounters(collector, COUNTERS)
+        self._dead = (DeadLetters(collector, self.counters, self.error_stream, "kafka", self.log)
+                      if self.error_stream is not None else None)
         self._getters = [self._getter(f) for f in self.fields]
         self._clock = REAL_CLOCK
         self.zk_client = None
@@ -223,30 +245,39 @@ class KafkaSpout(Spout):
             out[topic] = parts
         return out
 
-    def _close_clients(self) -> None:
+    def _close_clients(self, deadline: Deadline | None = None) -> None:
+        deadline = deadline or Deadline(CLOSE_SECS)
         if self.consumer is not None:
-            try:
-                self.consumer.close()
-            except Exception:  # noqa: BLE001
-                pass
-            self.consumer = None
+            consumer, self.consumer = self.consumer, None
+            within(deadline, "kafka-consumer-close", consumer.close, autocommit=False,
+                   timeout_ms=int(deadline.remaining() * 1000))
         if self.zk_client is not None:
-            try:
-                self.zk_client.stop()
-                self.zk_client.close()
-            except Exception:  # noqa: BLE001
-                pass
+            stop_client(self.zk_client, deadline, "kafka-zookeeper-stop")
+
+    def _zookeeper_connected(self) -> bool:
+        return self.zk_client is not None and self.zk_client.connected
 
     def deactivate(self):
-        if self._member is not None and not self._member.commit(wait=5.0):
-            self.log.warning("kafka-commit-on-deactivate-timed-out")
+        if self._member is None:
+            return
+        if not self._zookeeper_connected():
+            # a commit would only queue behind the reconnect: the offsets committed so far stand,
+            # the acks since then replay (at-least-once)
+            self.log.warning("kafka-commit-on-deactivate-skipped", reason="ZooKeeper not connected")
+        elif not self._member.commit(wait=COMMIT_WAIT_SECS):
+            self.log.warning("kafka-commit-on-deactivate-timed-out", wait_secs=COMMIT_WAIT_SECS)
 
     def close(self):
+        deadline = Deadline(CLOSE_SECS)
         if self._member is not None:
-            self._member.stop()
+            if self._zookeeper_connected():
+                # commit, release the owner nodes, delete the registration
+                self._member.stop(timeout=deadline.earlier(1.0).remaining())
+            else:  # its ephemeral nodes go when the session expires; its thread is a daemon
+                self.log.warning("kafka-group-leave-skipped", reason="ZooKeeper not connected")
             self._publish_member_counters()
             self.counters.incr("kafka_owned_partitions", -self.counters["kafka_owned_partitions"])
-        self._close_clients()
+        self._close_clients(deadline)
         self.log.info("kafka-spout-closed", consumer=getattr(self, "consumer_id", None))
 
     # ------------------------------------------------------------------ emitting
@@ -286,12 +317,20 @@ class KafkaSpout(Spout):
                     continue
                 try:
                     values = [get(rec) for get in self._getters]
-                except ValueError as exc:  # undecodable: a poison record is done, not retried forever
-                    tracker.ack(rec.offset)
+                except ValueError as exc:  # undecodable: a dead letter, not retried as data
                     self.counters.incr("kafka_decode_errors")
-                    self.collector.report_error(f"Kafka record {rec.topic}-{rec.partition}@{rec.offset} "
-                                                f"cannot be decoded as {self.decode}: {exc}")
-                    continue
+                    reason = f"cannot decode {exc}"
+                    if self._dead is None:  # no error stream: done, counted and reported
+                        tracker.ack(rec.offset)
+                        self.collector.report_error(f"Kafka record {rec.topic}-{rec.partition}@{rec.offset} "
+                                                    f"skipped: {reason}")
+                        continue
+                    self._dead.emit((rec.topic, rec.partition, rec.offset), rec.value, rec.key, reason,
+                                    {"topic": rec.topic, "partition": rec.partition, "offset": rec.offset,
+                                     "timestamp": rec.timestamp})
+                    if verdict == EMIT_RETRY:
+                        self.counters.incr("kafka_retried")
+                    return
                 self.collector.emit(values, msg_id=(rec.topic, rec.partition, rec.offset))
                 if verdict == EMIT_RETRY:
                     self.counters.incr("kafka_retried")
@@ -316,10 +355,14 @@ class KafkaSpout(Spout):
 
     def _getter(self, name: str):
         decode = _decoder(self.decode)
-        if name == "value":
-            return lambda r: decode(r.value)
-        if name == "key":
-            return lambda r: decode(r.key)
+        kind = self.decode
+        if name in ("value", "key"):
+            def get(r):
+                try:
+                    return decode(getattr(r, name))
+                except ValueError as exc:  # json (and UnicodeDecodeError) errors
+                    raise ValueError(f"the {name} as {kind}: {exc}") from None
+            return get
         return lambda r: getattr(r, name)
 
     # ------------------------------------------------------------------ consumer upkeep

@@ -27,8 +27,15 @@ already requeued them), and undelivered stale messages are never emitted.
 fail with a clear error; later disconnects are retried forever with exponential backoff
 (``rabbitmq.reconnect.*``). Counters: ``rabbitmq_acked``, ``rabbitmq_rejected``, ``rabbitmq_stale``
 (acks/fails for a closed connection), ``rabbitmq_reconnects``, ``rabbitmq_poison`` (bodies that
-``decode="json"`` cannot parse: reported and rejected without requeue, so a dead-letter exchange
-gets them instead of an endless redelivery loop).
+``decode`` cannot parse), ``rabbitmq_dead_letters``.
+
+A body that cannot be decoded is a **dead letter**: emitted on the ``error_stream`` (default
+``"error"``; fields ``raw, key, reason, source, coordinates``) under the delivery's own message id,
+so it is acked to the broker only when the dead letter's tuple tree completes (a RabbitMQBolt
+subscribed to the stream writes a dead-letter queue; if that fails the message is requeued and
+dead-lettered again). See :mod:`gale.worker.connectors.dead_letter`. With ``error_stream=None``
+it is rejected without requeue (to the queue's dead-letter exchange, if one is configured) and
+reported, instead of an endless redelivery loop.
 """
 
 from __future__ import annotations
@@ -43,6 +50,7 @@ from typing import Any
 from gale.errors import ConfigError, GaleError
 from gale.log import get_logger
 from gale.topology.components import Spout
+from gale.worker.connectors.dead_letter import ERROR_FIELDS, ERROR_STREAM, DeadLetters, check_stream
 from gale.worker.connectors.metrics import TaskCounters
 
 log = get_logger("connectors.rabbitmq.spout")
@@ -204,10 +212,17 @@ class QueueConsumer:
         self._thread = threading.Thread(target=self._run, name=f"rabbitmq-{self.name}", daemon=True)
         self._thread.start()
 
-    def stop(self, timeout: float = 10.0) -> None:
+    def stop(self, timeout: float = 2.0) -> None:
+        """End the consumer thread within ``timeout``; it settles the queued acks and closes the
+        connection itself. A thread still blocked then (a broker that stopped answering) is left
+        to finish alone (a daemon): pika is not thread-safe, so its connection is not touched from
+        here, and the broker requeues whatever was not acked when the connection dies."""
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout)
+            if self._thread.is_alive():
+                self.log.warning("rabbitmq-consumer-stop-abandoned", timeout_secs=timeout)
+                return
         self._close()
 
     def _close(self) -> None:
@@ -273,9 +288,10 @@ class QueueConsumer:
 
 class RabbitMQSpout(Spout):
     def __init__(self, config: dict[str, Any] | None = None, fields: list[str] | tuple[str, ...] = ("body",),
-                 decode: str = "utf-8"):
+                 decode: str = "utf-8", error_stream: str | None = ERROR_STREAM):
         self.config = dict(config or {})
         merged({}, self.config)  # unknown keys fail at build time
+        self.error_stream = check_stream("RabbitMQSpout", error_stream)
         self.fields = list(fields)
         bad = [f for f in self.fields if f not in FIELDS]
         if bad or not self.fields:
@@ -286,6 +302,8 @@ class RabbitMQSpout(Spout):
 
     def declare_output_fields(self, declarer):
         declarer.declare(self.fields)
+        if self.error_stream is not None:
+            declarer.declare_stream(self.error_stream, ERROR_FIELDS)
 
     def open(self, conf, context, collector):
         super().open(conf, context, collector)
@@ -293,7 +311,10 @@ class RabbitMQSpout(Spout):
 
         self.settings = s = rabbitmq_settings(conf, self.config)
         self.counters = TaskCounters(collector, ("rabbitmq_acked", "rabbitmq_rejected", "rabbitmq_stale",
-                                                 "rabbitmq_reconnects", "rabbitmq_poison"))
+                                                 "rabbitmq_reconnects", "rabbitmq_poison", "rabbitmq_dead_letters"))
+        self._dead = (DeadLetters(collector, self.counters, self.error_stream, "rabbitmq",
+                                  log.bind(queue=s.queue, task=context.task_id, component=context.component_id))
+                      if self.error_stream is not None else None)
         self.deliveries: deque = deque()
         self.consumer = QueueConsumer(s, self.deliveries, f"{context.component_id}-{context.task_id}")
         try:
@@ -332,12 +353,20 @@ class RabbitMQSpout(Spout):
             try:
                 values = [get(method, props, body) for get in self._getters]
             except ValueError as exc:
-                # a poison message would come back forever: reject it without requeue (the queue's
-                # dead-letter exchange gets it, if one is configured) and report it
-                self.collector.report_error(f"RabbitMQ message on {self.settings.queue!r} cannot be decoded as "
-                                            f"{self.decode}; rejected without requeue: {exc}")
-                consumer.settle(generation, method.delivery_tag, ack=False, requeue=False)
                 self.counters.incr("rabbitmq_poison")
+                reason = f"cannot decode the body as {self.decode}: {exc}"
+                if self._dead is None:
+                    # a poison message would come back forever: reject it without requeue (the queue's
+                    # dead-letter exchange gets it, if one is configured) and report it
+                    self.collector.report_error(f"RabbitMQ message on {self.settings.queue!r} rejected without "
+                                                f"requeue: {reason}")
+                    consumer.settle(generation, method.delivery_tag, ack=False, requeue=False)
+                    return
+                self._dead.emit((generation, method.delivery_tag), body, None, reason, {
+                    "queue": self.settings.queue, "delivery_tag": method.delivery_tag,
+                    "message_id": getattr(props, "message_id", None), "routing_key": method.routing_key,
+                    "exchange": method.exchange, "redelivered": bool(method.redelivered),
+                })
                 return
             self.collector.emit(values, msg_id=(generation, method.delivery_tag))
             return

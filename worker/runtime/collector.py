@@ -10,6 +10,9 @@ The anchoring arithmetic is Storm's (``reference/storm-internals.md`` §6.3–6.
 * bolt ack: for each root of the input, ``ack(root, edge XOR input.ack_val)`` — "remove my own id,
   add my children's ids". fail: ``fail(root)`` for each root.
 
+Tracked tuples also get a lineage id (:mod:`gale.worker.runtime.lineage`): from the spout's
+message id, then per anchored emit from the anchor's lineage, the stream and the emit's ordinal.
+
 Each collector belongs to one task. Emits return the list of target task ids, as in Storm.
 """
 
@@ -21,6 +24,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from gale.topology.tuple import Fields, Tuple, new_tuple
+from gale.worker.runtime import lineage as _lineage
 from gale.worker.runtime.acker import ACK, FAIL, INIT, RESET
 from gale.worker.runtime.grouping import DirectGrouper, Grouper
 
@@ -50,12 +54,14 @@ class StreamRoute:
     """Where one output stream of one component goes: its fields and its subscriptions."""
 
     __slots__ = ("stream", "fields", "n", "groupers", "direct", "direct_tasks", "single", "choose", "emitted",
-                 "transferred")
+                 "transferred", "salt")
 
     def __init__(self, stream: str, fields: Fields, groupers: list[Grouper], direct: bool):
         self.stream = stream
         self.fields = fields
         self.n = len(fields.names)
+        #: lineage salt of tuples on this route (emitting component and stream)
+        self.salt = _lineage.stream_salt(fields.component, stream)
         # per-executor counters (routes are built per executor), read by the stats roll
         self.emitted = 0
         self.transferred = 0
@@ -155,6 +161,16 @@ class SpoutOutputCollector(_Collector):
         local = self._runtime.local_acker_indices
         # root ids map to acker_tasks[root % n]; steer them to this worker's own ackers
         self._steer = (n, local[task % len(local)]) if local and len(local) < n else None
+        self._message_salts: dict[str, int] = {}
+
+    def _message_lineage(self, stream: str, msg_id: Any) -> int:
+        salt = self._message_salts.get(stream)
+        if salt is None:
+            spout = getattr(self._executor, "spouts", {}).get(self.task)
+            unique = bool(getattr(spout, "unique_message_ids", False))
+            salt = self._message_salts[stream] = _lineage.spout_salt(self.component, stream,
+                                                                     None if unique else self.task)
+        return _lineage.message(salt, msg_id)
 
     def emit(self, values: Sequence[Any], msg_id: Any = None, stream: str = "default") -> list[int]:
         route = self._routes.get(stream)
@@ -183,10 +199,11 @@ class SpoutOutputCollector(_Collector):
                     root += n
             xor = 0
             queue_of = self._queue_of
+            lineage = self._message_lineage(stream, msg_id)
             for target in targets:
                 edge = _rand(64) or 1
                 xor ^= edge
-                t = new_tuple(values, fields, task, {root: edge})
+                t = new_tuple(values, fields, task, {root: edge}, lineage)
                 q = queue_of(target)
                 if q is not None:
                     q.append(t)
@@ -233,6 +250,11 @@ class BoltOutputCollector(_Collector):
             if a_anchors:
                 # the common case, inlined: one tracked anchor
                 fields, task, send = route.fields, self.task, self._send_tuple
+                ordinal = anchors._emits
+                anchors._emits = ordinal + 1
+                lineage = anchors.lineage
+                if lineage:
+                    lineage = hash((lineage, route.salt, ordinal))  # lineage.child, inlined
                 if len(a_anchors) == 1:
                     # the hottest path of a topology, inlined: new_tuple() and send_tuple() by hand
                     (root,) = a_anchors
@@ -247,6 +269,8 @@ class BoltOutputCollector(_Collector):
                         t.anchors = {root: edge}
                         t.ack_val = 0
                         t._st = 0.0
+                        t.lineage = lineage
+                        t._emits = 0
                         q = queue_of(target)
                         if q is not None:
                             q.append(t)
@@ -256,7 +280,7 @@ class BoltOutputCollector(_Collector):
                     for target in targets:
                         edge = _rand(64) or 1
                         anchors.ack_val ^= edge
-                        send(target, new_tuple(values, fields, task, fromkeys(a_anchors, edge)))
+                        send(target, new_tuple(values, fields, task, fromkeys(a_anchors, edge), lineage))
                 return targets
         return self._emit_anchored(route, targets, values, anchors)
 
@@ -282,14 +306,22 @@ class BoltOutputCollector(_Collector):
                 # the common case: one anchor
                 a_anchors = anchors.anchors
                 if a_anchors:
+                    ordinal = anchors._emits
+                    anchors._emits = ordinal + 1
+                    lineage = _lineage.child(anchors.lineage, route.salt, ordinal) if anchors.lineage else 0
                     for target in targets:
                         edge = _rand(64) or 1
                         anchors.ack_val ^= edge
-                        send(target, new_tuple(values, fields, task, fromkeys(a_anchors, edge)))
+                        send(target, new_tuple(values, fields, task, fromkeys(a_anchors, edge), lineage))
                     return targets
             else:
                 anchor_list = [a for a in anchors if a.anchors]
                 if anchor_list:
+                    parents = []
+                    for a in anchor_list:
+                        parents.append((a.lineage, a._emits))
+                        a._emits += 1
+                    lineage = _lineage.combined(parents, route.salt)
                     for target in targets:
                         ids: dict[int, int] = {}
                         for a in anchor_list:
@@ -297,7 +329,7 @@ class BoltOutputCollector(_Collector):
                             a.ack_val ^= edge
                             for r in a.anchors:
                                 ids[r] = ids.get(r, 0) ^ edge
-                        send(target, new_tuple(values, fields, task, ids))
+                        send(target, new_tuple(values, fields, task, ids, lineage))
                     return targets
         if targets:
             for target in targets:

@@ -1,8 +1,11 @@
-"""Idempotent, atomic micro-batch commits for Spark sinks (local and mounted filesystems).
+"""Idempotent, atomic, durable micro-batch commits for Spark sinks (local and mounted filesystems).
 
-Storm gives no stable identity to a replayed tuple (a replay is a new tuple tree with new random
-ids), so a sink recognises a row it has already written by the row's *key*: the values of the
-sink's ``key_fields`` (all fields by default), hashed with :func:`row_key`.
+Storm gives no stable identity to a replayed tuple's tree (a replay is a new tuple tree with new
+random ids), so a sink recognises a row it has already written by a *key*: by default the key of
+the input tuple's **lineage** (the stable identity of the spout message and of the emits that led
+to the tuple, :mod:`gale.worker.runtime.lineage`) together with its values; with the sink's
+``key_fields``, the values of those fields. Keys are 16-byte hashes (:func:`row_key`,
+:func:`lineage_key`).
 
 Layout under the sink's path::
 
@@ -10,12 +13,25 @@ Layout under the sink's path::
     <path>/gale_batch=<batch id>/_gale_keys       the 16-byte keys of its rows (readers skip "_" files)
     <path>/_gale_tmp/t<task>-<batch id>-<nonce>/  a batch being written (readers skip "_" dirs)
 
-A batch is written into a temporary directory and renamed into place in one atomic step, so a
-crash never leaves a partial batch visible; stale temporaries are removed when the task starts.
-Rows whose key is already in a committed batch (within ``window_secs``) or repeated inside the
-batch are not written again, so a replay — in the same batch or regrouped with other tuples — does
-not duplicate rows. The batch id is a hash of the batch's keys: two writers committing the same
-rows race for the same directory name and only one wins.
+The commit protocol (:meth:`LocalBatchCommitter.commit`), in this order:
+
+1. Spark writes the batch into the temporary directory (its own commit protocol);
+2. the keys file is written into it;
+3. **every file and every directory** under the temporary directory is fsynced (Spark's part
+   files, its ``_SUCCESS`` and checksum files, partition directories, the keys file) — Spark
+   itself does not fsync, so without this a power loss could leave a batch recorded as
+   committed whose data never reached the disk, and its replays would then be skipped;
+4. the commit marker: the temporary directory is renamed to ``gale_batch=<id>`` (one atomic
+   step, so a crash never leaves a partial batch visible);
+5. the sink's directory is fsynced, so the rename itself is durable before the batch's tuples
+   are acked.
+
+Every file operation goes through a :class:`FileLayer` (injected; a test records the exact
+sequence). Rows whose key is already in a committed batch (within ``window_secs``) or repeated
+inside the batch are not written again, so a replay — in the same batch or regrouped with other
+tuples — does not duplicate rows. The batch id is a hash of the batch's keys: two writers
+committing the same rows race for the same directory name and only one wins. Stale temporaries
+are removed when the task starts.
 
 ``spark.read.parquet(<path>)`` reads every committed row plus a ``gale_batch`` column.
 """
@@ -24,6 +40,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import decimal
+import errno
 import hashlib
 import json
 import os
@@ -71,17 +88,67 @@ def random_batch_id() -> str:
     return uuid.uuid4().hex
 
 
-def _fsync_dir(path: str) -> None:
-    try:
+def lineage_key(lineage: int, values: Sequence[Any]) -> bytes:
+    """The key of a row from an input tuple with this (non-zero) lineage: the same input — the
+    same spout message through the same emits — replayed gives the same key; identical values
+    from different inputs give different keys."""
+    return row_key([{"$lineage": lineage}, *values])
+
+
+def unique_key() -> bytes:
+    """A key no other row has: for rows whose input has no lineage (untracked tuples are never
+    replayed, so they are always written)."""
+    return uuid.uuid4().bytes
+
+
+class FileLayer:
+    """The file operations of the commit protocol, on the local (or a mounted) filesystem.
+
+    Injected into :class:`LocalBatchCommitter` so a test can record the exact sequence of
+    operations; every method raises :class:`OSError` on failure (the batch then fails and its
+    tuples replay), except that a filesystem refusing to fsync a *directory* (``EINVAL``, as some
+    network and FUSE filesystems do) is tolerated.
+    """
+
+    def write(self, path: str, data: bytes) -> None:
+        """Create ``path`` with ``data`` (not yet fsynced)."""
+        with open(path, "wb") as f:
+            f.write(data)
+
+    def fsync_file(self, path: str) -> None:
         fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    def fsync_dir(self, path: str) -> None:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+        try:
+            os.fsync(fd)
+        except OSError as exc:
+            if exc.errno != errno.EINVAL:
+                raise
+        finally:
+            os.close(fd)
+
+    def rename(self, src: str, dst: str) -> None:
+        """The commit marker: ``src`` (a directory) appears as ``dst`` in one atomic step.
+        Fails if ``dst`` exists."""
+        os.rename(src, dst)
+
+    def walk(self, root: str) -> tuple[list[str], list[str]]:
+        """Every file and every directory under ``root`` (``root`` included), directories deepest
+        first (symbolic links to directories are not followed)."""
+        files: list[str] = []
+        dirs: list[str] = []
+        for here, _subdirs, names in os.walk(root, topdown=False, followlinks=False):
+            files.extend(os.path.join(here, n) for n in sorted(names))
+            dirs.append(here)
+        return files, dirs
+
+    def remove_tree(self, path: str) -> None:
+        shutil.rmtree(path, ignore_errors=True)
 
 
 class LocalBatchCommitter:
@@ -90,7 +157,8 @@ class LocalBatchCommitter:
     Not thread-safe: one task uses it from its one batch thread at a time.
     """
 
-    def __init__(self, path: str, component: str, task: int, window_secs: float = 3600.0, clock: Any = time):
+    def __init__(self, path: str, component: str, task: int, window_secs: float = 3600.0, clock: Any = time,
+                 files: FileLayer | None = None):
         if "://" in path and not path.startswith("file://"):
             raise ValueError(
                 f"sink path {path!r}: atomic batch commits need a local or mounted filesystem path "
@@ -101,6 +169,7 @@ class LocalBatchCommitter:
         self.task = task
         self.window_secs = float(window_secs)
         self.clock = clock
+        self.files = files or FileLayer()
         self.committed: set[bytes] = set()
         self._dirs: dict[str, tuple[float, list[bytes]]] = {}
         self._next_prune = 0.0
@@ -124,7 +193,7 @@ class LocalBatchCommitter:
         removed = []
         for name in os.listdir(self.temp_root):
             if name.startswith(f"t{self.task}-"):
-                shutil.rmtree(os.path.join(self.temp_root, name), ignore_errors=True)
+                self.files.remove_tree(os.path.join(self.temp_root, name))
                 removed.append(name)
         self.refresh()
         return removed
@@ -180,26 +249,28 @@ class LocalBatchCommitter:
 
     # ------------------------------------------------------------------ commit
     def commit(self, tmp: str, bid: str, keys: Sequence[bytes]) -> bool:
-        """Make the batch written to ``tmp`` visible atomically. False if it already was."""
-        keys_path = os.path.join(tmp, KEYS_FILE)
-        with open(keys_path, "wb") as f:
-            f.write(b"".join(keys))
-            f.flush()
-            os.fsync(f.fileno())
-        _fsync_dir(tmp)
+        """Make the batch written to ``tmp`` durable and visible atomically (steps 2–5 of the
+        module's protocol). False if another writer committed the same batch first."""
+        files = self.files
+        files.write(os.path.join(tmp, KEYS_FILE), b"".join(keys))
+        written, dirs = files.walk(tmp)
+        for path in written:
+            files.fsync_file(path)
+        for path in dirs:  # deepest first, ``tmp`` last
+            files.fsync_dir(path)
         final = self.batch_dir(bid)
         try:
-            os.rename(tmp, final)
+            files.rename(tmp, final)
         except OSError:
             if os.path.isdir(final):  # another writer committed the same rows first
                 self.abort(tmp)
                 return False
             raise
-        _fsync_dir(self.root)
+        files.fsync_dir(self.root)
         name = BATCH_DIR_PREFIX + bid
         self._dirs[name] = (self.clock.time(), list(keys))
         self.committed.update(keys)
         return True
 
     def abort(self, tmp: str) -> None:
-        shutil.rmtree(tmp, ignore_errors=True)
+        self.files.remove_tree(tmp)

@@ -50,6 +50,7 @@ from typing import Any
 
 import psutil
 
+from gale.deadline import Deadline, within
 from gale.log import get_logger
 
 log = get_logger("spark")
@@ -60,6 +61,9 @@ MAX_RETRY_SECS = 300.0
 MARKER_PROPERTY = "gale.spark.marker"
 MARKER_ENV = "GALE_SPARK_MARKER"
 DEFAULT_STOP_WAIT_SECS = 60.0
+#: a stop (cancel jobs, stop the session, end the JVM and its Python workers) ends within this; past
+#: it what is still alive is killed
+DEFAULT_STOP_SECS = 60.0
 
 
 class SparkStartError(Exception):
@@ -294,17 +298,21 @@ class SparkApplication:
         return self.future.done() and self.future.exception() is not None
 
     # ------------------------------------------------------------------ stop
-    def stop(self) -> None:
-        """Stop the application and every process it started. A start in progress is cut short
-        (its processes killed; the start thread is given ``stop_wait_secs`` to notice)."""
+    def stop(self, timeout: float = DEFAULT_STOP_SECS) -> None:
+        """Stop the application and every process it started, within ``timeout`` seconds
+        (whatever hangs: a start in progress, a JVM that stopped answering py4j). A start in
+        progress is cut short (its processes killed; the start thread is given up to
+        ``stop_wait_secs`` to notice). Past the deadline the JVM and the marked processes are
+        killed without waiting for a graceful stop."""
+        deadline = Deadline(timeout)
         with self._lock:
             self._stopping = True
         thread = self._thread
         if thread is not None and thread.is_alive() and thread is not threading.current_thread():
             # still starting: end the processes it launched (as they appear), which makes the
             # start fail fast
-            deadline = time.monotonic() + self.stop_wait_secs
-            while thread.is_alive() and time.monotonic() < deadline:
+            wait_until = time.monotonic() + min(self.stop_wait_secs, deadline.remaining())
+            while thread.is_alive() and time.monotonic() < wait_until:
                 for proc in find_marked(self.marker, psutil.Process(os.getpid()).children(recursive=True)):
                     try:
                         proc.kill()
@@ -313,27 +321,29 @@ class SparkApplication:
                 thread.join(0.25)
         with self._lock:
             session, self.session = self.session, None
-        self._teardown(session)
+        self._teardown(session, deadline)
 
-    def _teardown(self, session: Any) -> None:
+    def _teardown(self, session: Any, deadline: Deadline) -> None:
         if session is not None:
-            try:
-                if self.settings.connect:
-                    session.interruptAll()
-                else:
-                    session.sparkContext.cancelAllJobs()
-            except Exception:  # noqa: BLE001 - best effort before stop
-                pass
-            try:
+            def stop_session() -> None:
+                try:
+                    if self.settings.connect:
+                        session.interruptAll()
+                    else:
+                        session.sparkContext.cancelAllJobs()
+                except Exception:  # noqa: BLE001 - best effort before stop
+                    pass
                 session.stop()
-            except Exception:  # noqa: BLE001 - the JVM may already be gone
-                log.warning("spark-stop-failed", exc_info=True)
+
+            # leave time to end the processes below even if the session's stop hangs
+            within(deadline.earlier(min(5.0, deadline.remaining() / 2)), "spark-session-stop", stop_session)
         if self.settings.connect:
             return
-        self._stop_gateway()
+        self._stop_gateway(deadline)
 
-    def _stop_gateway(self) -> None:
-        """Close the py4j gateway, end the driver JVM and its Python workers."""
+    def _stop_gateway(self, deadline: Deadline) -> None:
+        """Close the py4j gateway, end the driver JVM and its Python workers (killing what is
+        still alive at ``deadline``)."""
         from pyspark import SparkContext
 
         with SparkContext._lock:
@@ -352,10 +362,7 @@ class SparkApplication:
                 pass
         tree = find_marked(self.marker, list({p.pid: p for p in candidates}.values()))
         if gateway is not None:
-            try:
-                gateway.shutdown()
-            except Exception:  # noqa: BLE001
-                pass
+            within(deadline, "spark-gateway-shutdown", gateway.shutdown)
         if proc is not None:
             try:
                 if proc.stdin is not None:
@@ -363,19 +370,22 @@ class SparkApplication:
             except OSError:
                 pass
             try:
-                proc.wait(15)
-            except Exception:  # noqa: BLE001 - still alive after 15 s
+                proc.wait(min(15.0, deadline.remaining()))
+            except Exception:  # noqa: BLE001 - still alive at the deadline
                 log.warning("spark-jvm-kill", pid=proc.pid)
                 proc.kill()
-                proc.wait(10)
-        _, alive = psutil.wait_procs(tree, timeout=5)
+                try:
+                    proc.wait(min(10.0, max(1.0, deadline.remaining())))
+                except Exception:  # noqa: BLE001 - SIGKILLed: the kernel reaps it
+                    pass
+        _, alive = psutil.wait_procs(tree, timeout=min(5.0, deadline.remaining()))
         for p in alive:
             try:
                 log.warning("spark-process-kill", pid=p.pid)
                 p.kill()
             except psutil.Error:
                 pass
-        psutil.wait_procs(alive, timeout=5)
+        psutil.wait_procs(alive, timeout=min(5.0, max(1.0, deadline.remaining())))
 
 
 def _first_lines(text: str, n: int = 3) -> str:
@@ -519,7 +529,9 @@ class SparkHandle:
         return self.future.result(timeout)
 
     def close(self) -> None:
-        """Release this worker's reference; the last one stops Spark and its processes."""
+        """Release this worker's reference; the last one stops Spark and its processes (within
+        ``DEFAULT_STOP_SECS``; a worker process also bounds its whole stop, see
+        :mod:`gale.worker.daemon`)."""
         if self._closed:
             return
         self._closed = True

@@ -6,13 +6,17 @@
         "path": "/data/sentences", "key_fields": ["id"],          # Parquet by default
     }).fields_grouping("sentences", ["id"])
 
-With a ``path`` the batch is written into a temporary directory and renamed into
+With a ``path`` the batch is written into a temporary directory, fsynced, and renamed into
 ``<path>/gale_batch=<id>/`` in one atomic step, and rows whose key was already committed are
 skipped, so replays neither duplicate rows nor leave partial files (see
-:mod:`gale.worker.spark.commit`). ``key_fields`` name the fields that identify a row (default: all
-fields, so rows equal in every field are one row); ``dedup=False`` appends every tuple (still
-atomically per batch). Without a ``path`` (formats such as ``jdbc`` or ``noop`` that write
-elsewhere) the batch is written with ``mode`` and options as given: at-least-once, no dedup.
+:mod:`gale.worker.spark.commit`). By default a row's key is its input tuple's **lineage**
+(the identity of the spout message and the emits it came through, which a replay reproduces)
+with its values: a replayed input's rows are written once, and identical rows from different
+inputs are all written. ``key_fields`` instead names the fields that identify a row (an event id),
+for replays Storm cannot recognise (a source that re-delivers under a new message id).
+``dedup=False`` appends every tuple (still atomically per batch). Without a ``path`` (formats such
+as ``jdbc`` or ``noop`` that write elsewhere) the batch is written with ``mode`` and options as
+given: at-least-once, no dedup.
 
 Override :meth:`SparkSink.prepare_frame` to shape the DataFrame before it is written.
 """
@@ -23,7 +27,15 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from gale.worker.spark.bolt import SparkComponent
-from gale.worker.spark.commit import LocalBatchCommitter, batch_id, random_batch_id, row_key
+from gale.worker.spark.commit import (
+    FileLayer,
+    LocalBatchCommitter,
+    batch_id,
+    lineage_key,
+    random_batch_id,
+    row_key,
+    unique_key,
+)
 from gale.worker.spark.executor import BatchResult
 from gale.worker.spark.frames import SparkStageError
 
@@ -58,6 +70,10 @@ class SparkSink(SparkComponent):
         """Shape the batch's DataFrame before it is written (default: as is)."""
         return df
 
+    def file_layer(self) -> FileLayer:
+        """The file operations of the commit protocol (a test overrides this to record them)."""
+        return FileLayer()
+
     def prepare(self, conf, context, collector) -> None:
         super().prepare(conf, context, collector)
         cid = context.component_id
@@ -74,12 +90,21 @@ class SparkSink(SparkComponent):
         self.committer: LocalBatchCommitter | None = None
         if self.path:
             try:
-                self.committer = LocalBatchCommitter(self.path, cid, context.task_id, self.dedup_window_secs)
+                self.committer = LocalBatchCommitter(self.path, cid, context.task_id, self.dedup_window_secs,
+                                                     files=self.file_layer())
             except ValueError as exc:
                 raise ValueError(f"Spark sink {cid!r}: {exc}") from None
             self.committer.recover()
-        positions = [self.input_fields.index(f) for f in (self.key_fields or self.input_fields)]
-        self._key_positions = positions
+        self._key_positions = [self.input_fields.index(f) for f in self.key_fields or ()]
+
+    def row_keys(self, tuples: list[Any]) -> list[bytes]:
+        """The de-duplication key of each tuple's row: its ``key_fields`` values when set, else its
+        lineage with its values (a row from an untracked tuple, which is never replayed, gets a
+        key of its own)."""
+        if self.key_fields:
+            positions = self._key_positions
+            return [row_key([t.values[p] for p in positions]) for t in tuples]
+        return [lineage_key(t.lineage, t.values) if t.lineage else unique_key() for t in tuples]
 
     # ------------------------------------------------------------------ job thread
     def spark_job(self, spark: Any, tuples: list[Any]) -> BatchResult:
@@ -89,7 +114,7 @@ class SparkSink(SparkComponent):
             return BatchResult(written=len(tuples))
         if self.dedup:
             committer.refresh()
-            keys = [row_key([t.values[p] for p in self._key_positions]) for t in tuples]
+            keys = self.row_keys(tuples)
             keep = committer.select_new(keys)
             if not keep:
                 return BatchResult(deduped=len(tuples))
