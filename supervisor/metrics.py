@@ -152,10 +152,10 @@ class _SlotCollector:
             yield uptime
             connected = GaugeMetricFamily("gale_zookeeper_connected",
                                           "1 while this daemon's ZooKeeper session is connected.")
-            connected.add_metric([], 1.0 if sup.zk_state == "CONNECTED" else 0.0)
+            connected.add_metric([], 1.0 if getattr(sup, "zk_state", None) == "CONNECTED" else 0.0)
             yield connected
             waited = GaugeMetricFamily("gale_zookeeper_wait_seconds", "Seconds this daemon waited for ZooKeeper at start.")
-            waited.add_metric([], float(sup.zk_wait_secs))
+            waited.add_metric([], float(getattr(sup, "zk_wait_secs", 0.0)))
             yield waited
             info = GaugeMetricFamily("gale_supervisor_info", "This supervisor: id, host and version.",
                                      labels=["supervisor_id", "host", "version"])

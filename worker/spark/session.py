@@ -211,7 +211,7 @@ class SparkApplication:
                 log.error("spark-start-failed", master=self.settings.master, error=text)
                 error = SparkStartError(f"Spark failed to start (master {self.settings.master!r}): {_first_lines(text)}")
             try:
-                self._teardown(None)
+                self._teardown(None, Deadline(DEFAULT_STOP_SECS))
             finally:
                 self.failed_at = time.monotonic()
                 self.future.set_exception(error)
