@@ -6,6 +6,7 @@ interrupted."""
 from __future__ import annotations
 
 import json
+import os
 import zipfile
 from collections import Counter
 from pathlib import Path
@@ -35,6 +36,8 @@ def test_the_code_archive_holds_the_topology_directory_without_caches(tmp_path):
     (code / "pkg" / "__pycache__" / "x.cpython-311.pyc").write_bytes(b"\0")
     (code / ".git").mkdir()
     (code / ".git" / "HEAD").write_text("ref")
+    for f in code.rglob("*"):
+        os.utime(f, (0, 0))  # bundles are unpacked with mtime 0 (1970), which zip cannot store as is
     out = code_archive(code, tmp_path / "w" / "spark" / "topology-code.zip")
     with zipfile.ZipFile(out) as zf:
         assert sorted(zf.namelist()) == ["pipeline.py", "pkg/__init__.py", "pkg/data.txt", "wordlib.py"]

@@ -153,7 +153,11 @@ def code_archive(code_dir: str | os.PathLike[str], out: str | os.PathLike[str]) 
                 if name.endswith((".pyc", ".pyo")) or name.startswith("."):
                     continue
                 path = Path(dirpath) / name
-                zf.write(path, path.relative_to(root).as_posix())
+                # a fixed date: bundles are unpacked with mtime 0, which zip cannot store
+                entry = zipfile.ZipInfo(path.relative_to(root).as_posix(), date_time=(1980, 1, 1, 0, 0, 0))
+                entry.compress_type = zipfile.ZIP_DEFLATED
+                entry.external_attr = 0o644 << 16
+                zf.writestr(entry, path.read_bytes())
     os.replace(tmp, target)
     return str(target)
 
@@ -563,6 +567,6 @@ def start_spark_for(runtime: Any) -> SparkHandle:
         out = Path(local_dir or code.parent) / "spark" / "topology-code.zip"
         try:
             py_files = (code_archive(code, out),)
-        except OSError as exc:
+        except (OSError, ValueError) as exc:  # Spark still starts; UDFs from the bundle would fail on executors
             log.error("spark-code-archive-failed", code_dir=str(code), error=str(exc))
     return acquire_spark(spark_settings(runtime.conf, app_name=name, local_dir=local_dir, py_files=py_files))
