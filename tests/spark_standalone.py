@@ -30,6 +30,14 @@ def pyspark_home() -> Path:
     return Path(pyspark.__file__).resolve().parent
 
 
+def scala_version() -> str:
+    """``2.13`` from ``scala-library-2.13.x.jar`` among PySpark's jars."""
+    for jar in (pyspark_home() / "jars").glob("scala-library-*.jar"):
+        parts = jar.stem.split("-")[-1].split(".")
+        return ".".join(parts[:2])
+    return "2.13"
+
+
 class SparkStandalone:
     def __init__(self, base: Path, workers: int = 2, cores: int = 1, memory: str = "1g", host: str = "127.0.0.1"):
         self.base = Path(base)
@@ -51,6 +59,9 @@ class SparkStandalone:
         env = dict(os.environ)
         env["SPARK_HOME"] = str(pyspark_home())
         env["SPARK_LOCAL_IP"] = self.host
+        # workers build their executors' command line with Spark's launcher, which needs the Scala
+        # version (bin/load-spark-env.sh sets it; the pip package's jars say it)
+        env["SPARK_SCALA_VERSION"] = scala_version()
         env.pop("PYSPARK_SUBMIT_ARGS", None)
         return env
 
@@ -102,6 +113,17 @@ class SparkStandalone:
             return [p.pid for p in psutil.Process(proc.pid).children(recursive=True)]
         except psutil.Error:
             return []
+
+    def kill_executors(self, i: int) -> list[int]:
+        """``kill -9`` of the executors worker ``i`` runs (and their Python workers), not of the
+        worker itself: it reports them failed and starts new ones. Returns the pids killed."""
+        pids = self.executor_pids(i)
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        return pids
 
     def kill_worker(self, i: int) -> list[int]:
         """``kill -9`` of worker ``i`` with every process it started (its process group); returns

@@ -2,7 +2,8 @@
 Python UDFs come from this directory's ``wordlib`` → an idempotent Spark sink to Parquet keyed by
 (id, pos). The UDFs run on the cluster's executors, which see the topology's code only through
 the archive Gale adds with ``addPyFile``. The spout logs the ids it is told failed
-(``failed-<index>.log``), so a test can count what was replayed.
+(``failed-<index>.log``), so a test can count what was replayed; ``<test.state.dir>/hold`` holds
+the UDF mid-batch (see ``wordlib``).
 
 Config: ``test.input``, ``test.state.dir``, ``test.parquet``, ``test.spark.master``.
 """
@@ -77,10 +78,14 @@ class Normalize(SparkBolt):
 
     output_fields = ["id", "pos", "word", "where"]
 
+    def prepare(self, conf, context, collector):
+        super().prepare(conf, context, collector)
+        self.control = str(conf["test.state.dir"])
+
     def transform(self, df):
         normalize = F.udf(wordlib.normalize, StringType())
         where = F.udf(wordlib.where, StringType())
-        return df.withColumn("word", normalize(df["word"])).withColumn("where", where())
+        return df.withColumn("word", normalize(df["word"], F.lit(self.control))).withColumn("where", where())
 
 
 def topology(conf=None):
