@@ -37,7 +37,7 @@ from gale import log as glog
 from gale.cluster_state import ClusterState
 from gale.errors import GaleError
 from gale.records import ExecutorId, TopologyStatus, executor_key
-from gale.topology.definition import TopologyLayout
+from gale.topology.definition import TopologyTasks
 from gale.zk import start_client
 from gale.supervisor.daemon import Supervisor
 from gale.supervisor.slot import LocalAssignment
@@ -52,7 +52,7 @@ class SyntheticRuntime:
     coordination code touches it: the spouts' active flag and executor stats. Each roll adds
     ``tuples_per_sec`` × elapsed seconds to every executor's counters."""
 
-    def __init__(self, layout: TopologyLayout, executors: list[ExecutorId], tuples_per_sec: float, active: bool):
+    def __init__(self, layout: TopologyTasks, executors: list[ExecutorId], tuples_per_sec: float, active: bool):
         self.active = active
         self.rate = tuples_per_sec
         self.collectors: dict[ExecutorId, ExecutorStatsCollector] = {}
@@ -143,7 +143,7 @@ class SimWorker(Worker):
         loaded = self.load_topology()
         defn, topo_conf = loaded[0], loaded[1]
         conf = {**self.conf, **topo_conf}
-        layout = TopologyLayout(defn, conf, base.num_workers, base.component_executors)
+        layout = TopologyTasks(defn, conf, base.num_workers, base.component_executors)
         self.runtime = SyntheticRuntime(layout, self.executors, self.tuples_per_sec,
                                         active=base.status == TopologyStatus.ACTIVE)
         self.transfer = NullTransfer()

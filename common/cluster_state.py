@@ -23,7 +23,6 @@ has that version, so a deposed leader that has not noticed yet cannot overwrite 
 from __future__ import annotations
 
 import posixpath
-import time
 from collections.abc import Callable
 from typing import TypeVar
 
@@ -112,13 +111,6 @@ class ClusterState:
         rec = cls.decode(data, path)
         self._decoded[path] = (stat.mzxid, rec)
         return rec
-
-    def _read_with_stat(self, cls: type[R], path: str) -> tuple[R, ZnodeStat] | None:
-        try:
-            data, stat = self.client.get(path)
-        except NoNodeError:
-            return None
-        return cls.decode(data, path), stat
 
     def _children(self, path: str, watch: WatchFn = None) -> list[str]:
         try:
@@ -275,9 +267,6 @@ class ClusterState:
 
     def assignment(self, topology_id: str, watch: WatchFn = None) -> Assignment | None:
         return self._read(Assignment, self.layout.assignment(topology_id), watch, stat_first=True)
-
-    def assignment_ids(self, watch: WatchFn = None) -> list[str]:
-        return self._children(self.layout.assignments_dir, watch)
 
     def assignments(self, watch: WatchFn = None, data_watch: WatchFn = None) -> dict[str, Assignment]:
         """Every assignment; ``watch`` fires when one is added or removed, ``data_watch`` when one
@@ -466,7 +455,3 @@ def trimmed_heartbeat(hb: WorkerHeartbeat, max_bytes: int) -> bytes:
         return data
     bare = {key: st.model_copy(update={**{m: {} for m in _WINDOWED}, "extra": {}}) for key, st in hb.executor_stats.items()}
     return hb.model_copy(update={"executor_stats": bare}).encode()
-
-
-def now_secs() -> int:
-    return int(time.time())

@@ -38,7 +38,7 @@ from gale.errors import ConfigError, CorruptRecordError, GaleError, NotFoundErro
 from gale.layout import Layout
 from gale.log import bind, get_logger
 from gale.records import Assignment, NimbusSummary, StormBase, TopologyStatus
-from gale.topology.definition import TopologyDef, TopologyLayout, component_parallelism
+from gale.topology.definition import TopologyDef, TopologyTasks, component_parallelism
 from gale.zk import connect, stop_client
 from gale.nimbus import transitions
 from gale.nimbus.blobstore import BlobStore
@@ -326,7 +326,7 @@ class Nimbus:
         below ZooKeeper's ``jute.maxbuffer``): an assignment nimbus cannot write would leave the
         topology unscheduled for good."""
         limit = int(self.conf["nimbus.assignment.max.bytes"])
-        executors = TopologyLayout(defn, conf, num_workers, component_executors).executors
+        executors = TopologyTasks(defn, conf, num_workers, component_executors).executors
         try:
             infos = self.state.supervisor_infos()
         except KazooException:

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gale.records import Assignment, ExecutorId, StormBase, SupervisorInfo, WorkerHeartbeat, decode_executors
-from gale.topology.definition import TopologyDef, TopologyLayout
+from gale.topology.definition import TopologyDef, TopologyTasks
 from gale.nimbus.scheduler import (
     HeartbeatCache, TopologyDetails, WorkerSlot, compute_assignments, start_times_for,
 )
@@ -170,7 +170,7 @@ def plan_round(snapshot: RoundSnapshot) -> RoundPlan:
     beats = collect_beats(snapshot.supervisors, snapshot.topologies)
     details: list[TopologyDetails] = []
     for tid, topo in sorted(snapshot.topologies.items()):
-        layout = TopologyLayout(topo.defn, topo.conf, topo.base.num_workers, topo.base.component_executors)
+        layout = TopologyTasks(topo.defn, topo.conf, topo.base.num_workers, topo.base.component_executors)
         old = snapshot.assignments.get(tid)
         placements = old.executors() if old else {}
         starts = old.start_times() if old else {}

@@ -18,7 +18,7 @@ from gale.errors import CorruptRecordError, TopologyError
 from gale.layout import Layout
 from gale.records import Assignment, StormBase, SupervisorInfo, TopologyStatus, WorkerHeartbeat
 from gale.topology.builder import TopologyBuilder
-from gale.topology.definition import TopologyLayout, component_parallelism
+from gale.topology.definition import TopologyTasks, component_parallelism
 from gale.nimbus.daemon import Nimbus
 from gale.nimbus.plan import RoundSnapshot, SchedulingTimeouts, TopologyInputs, assignment_size_bound, plan_round
 from gale.nimbus.scheduler import HeartbeatCache
@@ -59,7 +59,7 @@ def test_the_size_bound_covers_every_assignment_the_scheduler_writes(spouts, bol
                                     supervisors=sups, cache=HeartbeatCache(),
                                     timeouts=SchedulingTimeouts(120, 30, 9)))
     (w,) = plan.writes
-    executors = TopologyLayout(defn, conf, workers, ce).executors
+    executors = TopologyTasks(defn, conf, workers, ce).executors
     bound = assignment_size_bound(executors, workers, code_dir=CODE_DIR, owner="ana",
                                   node_id_len=max(map(len, sups)),
                                   host_len=max(len(i.hostname) for i in sups.values()))

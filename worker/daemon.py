@@ -44,7 +44,7 @@ from gale.errors import GaleError
 from gale.layout import Layout
 from gale.local_state import LocalState
 from gale.records import ErrorInfo, TopologyStatus, WorkerHeartbeat
-from gale.topology.definition import Topology, TopologyDef, TopologyLayout
+from gale.topology.definition import Topology, TopologyDef, TopologyTasks
 from gale.zk import start_client, stop_client
 from gale.worker.runtime.runtime import WorkerRuntime
 from gale.worker.transfer import Transfer
@@ -275,7 +275,7 @@ class Worker:
         conf = dict(self.conf)
         conf.update(topo_conf)
         conf.pop("topology.secret", None)
-        layout = TopologyLayout(defn, conf, base.num_workers, base.component_executors)
+        layout = TopologyTasks(defn, conf, base.num_workers, base.component_executors)
         bind_host = slot_bind_host(self.conf)
         if not self.conf.get("storm.local.hostname") and not self.conf.get("worker.transfer.host") \
                 and ipaddress.ip_address(bind_host.split("%")[0]).is_loopback:

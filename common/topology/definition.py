@@ -295,7 +295,7 @@ def compute_executors(task_map: Mapping[int, str], parallelism: Mapping[str, int
     return out
 
 
-class TopologyLayout:
+class TopologyTasks:
     """Tasks and executors of one topology for a given worker count and executor overrides."""
 
     def __init__(

@@ -122,10 +122,6 @@ class OffsetTracker:
                 best = offset
         return best
 
-    def next_due(self) -> float | None:
-        """When the earliest failed offset becomes due (None with nothing failed)."""
-        return min(self.failed.values()) if self.failed else None
-
     # ------------------------------------------------------------------ events
 
     def on_record(self, offset: int, now: float) -> str:

@@ -59,7 +59,7 @@ from gale.worker.connectors.kafka_group import (
     consumer_id_string,
     parse_topic_partitions,
 )
-from gale.worker.connectors.kafka_member import Assignment, GroupMember
+from gale.worker.connectors.kafka_member import GroupMember, PartitionAssignment
 from gale.worker.connectors.kafka_offsets import DROP, EARLIEST, EMIT_RETRY, SKIP, OffsetTracker
 from gale.worker.connectors.metrics import TaskCounters
 
@@ -439,7 +439,7 @@ class KafkaSpout(Spout):
                          log_start=log_start, high_watermark=high_watermark, policy=policy, reset_to=target,
                          lost_failed=lost)
 
-    def _apply(self, a: Assignment, now: float) -> None:
+    def _apply(self, a: PartitionAssignment, now: float) -> None:
         """Take over a new assignment: drop lost partitions, position the new ones."""
         from kafka import TopicPartition as KTP
         from kafka.errors import KafkaError
@@ -547,7 +547,3 @@ class KafkaSpout(Spout):
     @property
     def member(self) -> GroupMember:
         return self._member
-
-    def committed_offsets(self) -> dict[TopicPartition, int]:
-        with self._member.lock:
-            return {tp: t.committed() for tp, t in self._trackers.items()}
