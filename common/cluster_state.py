@@ -1,4 +1,5 @@
-"""Reading and writing Gale's cluster state in ZooKeeper (the seeds' layout, typed records).
+"""Reading and writing Gale's cluster state in ZooKeeper (typed records, Storm's layout:
+``docs/storm-model.md`` §2).
 
 A thin shell over kazoo: every path comes from :class:`gale.layout.Layout`, every payload is a
 :mod:`gale.records` record. Single-record readers return ``None`` for a missing node and raise

@@ -151,7 +151,7 @@ class Key:
 
 
 # --------------------------------------------------------------------------------------------
-# The known keys. Storm's names and Storm's defaults (reference/storm-internals.md §7) unless noted.
+# The known keys. Storm's names and Storm's defaults (docs/storm-model.md §7) unless noted.
 
 _PORT = Int(1, 65535)
 _POS = Int(1)

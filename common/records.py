@@ -1,6 +1,6 @@
 """Typed records for what each znode under ``/storm`` holds.
 
-Field names follow Storm's Thrift structs (``reference/storm-internals.md`` §2) so an operator who
+Field names follow Storm's Thrift structs (``docs/storm-model.md`` §2) so an operator who
 knows Storm can read them; each record is JSON with a ``version`` field (the record schema version;
 the software version is ``gale_version``), readable with ``zkCli.sh get``.
 

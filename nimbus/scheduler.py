@@ -3,7 +3,7 @@
 Nothing here does I/O or reads a clock: :func:`gale.nimbus.plan.plan_round` calls
 :func:`compute_assignments` with what nimbus read this round (live supervisors, assignments,
 heartbeats), which returns the new executor → worker slot placements. Semantics follow Storm
-(``reference/storm-internals.md`` §5.2–5.3):
+(``docs/storm-model.md`` §5):
 
 * An executor is alive iff it has a start time and either it is younger than the launch grace
   (``nimbus.task.launch.secs``) or nimbus saw its heartbeat's ``time_secs`` change within

@@ -57,7 +57,7 @@ def all_running(cluster, name):
     return s
 
 
-def test_word_count_runs_exact_and_layout_matches_seeds(cluster, topologies, tmp_path):
+def test_word_count_runs_exact_and_layout_matches_storm(cluster, topologies, tmp_path):
     work = DurableInput(tmp_path, 3000)
     name, tid = topologies.submit(DURABLE_WC, "wc-exact", *work.overrides())
     assert tid.startswith(f"{name}-") and tid.count("-") >= 3
@@ -73,7 +73,7 @@ def test_word_count_runs_exact_and_layout_matches_seeds(cluster, topologies, tmp
         assert all(c["stats"].get("failed", 0) == 0 for c in st["components"].values()), st["components"]
 
     eventually(running_clean, 30)
-    # the seeds' layout, readable JSON
+    # Storm's layout (docs/storm-model.md §2), readable JSON
     zk = zk_for(cluster)
     try:
         root = cluster.root

@@ -3,7 +3,7 @@
 :func:`gather` reads everything one response needs from ZooKeeper once (the topology's base,
 assignment, definition, the executor stats of fresh workerbeats, errors); the ``*_view`` functions
 turn that :class:`TopologySnapshot` into Storm's field names and meanings
-(``reference/storm-ui-multilang-peers.md`` §5, Storm's ``docs/STORM-UI-REST-API.md``):
+(``docs/storm-model.md`` §8, from Storm's ``docs/STORM-UI-REST-API.md``):
 
 * emitted — tuples emitted; transferred — emitted tuples sent to at least one bolt;
 * acked / failed — for spouts tuple *trees* (completed / failed or timed out), for bolts tuples;

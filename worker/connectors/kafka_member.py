@@ -1,4 +1,4 @@
-"""One member of a Kafka consumer group kept in ZooKeeper (seed 004): the ZooKeeper shell.
+"""One member of a Kafka consumer group kept in ZooKeeper (``docs/storm-model.md`` §10): the ZooKeeper shell.
 
 A :class:`GroupMember` is one Kafka spout task. It registers the ephemeral
 ``/consumers/<group>/ids/<consumerId>`` node, watches the group's members (and, with ZooKeeper
@@ -17,7 +17,7 @@ spout stops emitting), takes the spout's committed offsets, and publishes a new
 :class:`PartitionAssignment`; under it the spout emits, acks and fails. The offsets are always safe to
 commit: they are the lowest unacked offsets, which only move forward.
 
-A rebalance attempt (the old consumer's, ``reference/kafka-zookeeper.md`` §2):
+A rebalance attempt (the old consumer's, ``docs/storm-model.md`` §10):
 
 1. read the members (``ids``, watched) and the partitions, compute the assignment;
    if this member's share is unchanged and it still holds every owner node, stop here;

@@ -2,7 +2,7 @@
 
 Pure logic, no I/O and no clock of its own (``now`` is passed in), so it is tested exhaustively.
 
-The rules are storm-kafka's (``reference/kafka-zookeeper.md`` §3):
+The rules are storm-kafka's (``docs/storm-model.md`` §10):
 
 * The committed offset — the value written to ``/consumers/<group>/offsets/<topic>/<partition>`` —
   is the **resume point**: the lowest offset that is not yet acked. Every offset emitted and still

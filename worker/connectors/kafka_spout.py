@@ -1,4 +1,4 @@
-"""KafkaSpout: reads Kafka topics; its tasks form a ZooKeeper consumer group (seed 004).
+"""KafkaSpout: reads Kafka topics; its tasks form a ZooKeeper consumer group (``docs/storm-model.md`` §10).
 
 ::
 
