@@ -418,3 +418,23 @@ class WindowedBolt(Bolt):
     # --- what the user implements
     def execute(self, window: TupleWindow) -> None:  # type: ignore[override]
         raise NotImplementedError
+
+
+def validate_component(component: str, component_conf: Mapping[str, Any], topology_conf: Mapping[str, Any]) -> None:
+    """Submit-time check of a windowed bolt (one whose own configuration sets a window): the window is
+    consistent and within Storm's limits (:func:`check_limits`). Raises :class:`ConfigError`."""
+    if not any(component_conf.get(k) is not None for k in WINDOW_KEYS):
+        return
+    from gale import config as gconfig
+
+    conf = {**gconfig.defaults(), **topology_conf, **component_conf}
+    where = f"windowed bolt {component!r}"
+    check_limits(WindowSpec.from_conf(conf, where=where), conf, where)
+
+
+def validate_windows(components: Mapping[str, Any], conf: Mapping[str, Any]) -> None:
+    """Every windowed bolt of a topology against the effective configuration ``conf`` (nimbus at
+    submit: cluster config + the topology's own + command-line overrides). ``components``: component
+    id → ComponentDef."""
+    for cid, comp in sorted(components.items()):
+        validate_component(cid, comp.conf, conf)

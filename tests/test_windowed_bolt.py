@@ -1,0 +1,468 @@
+"""Windowed bolts through the real runtime: results equal the offline reference, every input tuple is
+acked (window tuples on expiry, late tuples at once), outputs are anchored to the whole window.
+
+Most tests drive a LocalTopology on a simulated clock (``spawn=False``): the test feeds the spout,
+runs the executors until idle and moves the clock past the watermark interval, so the watermarks the
+bolt computes are known (newest timestamp - lag) and the reference gets the same ones. The
+``complete_topology`` tests run the real threads and clock on inputs whose result does not depend on
+timing.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections import defaultdict, deque
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from gale import (
+    Bolt,
+    ConfigError,
+    Count,
+    Duration,
+    Spout,
+    TopologyBuilder,
+    TopologyError,
+    WindowedBolt,
+    complete_topology,
+)
+from gale.clock import SimulatedClock
+from gale.topology.definition import TopologyDef
+from gale.topology.windowing import validate_windows
+from gale.worker.local import LocalTopology, local_conf
+from gale.worker.runtime.windows.core import FOREVER
+from tests.window_reference import ref_count, ref_session, ref_time
+
+
+class Feed(Spout):
+    """Emits what the test puts in ``todo`` — ``[seq, ts, key]`` — with ``seq`` as the message id."""
+
+    def declare_output_fields(self, d):
+        d.declare(["seq", "ts", "key"])
+
+    def open(self, conf, context, collector):
+        super().open(conf, context, collector)
+        self.todo: deque = deque()
+        self.acked: list[int] = []
+        self.failed: list[int] = []
+
+    def next_tuple(self):
+        if self.todo:
+            v = self.todo.popleft()
+            self.collector.emit(v, msg_id=v[0])
+
+    def ack(self, msg_id):
+        self.acked.append(msg_id)
+
+    def fail(self, msg_id):
+        self.failed.append(msg_id)
+
+
+class Collect(WindowedBolt):
+    """Emits ``[start, end, key, seqs, is_update]`` per window; configured from a JSON dict."""
+
+    def __init__(self, window):
+        super().__init__()
+        kind = window["kind"]
+        if kind == "time":
+            self.with_window(Duration(window["length"]), Duration(window["slide"]))
+        elif kind == "count":
+            self.with_window(Count(window["length"]), Count(window["slide"]))
+        else:
+            self.with_session_window(Duration(window["gap"]), key_field="key")
+        if window.get("event_time"):
+            self.with_timestamp_field("ts")
+        if window.get("lag"):
+            self.with_lag(Duration(window["lag"]))
+        if window.get("lateness"):
+            self.with_allowed_lateness(Duration(window["lateness"]))
+        if window.get("late_stream"):
+            self.with_late_tuple_stream(window["late_stream"])
+        self.with_watermark_interval(Duration(window.get("interval", 100)))
+        self.with_idle_timeout(Duration(window.get("idle", 10_000)))
+        self.fail_start = window.get("raise_on_start")
+
+    def declare_output_fields(self, d):
+        d.declare(["start", "end", "key", "seqs", "update"])
+
+    def execute(self, window):
+        if self.fail_start is not None and window.start == self.fail_start:
+            raise RuntimeError("boom in execute(window)")
+        seqs = [t["seq"] for t in window.get()]
+        self.collector.emit([window.start, window.end, window.key, seqs, window.is_update])
+
+
+class FailWindow(Bolt):
+    """Fails the outputs of the window starting at ``start``, acks the rest."""
+
+    def __init__(self, start):
+        self.start = start
+
+    def execute(self, tup):
+        (self.collector.fail if tup["start"] == self.start else self.collector.ack)(tup)
+
+
+def topology(window, spout_tasks=1, conf=None, judge=None):
+    b = TopologyBuilder()
+    b.set_spout("src", Feed, spout_tasks)
+    b.set_bolt("win", Collect, 1, kwargs={"window": window}).global_grouping("src")
+    if judge is not None:
+        b.set_bolt("judge", FailWindow, 1, kwargs={"start": judge}).shuffle_grouping("win")
+    return b.create_topology(name="windows", conf=conf or {})
+
+
+class Sim:
+    def __init__(self, window, spout_tasks=1, conf=None, judge=None):
+        topo = topology(window, spout_tasks, conf, judge)
+        self.clock = SimulatedClock()
+        self.emitted: dict = defaultdict(list)
+        self.lt = LocalTopology("sim", topo, local_conf(topo, conf), clock=self.clock, spawn=False,
+                                capture=lambda c, s, v: self.emitted[(c, s)].append(list(v)))
+        self.rt = self.lt.runtime
+        self.spouts = self._instances("src")
+        (self.runner,) = self._instances("win")
+        self.interval = window.get("interval", 100)
+
+    def _instances(self, component):
+        out = []
+        for ex_id, ex in self.rt.executors.items():
+            if self.lt.layout.executor_to_component[ex_id] == component:
+                out.extend((getattr(ex, "spouts", None) or ex.bolts).values())
+        return out
+
+    def feed(self, values, spout=0):
+        self.spouts[spout].todo.extend(values)
+        self.rt.run_until_idle()
+
+    def tick(self, ms=None):
+        """Move the clock by ``ms`` (default: the watermark interval) and run until idle."""
+        self.clock.advance((self.interval if ms is None else ms) / 1000.0)
+        self.rt.run_until_idle()
+
+    def windows(self):
+        return sorted((s, e, k, tuple(seqs), u) for s, e, k, seqs, u in self.emitted[("win", "default")])
+
+    def late(self, stream="late"):
+        return sorted(v[0][0] for v in self.emitted[("win", stream)])
+
+    @property
+    def acked(self):
+        return sorted(a for s in self.spouts for a in s.acked)
+
+    @property
+    def failed(self):
+        return sorted(a for s in self.spouts for a in s.failed)
+
+    def stop(self):
+        self.rt.stop()
+
+
+def drive(sim, batches, lag):
+    """Feed ``batches`` of (seq, ts, key), a watermark tick after each; then go idle until
+    everything closed. Returns the reference items (watermark = newest timestamp - lag)."""
+    items, newest = [], None
+    for batch in batches:
+        sim.feed([list(v) for v in batch])
+        for seq, ts, key in batch:
+            items.append(("e", seq, ts, key))
+            newest = ts if newest is None else max(newest, ts)
+        sim.tick()
+        if newest is not None:
+            items.append(("w", newest - lag))
+    sim.tick(20_000)  # past the idle timeout: the watermark moves on with the clock
+    sim.tick(1_000_000)
+    items.append(("w", FOREVER))
+    return items
+
+
+def flat(steps):
+    return sorted(f for fires, _ in steps for f in fires), sorted(s for _, late in steps for s in late)
+
+
+def random_batches(rng, n, lag, keys=("a",)):
+    batches, batch, newest, seq = [], [], 0, 0
+    for _ in range(n):
+        ts = rng.randint(max(0, newest - lag - 20), newest + 30)  # sometimes later than the lag allows
+        newest = max(newest, ts)
+        batch.append((seq, ts, rng.choice(keys)))
+        seq += 1
+        if rng.random() < 0.3:
+            batches.append(batch)
+            batch = []
+    batches.append(batch)
+    return batches
+
+
+# ------------------------------------------------------------------------------------ event time
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 10**6), length=st.integers(10, 120), data=st.data(), lag=st.integers(0, 40),
+       lateness=st.integers(0, 60))
+def test_event_time_windows_equal_the_reference(seed, length, data, lag, lateness):
+    slide = data.draw(st.integers(5, length))
+    window = {"kind": "time", "length": length, "slide": slide, "event_time": True, "lag": lag,
+              "lateness": lateness, "late_stream": "late"}
+    sim = Sim(window)
+    try:
+        batches = random_batches(random.Random(seed), 40, lag)
+        items = drive(sim, batches, lag)
+        fires, late = flat(ref_time(length, slide, lateness, items))
+        assert sim.windows() == fires
+        assert sim.late() == late
+        n = sum(len(b) for b in batches)
+        assert sim.acked == list(range(n)) and sim.failed == []  # late ones too (STORM-1859)
+        assert sim.lt.component_stats()["win"]["extra"]["late_tuples"] == len(late)
+    finally:
+        sim.stop()
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 10**6), gap=st.integers(5, 60), lag=st.integers(0, 40), lateness=st.integers(0, 60))
+def test_session_windows_equal_the_reference(seed, gap, lag, lateness):
+    window = {"kind": "session", "gap": gap, "event_time": True, "lag": lag, "lateness": lateness}
+    sim = Sim(window)
+    try:
+        batches = random_batches(random.Random(seed), 40, lag, keys=("a", "b", "c"))
+        items = drive(sim, batches, lag)
+        fires, late = flat(ref_session(gap, lateness, items))
+        assert sim.windows() == sorted(fires)
+        n = sum(len(b) for b in batches)
+        # no late-tuple stream: late tuples are acked and counted
+        assert sim.acked == list(range(n)) and sim.failed == []
+        assert sim.lt.component_stats()["win"]["extra"]["late_tuples"] == len(late)
+    finally:
+        sim.stop()
+
+
+def test_count_windows_by_event_time_equal_the_reference():
+    window = {"kind": "count", "length": 4, "slide": 2, "event_time": True, "lag": 10, "late_stream": "late"}
+    sim = Sim(window)
+    try:
+        batches = random_batches(random.Random(7), 60, 10)
+        items = drive(sim, batches, 10)
+        fires, late = flat(ref_count(4, 2, True, items))
+        assert sim.windows() == fires and sim.late() == late
+        # acked: late ones and those no window can hold any more; the rest wait for the next window
+        buffered = [e.item["seq"] for e in sim.runner.core.store.entries()]
+        assert len(buffered) <= 2 and sorted(sim.acked + buffered) == list(range(60))
+    finally:
+        sim.stop()
+
+
+def test_an_update_is_emitted_when_a_late_tuple_lands_in_a_fired_window():
+    window = {"kind": "time", "length": 100, "slide": 100, "event_time": True, "lateness": 50,
+              "late_stream": "late"}
+    sim = Sim(window)
+    try:
+        sim.feed([[0, 10, "a"], [1, 120, "a"]])
+        sim.tick()
+        assert sim.windows() == [(0, 100, None, (0,), False)]
+        sim.feed([[2, 90, "a"]])  # watermark 120: 90 >= 120 - 50: an update
+        sim.feed([[3, 75, "a"]])  # and another
+        assert [w for w in sim.windows() if w[4]] == [(0, 100, None, (0, 2), True), (0, 100, None, (0, 3, 2), True)]
+        sim.feed([[4, 60, "a"], [5, 5, "a"]])  # 60 and 5 < 120 - 50: late
+        assert sim.late() == [4, 5]
+        assert sim.acked == [4, 5]  # acked at once; the window stays open for updates until 100 <= W - 50
+        sim.feed([[6, 160, "a"]])
+        sim.tick()  # watermark 160: [0, 100) dropped, its tuples acked
+        assert sim.acked == [0, 2, 3, 4, 5]
+    finally:
+        sim.stop()
+
+
+# ------------------------------------------------------------------------------------ watermarks
+
+
+def test_watermark_waits_for_every_input_task_until_the_idle_one_times_out():
+    window = {"kind": "time", "length": 100, "slide": 100, "event_time": True, "idle": 1000, "interval": 100}
+    sim = Sim(window, spout_tasks=3)
+    try:
+        for step in range(5):  # tasks 0 and 1 send, task 2 is idle
+            sim.feed([[step * 2, step * 100 + 10, "a"]], spout=0)
+            sim.feed([[step * 2 + 1, step * 100 + 20, "a"]], spout=1)
+            sim.tick()
+        assert len(sim.runner.core) == 10  # every tuple arrived (the positive marker) ...
+        assert sim.windows() == [] and sim.runner.core.watermark is None  # ... and task 2 holds the watermark
+        sim.tick(600)  # task 2 idle for 1100 ms now; tasks 0 and 1 were last heard 600 ms ago: still active
+        assert sim.runner.core.watermark == 410
+        assert [w[:2] for w in sim.windows()] == [(0, 100), (100, 200), (200, 300), (300, 400)]
+        sim.feed([[10, 50, "a"]], spout=2)  # the idle task wakes up with an old timestamp: late, acked
+        assert 10 in sim.acked
+        assert sim.lt.component_stats()["win"]["extra"]["late_tuples"] == 1
+    finally:
+        sim.stop()
+
+
+# ------------------------------------------------------------------------------------ reliability
+
+
+def test_outputs_are_anchored_to_every_tuple_of_the_window():
+    window = {"kind": "time", "length": 100, "slide": 100, "event_time": True}
+    sim = Sim(window, judge=100)  # the judge fails the output of window [100, 200)
+    try:
+        drive(sim, [[(i, i * 25, "a") for i in range(12)]], 0)  # ts 0..275
+        assert sim.failed == [4, 5, 6, 7]  # ts 100, 125, 150, 175: that window's tuples, all of them
+        assert sim.acked == [0, 1, 2, 3, 8, 9, 10, 11]
+    finally:
+        sim.stop()
+
+
+def test_window_tuples_are_acked_only_when_they_leave_their_last_window():
+    window = {"kind": "time", "length": 300, "slide": 100, "event_time": True}
+    sim = Sim(window)
+    try:
+        sim.feed([[0, 50, "a"], [1, 150, "a"]])
+        sim.tick()
+        sim.feed([[2, 350, "a"]])
+        sim.tick()  # watermark 350: [-200, 100), [-100, 200), [0, 300) fired; ts 50's last window is [0, 300)
+        assert sim.acked == [0]
+        sim.feed([[3, 420, "a"]])
+        sim.tick()  # watermark 420: [100, 400) fired; ts 150's last window
+        assert sim.acked == [0, 1]
+    finally:
+        sim.stop()
+
+
+def test_an_exception_in_execute_is_reported_and_fails_the_window_tuples():
+    window = {"kind": "time", "length": 100, "slide": 100, "event_time": True, "raise_on_start": 0}
+    sim = Sim(window)
+    try:
+        drive(sim, [[(0, 10, "a"), (1, 20, "a"), (2, 150, "a")]], 0)
+        assert sim.failed == [0, 1] and sim.acked == [2]
+        assert "boom in execute(window)" in sim.lt.errors["win"][0]
+    finally:
+        sim.stop()
+
+
+def test_a_tuple_without_a_timestamp_fails_with_the_field_named():
+    window = {"kind": "time", "length": 100, "slide": 100, "event_time": True}
+    sim = Sim(window)
+    try:
+        sim.feed([[0, "yesterday", "a"]])
+        assert sim.failed == [0]
+        assert "expected epoch milliseconds" in sim.lt.errors["win"][0]
+    finally:
+        sim.stop()
+
+
+# ------------------------------------------------------------------------------------ processing time
+
+
+def test_processing_time_count_window_tumbling():
+    sim = Sim({"kind": "count", "length": 3, "slide": 3})
+    try:
+        sim.feed([[i, 0, "a"] for i in range(10)])
+        assert [w[3] for w in sim.windows()] == [(0, 1, 2), (3, 4, 5), (6, 7, 8)]
+        assert sim.acked == list(range(9)) and len(sim.runner.core) == 1
+    finally:
+        sim.stop()
+
+
+def test_processing_time_duration_window_fires_on_the_clock():
+    sim = Sim({"kind": "time", "length": 1000, "slide": 500})
+    try:
+        start_ms = int(sim.clock.time() * 1000)
+        sim.feed([[0, 0, "a"], [1, 0, "a"]])
+        sim.tick(600)
+        sim.feed([[2, 0, "a"]])
+        sim.tick(2000)
+        wins = sim.windows()
+        assert all(s % 500 == 0 and e - s == 1000 for s, e, *_ in wins)
+        first = [w for w in wins if w[0] <= start_ms < w[1]]
+        assert len(first) == 2 and all({0, 1} <= set(w[3]) for w in first)
+        assert sim.acked == [0, 1, 2]
+    finally:
+        sim.stop()
+
+
+# ------------------------------------------------------------------------------------ complete_topology
+
+
+def test_complete_topology_event_time_sliding_equals_the_reference():
+    rng = random.Random(3)
+    ts, rows = 0, []
+    for seq in range(300):
+        ts += rng.randint(0, 20)
+        rows.append([seq, max(0, ts - rng.randint(0, 50)), "a"])  # out of order within the lag (50)
+    window = {"kind": "time", "length": 500, "slide": 100, "event_time": True, "lag": 50, "interval": 20,
+              "idle": 200}
+    res = complete_topology(topology(window), {"src": rows}, timeout=60)
+    assert res.failed == [] and res.acked == list(range(300))
+    got = sorted((s, e, k, tuple(seqs), u) for s, e, k, seqs, u in res.read("win"))
+    items = [("e", s, t, None) for s, t, _ in rows] + [("w", FOREVER)]
+    assert got == flat(ref_time(500, 100, 0, items))[0]
+
+
+def test_complete_topology_sessions_equal_the_reference():
+    rows = [[i, t, k] for i, (t, k) in enumerate(
+        [(0, "u1"), (30, "u1"), (5, "u2"), (400, "u1"), (90, "u2"), (420, "u1"), (1000, "u2"), (1010, "u1")])]
+    window = {"kind": "session", "gap": 100, "event_time": True, "lag": 100, "interval": 20, "idle": 200}
+    res = complete_topology(topology(window), {"src": rows}, timeout=60)
+    got = sorted((s, e, k, tuple(seqs), u) for s, e, k, seqs, u in res.read("win"))
+    assert got == [(0, 130, "u1", (0, 1), False), (5, 190, "u2", (2, 4), False), (400, 520, "u1", (3, 5), False),
+                   (1000, 1100, "u2", (6,), False), (1010, 1110, "u1", (7,), False)]
+    assert res.acked == list(range(8))
+
+
+# ------------------------------------------------------------------------------------ configuration
+
+
+def test_window_configuration_is_component_configuration_with_storms_keys():
+    bolt = Collect({"kind": "time", "length": 60_000, "slide": 10_000, "event_time": True, "lag": 5000,
+                    "late_stream": "late"})
+    conf = bolt.component_configuration()
+    assert conf["topology.bolts.window.length.duration.ms"] == 60_000
+    assert conf["topology.bolts.window.sliding.interval.duration.ms"] == 10_000
+    assert conf["topology.bolts.tuple.timestamp.field.name"] == "ts"
+    assert conf["topology.bolts.tuple.timestamp.max.lag.ms"] == 5000
+    assert conf["topology.bolts.late.tuple.stream"] == "late"
+    topo = topology({"kind": "time", "length": 100, "slide": 100, "event_time": True, "late_stream": "late"})
+    assert topo.definition.components["win"].streams["late"].fields == ["late_tuple"]
+
+
+@pytest.mark.parametrize("window, message", [
+    ({"kind": "time", "length": 100, "slide": 200}, "longer than topology.bolts.window.length.duration.ms"),
+    ({"kind": "time", "length": 100, "slide": 100, "lateness": 10}, "needs event time"),
+])
+def test_inconsistent_window_configuration_is_refused_at_build(window, message):
+    with pytest.raises(TopologyError, match=message):
+        topology(window)
+
+
+def test_a_window_longer_than_the_message_timeout_is_refused_at_build_with_the_rule_named():
+    window = {"kind": "time", "length": 25_000, "slide": 10_000}
+    with pytest.raises(TopologyError) as err:
+        topology(window)
+    text = str(err.value)
+    assert "windowed bolt 'win'" in text and "rule 'window duration <= topology.message.timeout.secs'" in text
+    assert "35000 ms" in text and "managed state" in text
+    topology(window, conf={"topology.message.timeout.secs": 40})  # within the rule: accepted
+
+
+def test_event_time_counts_lag_interval_and_allowed_lateness_against_the_timeout():
+    window = {"kind": "time", "length": 10_000, "slide": 10_000, "event_time": True, "lag": 5000,
+              "lateness": 6000, "interval": 1000}
+    with pytest.raises(TopologyError, match="lag \\+ watermark interval \\+ allowed lateness = 32000 ms"):
+        topology(window)
+
+
+def test_a_count_window_larger_than_max_spout_pending_is_refused_with_the_rule_named():
+    window = {"kind": "count", "length": 800, "slide": 300}
+    with pytest.raises(TopologyError, match="rule 'window count <= topology.max.spout.pending': .* 1100 tuples"):
+        topology(window, conf={"topology.max.spout.pending": 1000})
+    topology(window, conf={"topology.max.spout.pending": 1100})
+    topology(window)  # no limit on pending tuples: nothing to check
+
+
+def test_the_window_rules_are_checked_again_from_the_json_definition_nimbus_reads():
+    topo = topology({"kind": "time", "length": 10_000, "slide": 10_000})  # 20 s <= 30 s
+    defn = json.loads(topo.to_json())
+    defn["conf"]["topology.message.timeout.secs"] = 10
+    with pytest.raises(TopologyError, match="rule 'window duration <= topology.message.timeout.secs'"):
+        TopologyDef.from_json(json.dumps(defn))
+    with pytest.raises(ConfigError, match="longer than topology.message.timeout.secs = 5 s"):
+        validate_windows(topo.definition.components, {**topo.conf, "topology.message.timeout.secs": 5})
