@@ -237,3 +237,70 @@ def test_count_windows_equal_the_reference(length, slide, event_time, items):
     assert steps == ref_count(length, slide, event_time, items)
     check_acks(actions, [i[1] for i in items if i[0] == "e"], still_buffered=[e.seq for e in core.store.entries()])
     assert len(core.store) == len(core.queue) + len(core.pending)
+
+
+# ------------------------------------------------------------------------------------ restore from the store
+
+
+def _copy_store(store):
+    import copy
+
+    out = InMemoryWindowStore()
+    for e in store.entries():
+        out.put(Entry(e.seq, e.ts, e.item, e.key))
+    out.set_meta(copy.deepcopy(store.meta()))
+    return out
+
+
+def _outcome(actions):
+    out = []
+    for a in actions:
+        if isinstance(a, Fire):
+            out.append(("fire", a.start, a.end, a.key, [e.seq for e in a.entries], a.update, [e.seq for e in a.new]))
+        elif isinstance(a, Expire):
+            out.append(("expire", sorted(e.seq for e in a.entries)))
+        else:
+            out.append(("late", a.entry.seq))
+    return out
+
+
+def check_restore(make, items, cut):
+    """A core rebuilt from a copy of the store after ``cut`` items continues exactly as the original:
+    the contract a store over managed state relies on."""
+    original = make(InMemoryWindowStore())
+    for item in items[:cut]:
+        original.add(Entry(item[1], item[2], ("value", item[1]), item[3])) if item[0] == "e" else original.advance(
+            item[1])
+    rebuilt = make(_copy_store(original.store))
+    rebuilt.restore()
+    assert rebuilt.next_seq() == max((e.seq for e in original.store.entries()), default=-1) + 1
+    for item in items[cut:]:
+        if item[0] == "e":
+            a = original.add(Entry(item[1], item[2], ("value", item[1]), item[3]))
+            b = rebuilt.add(Entry(item[1], item[2], ("value", item[1]), item[3]))
+        else:
+            a, b = original.advance(item[1]), rebuilt.advance(item[1])
+        assert _outcome(b) == _outcome(a), item
+
+
+@settings(max_examples=200, deadline=None)
+@given(length=st.integers(1, 30), data=st.data(), lateness=st.integers(0, 20), items=streams())
+def test_a_time_window_core_restored_from_its_store_continues_identically(length, data, lateness, items):
+    slide = data.draw(st.integers(1, length))
+    cut = data.draw(st.integers(0, len(items)))
+    check_restore(lambda store: TimeWindows(length, slide, lateness, store), items, cut)
+
+
+@settings(max_examples=200, deadline=None)
+@given(gap=st.integers(1, 20), lateness=st.integers(0, 20), items=streams(keys=True), data=st.data())
+def test_a_session_core_restored_from_its_store_continues_identically(gap, lateness, items, data):
+    cut = data.draw(st.integers(0, len(items)))
+    check_restore(lambda store: SessionWindows(gap, lateness, store), items, cut)
+
+
+@settings(max_examples=200, deadline=None)
+@given(length=st.integers(1, 8), slide=st.integers(1, 8), event_time=st.booleans(), items=streams(),
+       data=st.data())
+def test_a_count_core_restored_from_its_store_continues_identically(length, slide, event_time, items, data):
+    cut = data.draw(st.integers(0, len(items)))
+    check_restore(lambda store: CountWindows(length, slide, event_time, store), items, cut)

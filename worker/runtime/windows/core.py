@@ -109,6 +109,15 @@ class _Core:
     def advance(self, watermark: int) -> list[Any]:  # pragma: no cover - abstract
         raise NotImplementedError
 
+    def restore(self) -> None:  # pragma: no cover - abstract
+        """Rebuild this (new) core's indexes from its store's entries and metadata: a task restarted
+        on a store that survived (managed state) continues where the store's snapshot left off."""
+        raise NotImplementedError
+
+    def next_seq(self) -> int:
+        """The arrival ordinal to give the next entry (after a restore: above every stored one)."""
+        return max((e.seq for e in self.store.entries()), default=-1) + 1
+
 
 class TimeWindows(_Core):
     """Duration windows (tumbling or sliding) over timestamps; see the module docstring."""
@@ -149,8 +158,27 @@ class TimeWindows(_Core):
         else:
             pane.append(entry)
         if w is not None and ts < w:  # within the allowed lateness: its due windows fire (again)
-            return [self._fire(s) for s in self.window_starts(ts) if s + self.length <= w]
+            fires = [self._fire(s) for s in self.window_starts(ts) if s + self.length <= w]
+            if fires:
+                self._save()
+            return fires
         return []
+
+    def _save(self) -> None:
+        self.store.set_meta({"watermark": self.watermark, "fired": sorted(self.fired.items()),
+                             "prev": [e.seq for e in self._prev], "last_end": self._last_end})
+
+    def restore(self) -> None:
+        meta = self.store.meta()
+        entries = sorted(self.store.entries(), key=lambda e: e.seq)
+        self.panes = {}
+        for e in entries:
+            self.panes.setdefault(e.ts - e.ts % self.pane, []).append(e)
+        self.watermark = meta.get("watermark")
+        self.fired = {int(s): int(q) for s, q in meta.get("fired", [])}
+        by_seq = {e.seq: e for e in entries}
+        self._prev = [by_seq[q] for q in meta.get("prev", []) if q in by_seq]
+        self._last_end = meta.get("last_end")
 
     def _entries(self, start: int) -> list[Entry]:
         end = start + self.length
@@ -208,6 +236,7 @@ class TimeWindows(_Core):
                 expired.extend(self.panes.pop(p))
             self.store.remove(expired)
             actions.append(Expire(expired))
+        self._save()
         return actions
 
 
@@ -256,8 +285,36 @@ class SessionWindows(_Core):
         keep.append(session)
         self.sessions[entry.key] = keep
         if w is not None and end <= w:  # within the allowed lateness, in a due session
-            return [self._fire(session)]
+            fire = self._fire(session)
+            self._save()
+            return [fire]
         return []
+
+    def _save(self) -> None:
+        fired = sorted(q for ss in self.sessions.values() for s in ss for q in s.fired)
+        self.store.set_meta({"watermark": self.watermark, "fired": fired})
+
+    def restore(self) -> None:
+        meta = self.store.meta()
+        self.watermark = meta.get("watermark")
+        fired = set(meta.get("fired", []))
+        by_key: dict[Any, list[Entry]] = {}
+        for e in self.store.entries():
+            by_key.setdefault(e.key, []).append(e)
+        self.sessions = {}
+        for key, entries in by_key.items():
+            entries.sort(key=_order)
+            sessions: list[_Session] = []
+            for e in entries:  # the same sessions as merging one by one: overlapping intervals chained
+                last = sessions[-1] if sessions else None
+                if last is not None and e.ts < last.end:
+                    last.end = max(last.end, e.ts + self.gap)
+                    last.entries.append(e)
+                else:
+                    sessions.append(_Session(key, e.ts, e.ts + self.gap, [e], set()))
+            for ses in sessions:
+                ses.fired = {e.seq for e in ses.entries if e.seq in fired}
+            self.sessions[key] = sessions
 
     def _fire(self, s: _Session) -> Fire:
         s.entries.sort(key=_order)
@@ -290,6 +347,7 @@ class SessionWindows(_Core):
         if expired:
             self.store.remove(expired)
             actions.append(Expire(expired))
+        self._save()
         return actions
 
 
@@ -329,6 +387,7 @@ class CountWindows(_Core):
         entries = list(queue)[len(queue) - n:]
         new, expired = _diff(entries, self._prev), _diff(self._prev, entries)
         self._prev = entries
+        self.store.set_meta({"watermark": self.watermark, "prev": [e.seq for e in entries]})
         actions: list[Any] = [Fire(entries[0].ts, entries[-1].ts, entries, new, expired)]
         keep = max(0, self.length - self.slide)  # what the next window can still contain
         gone = [queue.popleft() for _ in range(len(queue) - keep)]
@@ -345,7 +404,25 @@ class CountWindows(_Core):
         pending = self.pending
         while pending and pending[0][0] < watermark:
             actions.extend(self._enter(heapq.heappop(pending)[2]))
+        self.store.set_meta({"watermark": watermark, "prev": [e.seq for e in self._prev]})
         return actions
+
+    def restore(self) -> None:
+        meta = self.store.meta()
+        w = self.watermark = meta.get("watermark")
+        entries = self.store.entries()
+        if self.event_time:  # released (in timestamp order) once below the watermark
+            released = sorted((e for e in entries if w is not None and e.ts < w), key=_order)
+            self.pending = [(e.ts, e.seq, e) for e in entries if w is None or e.ts >= w]
+            heapq.heapify(self.pending)
+        else:
+            released = sorted(entries, key=lambda e: e.seq)
+        self.queue = deque(released)
+        by_seq = {e.seq: e for e in released}
+        prev = meta.get("prev", [])
+        self._prev = [by_seq[q] for q in prev if q in by_seq]
+        # only what entered since the last firing counts towards the next one
+        self.count = sum(1 for e in released if e.seq not in set(prev))
 
     def flush(self) -> list[Any]:
         """Release every pending tuple; a partial window does not fire (Storm's count windows)."""

@@ -52,6 +52,9 @@ class WindowRunner:
         self.clock = executor.clock
         self.core = make_core(spec, store if store is not None else InMemoryWindowStore())
         self.seq = 0
+        if len(self.core.store) or self.core.store.meta():  # a store that outlived the last task (managed state)
+            self.core.restore()
+            self.seq = self.core.next_seq()
         self.component = executor.component
         self.event_time = spec.event_time
         self.extractor = getattr(bolt, "timestamp_extractor", None) if spec.timestamp_extractor else None
@@ -173,12 +176,17 @@ class WindowedBoltExecutor(BoltExecutor):
             where = f"windowed bolt {self.component!r}"
             spec = WindowSpec.from_conf(conf, where=where)
             check_limits(spec, conf, where)
-            runner = WindowRunner(self, bolt, collector, spec, input_tasks)
+            runner = WindowRunner(self, bolt, collector, spec, input_tasks, self.make_store(task, spec))
             self.bolts[task] = runner
             self.collectors[task] = collector
             self.basic[task] = False
             collector.declare_metrics(METRICS)
             bolt.prepare(conf, self.context(task), collector)
+
+    def make_store(self, task: int, spec: WindowSpec) -> WindowStore:
+        """The buffer of ``task``'s window: in memory. A store over managed state (issue 13) is
+        returned here; a non-empty one is restored into the core (``core.restore``)."""
+        return InMemoryWindowStore()
 
     def on_timer(self, now: float) -> None:
         super().on_timer(now)
