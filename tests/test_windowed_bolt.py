@@ -466,3 +466,25 @@ def test_the_window_rules_are_checked_again_from_the_json_definition_nimbus_read
         TopologyDef.from_json(json.dumps(defn))
     with pytest.raises(ConfigError, match="longer than topology.message.timeout.secs = 5 s"):
         validate_windows(topo.definition.components, {**topo.conf, "topology.message.timeout.secs": 5})
+
+
+def test_a_session_longer_than_the_message_timeout_keeps_its_tuples_without_replays():
+    """A user clicking every 2 s for 60 s: one session far longer than the 10 s message timeout. Its
+    tuples' timeouts are reset while they wait, so none is failed and replayed."""
+    window = {"kind": "session", "gap": 5000, "event_time": True, "interval": 500, "idle": 60_000}
+    sim = Sim(window, conf={"topology.message.timeout.secs": 10})
+    try:
+        t0 = 1000
+        for i in range(30):
+            sim.feed([[i, t0 + i * 2000, "u"]])
+            sim.tick(2000)
+        assert sim.windows() == [] and len(sim.runner.core) == 30  # the session is still open ...
+        assert sim.failed == []  # ... and 60 s > 2 x the timeout passed without a replay
+        assert sim.lt.component_stats()["win"]["extra"]["window_timeout_resets"] > 0
+        sim.feed([[30, t0 + 80_000, "u"]])  # the watermark passes the session's end
+        sim.tick(500)
+        (session,) = [w for w in sim.windows() if w[0] == t0]
+        assert session[3] == tuple(range(30)) and session[1] == t0 + 58_000 + 5000
+        assert sim.acked == list(range(30)) and sim.failed == []
+    finally:
+        sim.stop()

@@ -29,7 +29,7 @@ from gale.worker.runtime.windows.store import Entry, InMemoryWindowStore, Window
 from gale.worker.runtime.windows.watermark import WatermarkTracker
 
 #: the component counters a windowed bolt shows (stats, nimbus status, /metrics)
-METRICS = ("late_tuples", "windows_fired", "window_updates")
+METRICS = ("late_tuples", "windows_fired", "window_updates", "window_timeout_resets")
 
 
 def make_core(spec: WindowSpec, store: WindowStore) -> Any:
@@ -44,7 +44,7 @@ class WindowRunner:
     """One task's window: looks like a bolt to the executor loop."""
 
     def __init__(self, executor: WindowedBoltExecutor, bolt: Any, collector: BoltOutputCollector, spec: WindowSpec,
-                 input_tasks: list[int], store: WindowStore | None = None):
+                 input_tasks: list[int], store: WindowStore | None = None, conf: dict[str, Any] | None = None):
         self.executor = executor
         self.bolt = bolt
         self.collector = collector
@@ -67,6 +67,13 @@ class WindowRunner:
         self.tracker = WatermarkTracker(input_tasks, spec.lag_ms, spec.idle_timeout_ms, self._mono_ms()) \
             if self.event_time else None
         self.next_watermark = self._mono_ms() + spec.watermark_interval_ms
+        # every quarter of the message timeout, the tuples buffered since before the previous round
+        # (so at most half the timeout old) get their timeout reset
+        conf = conf or {}
+        timeouts = conf.get("topology.enable.message.timeouts", True) and executor.runtime.acking
+        self.reset_every_ms = conf.get("topology.message.timeout.secs", 30) * 250.0 if timeouts else None
+        self.next_reset = self._mono_ms() + (self.reset_every_ms or 0)
+        self.reset_mark = self.seq  # entries below this arrived before the last round
 
     def _mono_ms(self) -> float:
         return self.clock.monotonic() * 1000.0
@@ -103,6 +110,8 @@ class WindowRunner:
             self.perform(actions)
 
     def on_timer(self) -> None:
+        if self.reset_every_ms is not None and self._mono_ms() >= self.next_reset:
+            self.reset_timeouts()
         if self.event_time:
             now = self._mono_ms()
             if now < self.next_watermark:
@@ -118,6 +127,22 @@ class WindowRunner:
         actions = self.core.advance(w)
         if actions:
             self.perform(actions)
+
+    def reset_timeouts(self) -> None:
+        """Restart the timeout of every tuple buffered since before the last round (at most half a
+        message timeout old): a session longer than the timeout, or a watermark held back by a slow
+        input, keeps its tuples without their spouts replaying them."""
+        mark = self.reset_mark
+        reset = self.collector.reset_timeout
+        n = 0
+        for e in self.core.store.entries():
+            if e.seq < mark:
+                reset(e.item)
+                n += 1
+        if n:
+            self.collector.incr_metric("window_timeout_resets", n)
+        self.reset_mark = self.seq
+        self.next_reset = self._mono_ms() + self.reset_every_ms  # type: ignore[operator]
 
     def cleanup(self) -> None:
         self.bolt.cleanup()
@@ -176,7 +201,7 @@ class WindowedBoltExecutor(BoltExecutor):
             where = f"windowed bolt {self.component!r}"
             spec = WindowSpec.from_conf(conf, where=where)
             check_limits(spec, conf, where)
-            runner = WindowRunner(self, bolt, collector, spec, input_tasks, self.make_store(task, spec))
+            runner = WindowRunner(self, bolt, collector, spec, input_tasks, self.make_store(task, spec), conf)
             self.bolts[task] = runner
             self.collectors[task] = collector
             self.basic[task] = False
