@@ -488,3 +488,24 @@ def test_a_session_longer_than_the_message_timeout_keeps_its_tuples_without_repl
         assert sim.acked == list(range(30)) and sim.failed == []
     finally:
         sim.stop()
+
+
+def test_late_tuples_and_fired_windows_are_in_the_workers_metrics():
+    from types import SimpleNamespace
+
+    from gale.worker.metrics import WorkerMetrics
+    from tests.test_metrics import samples, value
+
+    sim = Sim({"kind": "time", "length": 100, "slide": 100, "event_time": True})
+    try:
+        sim.feed([[0, 10, "a"], [1, 250, "a"]])
+        sim.tick()  # watermark 250: [0, 100) fired
+        sim.feed([[2, 20, "a"], [3, 30, "a"]])  # late, no late-tuple stream: acked and counted
+        worker = SimpleNamespace(runtime=sim.rt, transfer=None, topology_id="w-1-1", supervisor_id="s", port=6700,
+                                 worker_id="w", started=0.0, conf=sim.lt.conf)
+        s = samples(WorkerMetrics(worker).registry)
+        assert value(s, "gale_worker_extra_late_tuples", component="win") == 2
+        assert value(s, "gale_worker_extra_windows_fired", component="win") == 1
+        assert sim.acked == [0, 2, 3]
+    finally:
+        sim.stop()
