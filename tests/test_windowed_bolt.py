@@ -509,3 +509,40 @@ def test_late_tuples_and_fired_windows_are_in_the_workers_metrics():
         assert sim.acked == [0, 2, 3]
     finally:
         sim.stop()
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 10**6), lag=st.integers(0, 30), lateness=st.integers(0, 40))
+def test_watermark_over_several_input_tasks_equals_the_reference(seed, lag, lateness):
+    """Three spout tasks, each with its own clock skew: the bolt's watermark is the minimum over the
+    tasks (none until every task has sent); the results equal the reference fed those watermarks."""
+    rng = random.Random(seed)
+    window = {"kind": "time", "length": 60, "slide": 20, "event_time": True, "lag": lag, "lateness": lateness,
+              "late_stream": "late"}
+    sim = Sim(window, spout_tasks=3)
+    try:
+        newest: dict[int, int] = {}
+        skew = [rng.randint(0, 40) for _ in range(3)]
+        items, seq, clock = [], 0, 0
+        for _ in range(25):
+            task = rng.randrange(3)
+            batch = []
+            for _ in range(rng.randint(1, 4)):
+                clock += rng.randint(0, 6)
+                ts = max(0, clock - skew[task] - rng.randint(0, lag + 5))
+                batch.append([seq, ts, "a"])
+                items.append(("e", seq, ts, None))
+                newest[task] = max(newest.get(task, ts), ts)
+                seq += 1
+            sim.feed(batch, spout=task)
+            sim.tick()
+            if len(newest) == 3:
+                items.append(("w", min(newest.values()) - lag))
+        sim.tick(20_000)
+        sim.tick(1_000_000)
+        items.append(("w", FOREVER))
+        fires, late = flat(ref_time(60, 20, lateness, items))
+        assert sim.windows() == fires and sim.late() == late
+        assert sim.acked == list(range(seq)) and sim.failed == []
+    finally:
+        sim.stop()
