@@ -546,3 +546,55 @@ def test_watermark_over_several_input_tasks_equals_the_reference(seed, lag, late
         assert sim.acked == list(range(seq)) and sim.failed == []
     finally:
         sim.stop()
+
+
+class Fan(Bolt):
+    """Three copies of each input, anchored to it (the words of a sentence: one root, three tuples)."""
+
+    def declare_output_fields(self, d):
+        d.declare(["seq", "ts", "key"])
+
+    def execute(self, tup):
+        for _ in range(3):
+            self.collector.emit(list(tup.values), anchors=tup)
+        self.collector.ack(tup)
+
+
+class Judge(Bolt):
+    """Records how many roots each window output carries; fails the output of window ``start``."""
+
+    def __init__(self, start):
+        self.start = start
+
+    def prepare(self, conf, context, collector):
+        super().prepare(conf, context, collector)
+        self.roots: list[int] = []
+
+    def execute(self, tup):
+        self.roots.append(len(tup.message_id))
+        (self.collector.fail if tup["start"] == self.start else self.collector.ack)(tup)
+
+
+def test_outputs_carry_one_edge_per_spout_tuple_of_the_window_and_fail_all_of_them():
+    b = TopologyBuilder()
+    b.set_spout("src", Feed, 1)
+    b.set_bolt("fan", Fan, 2).shuffle_grouping("src")
+    b.set_bolt("win", Collect, 1, kwargs={"window": {"kind": "time", "length": 100, "slide": 100,
+                                                     "event_time": True}}).global_grouping("fan")
+    b.set_bolt("judge", Judge, 1, kwargs={"start": 100}).shuffle_grouping("win")
+    topo = b.create_topology(name="fan")
+    clock = SimulatedClock()
+    lt = LocalTopology("fan", topo, local_conf(topo, {}), clock=clock, spawn=False)
+    try:
+        spout = next(s for ex in lt.runtime.executors.values() if ex.component == "src" for s in ex.spouts.values())
+        judge = next(j for ex in lt.runtime.executors.values() if ex.component == "judge" for j in ex.bolts.values())
+        spout.todo.extend([[i, i * 25, "a"] for i in range(12)])  # 4 sentences per window, 12 tuples
+        lt.runtime.run_until_idle()
+        clock.advance(20)  # every input idle: the watermark moves on with the clock; all windows close
+        lt.runtime.run_until_idle()
+        clock.advance(1)
+        lt.runtime.run_until_idle()
+        assert judge.roots == [4, 4, 4]  # one edge per sentence, not per tuple (12 tuples a window)
+        assert sorted(spout.failed) == [4, 5, 6, 7] and sorted(spout.acked) == [0, 1, 2, 3, 8, 9, 10, 11]
+    finally:
+        lt.runtime.stop()

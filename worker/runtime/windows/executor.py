@@ -10,7 +10,7 @@ executor's own. The runner:
 * on the executor's timer (every ``timer_period``): processing time advances the core to the clock;
   event time computes the watermark every ``topology.bolts.watermark.event.interval.ms``;
 * performs the core's actions in order: ``Fire`` → ``execute(window)`` with every emit anchored to
-  all the window's tuples (an exception is reported and fails those tuples, so their spout tuples
+  all the window's tuples (to one tuple per spout tuple of the window: :func:`covering_anchors`) (an exception is reported and fails those tuples, so their spout tuples
   replay); ``Expire`` → ack; ``Late`` → count ``late_tuples``, emit on the late-tuple stream (anchored)
   when there is one, ack.
 """
@@ -38,6 +38,22 @@ def make_core(spec: WindowSpec, store: WindowStore) -> Any:
     if spec.kind == "session":
         return SessionWindows(spec.session_gap_ms, spec.allowed_lateness_ms, store)  # type: ignore[arg-type]
     return CountWindows(spec.length_count, spec.slide_count, spec.event_time, store)  # type: ignore[arg-type]
+
+
+def covering_anchors(tuples: list[Tuple]) -> list[Tuple]:
+    """The tuples to anchor a window's outputs to: the first tuple of the window carrying each spout
+    tuple (root) of it. Acking and failing are per root, so an output anchored to these is in the
+    tuple tree of every root of the window — exactly as if anchored to every tuple of it — at the
+    cost of one edge per distinct root instead of one per tuple (the words of one sentence share a
+    root). Untracked tuples add nothing."""
+    covered: set[int] = set()
+    out: list[Tuple] = []
+    for t in tuples:
+        ids = t.message_id
+        if ids and not covered.issuperset(ids):
+            out.append(t)
+            covered.update(ids)
+    return out
 
 
 class WindowRunner:
@@ -166,13 +182,14 @@ class WindowRunner:
 
     def _fire(self, fire: Fire) -> None:
         tuples = [e.item for e in fire.entries]
+        anchors = covering_anchors(tuples)
         window = TupleWindow(tuples, [e.item for e in fire.new], [e.item for e in fire.expired],
                              fire.start, fire.end, fire.key, fire.update)
         collector = self.collector
         executor = self.executor
         collector.incr_metric("window_updates" if fire.update else "windows_fired")
         previous = collector.auto_anchor
-        collector.auto_anchor = tuples  # type: ignore[assignment]  # every emit anchored to the window
+        collector.auto_anchor = anchors  # type: ignore[assignment]  # every emit anchored to the window
         executor.calls += 1
         executor.in_call = True
         try:
