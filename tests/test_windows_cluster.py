@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.cluster import DurableInput, Topologies, dump_logs, make_cluster, status
+from tests.cluster import DurableInput, Topologies, cli, dump_logs, make_cluster, status
 from tests.waiting import eventually, until
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(300)]
@@ -27,6 +27,12 @@ def test_kill_minus_9_of_the_windowing_worker_mid_window_loses_no_tuple(zk_serve
     cluster.start()
     try:
         with Topologies(cluster) as topologies:
+            # the submit rule, with the effective config: a -c override the topology file never saw
+            refused = cli(cluster, "submit", str(WINDOWED_WC), "--name", "windows-refused",
+                          "-c", "test.window.ms=8000", "-c", "topology.message.timeout.secs=10", check=False)
+            assert refused.returncode == 1, refused.stdout + refused.stderr
+            assert "rule 'window duration <= topology.message.timeout.secs'" in refused.stderr, refused.stderr
+            assert "windowed bolt 'window'" in refused.stderr
             work = DurableInput(tmp_path / "work", 4000)
             name, _tid = topologies.submit(WINDOWED_WC, "windows-kill", *work.overrides(**{"test.window.ms": 2000}))
             # windows have fired and been acked, and more input is still in flight
