@@ -10,28 +10,22 @@ timing.
 
 from __future__ import annotations
 
-import json
 import random
 from collections import defaultdict, deque
 
-import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gale import (
     Bolt,
-    ConfigError,
     Count,
     Duration,
     Spout,
     TopologyBuilder,
-    TopologyError,
     WindowedBolt,
     complete_topology,
 )
 from gale.clock import SimulatedClock
-from gale.topology.definition import TopologyDef
-from gale.topology.windowing import validate_windows
 from gale.worker.local import LocalTopology, local_conf
 from gale.worker.runtime.windows.core import FOREVER
 from tests.window_reference import ref_count, ref_session, ref_time
@@ -406,66 +400,6 @@ def test_complete_topology_sessions_equal_the_reference():
     assert got == [(0, 130, "u1", (0, 1), False), (5, 190, "u2", (2, 4), False), (400, 520, "u1", (3, 5), False),
                    (1000, 1100, "u2", (6,), False), (1010, 1110, "u1", (7,), False)]
     assert res.acked == list(range(8))
-
-
-# ------------------------------------------------------------------------------------ configuration
-
-
-def test_window_configuration_is_component_configuration_with_storms_keys():
-    bolt = Collect({"kind": "time", "length": 60_000, "slide": 10_000, "event_time": True, "lag": 5000,
-                    "late_stream": "late"})
-    conf = bolt.component_configuration()
-    assert conf["topology.bolts.window.length.duration.ms"] == 60_000
-    assert conf["topology.bolts.window.sliding.interval.duration.ms"] == 10_000
-    assert conf["topology.bolts.tuple.timestamp.field.name"] == "ts"
-    assert conf["topology.bolts.tuple.timestamp.max.lag.ms"] == 5000
-    assert conf["topology.bolts.late.tuple.stream"] == "late"
-    topo = topology({"kind": "time", "length": 100, "slide": 100, "event_time": True, "late_stream": "late"})
-    assert topo.definition.components["win"].streams["late"].fields == ["late_tuple"]
-
-
-@pytest.mark.parametrize("window, message", [
-    ({"kind": "time", "length": 100, "slide": 200}, "longer than topology.bolts.window.length.duration.ms"),
-    ({"kind": "time", "length": 100, "slide": 100, "lateness": 10}, "needs event time"),
-])
-def test_inconsistent_window_configuration_is_refused_at_build(window, message):
-    with pytest.raises(TopologyError, match=message):
-        topology(window)
-
-
-def test_a_window_longer_than_the_message_timeout_is_refused_at_build_with_the_rule_named():
-    window = {"kind": "time", "length": 25_000, "slide": 10_000}
-    with pytest.raises(TopologyError) as err:
-        topology(window)
-    text = str(err.value)
-    assert "windowed bolt 'win'" in text and "rule 'window duration <= topology.message.timeout.secs'" in text
-    assert "35000 ms" in text and "managed state" in text
-    topology(window, conf={"topology.message.timeout.secs": 40})  # within the rule: accepted
-
-
-def test_event_time_counts_lag_interval_and_allowed_lateness_against_the_timeout():
-    window = {"kind": "time", "length": 10_000, "slide": 10_000, "event_time": True, "lag": 5000,
-              "lateness": 6000, "interval": 1000}
-    with pytest.raises(TopologyError, match="lag \\+ watermark interval \\+ allowed lateness = 32000 ms"):
-        topology(window)
-
-
-def test_a_count_window_larger_than_max_spout_pending_is_refused_with_the_rule_named():
-    window = {"kind": "count", "length": 800, "slide": 300}
-    with pytest.raises(TopologyError, match="rule 'window count <= topology.max.spout.pending': .* 1100 tuples"):
-        topology(window, conf={"topology.max.spout.pending": 1000})
-    topology(window, conf={"topology.max.spout.pending": 1100})
-    topology(window)  # no limit on pending tuples: nothing to check
-
-
-def test_the_window_rules_are_checked_again_from_the_json_definition_nimbus_reads():
-    topo = topology({"kind": "time", "length": 10_000, "slide": 10_000})  # 20 s <= 30 s
-    defn = json.loads(topo.to_json())
-    defn["conf"]["topology.message.timeout.secs"] = 10
-    with pytest.raises(TopologyError, match="rule 'window duration <= topology.message.timeout.secs'"):
-        TopologyDef.from_json(json.dumps(defn))
-    with pytest.raises(ConfigError, match="longer than topology.message.timeout.secs = 5 s"):
-        validate_windows(topo.definition.components, {**topo.conf, "topology.message.timeout.secs": 5})
 
 
 def test_a_session_longer_than_the_message_timeout_keeps_its_tuples_without_replays():

@@ -10,8 +10,8 @@ executor's own. The runner:
 * on the executor's timer (every ``timer_period``): processing time advances the core to the clock;
   event time computes the watermark every ``topology.bolts.watermark.event.interval.ms``;
 * performs the core's actions in order: ``Fire`` → ``execute(window)`` with every emit anchored to
-  all the window's tuples (to one tuple per spout tuple of the window: :func:`covering_anchors`) (an exception is reported and fails those tuples, so their spout tuples
-  replay); ``Expire`` → ack; ``Late`` → count ``late_tuples``, emit on the late-tuple stream (anchored)
+  all the window's tuples (to one tuple per spout tuple of the window: :func:`covering_anchors`; an
+  exception is reported and fails those tuples, so their spout tuples replay); ``Expire`` → ack; ``Late`` → count ``late_tuples``, emit on the late-tuple stream (anchored)
   when there is one, ack.
 """
 
