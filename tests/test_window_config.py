@@ -68,3 +68,16 @@ def test_the_window_rules_are_checked_again_from_the_json_definition_nimbus_read
         TopologyDef.from_json(json.dumps(defn))
     with pytest.raises(ConfigError, match="longer than topology.message.timeout.secs = 5 s"):
         validate_windows(topo.definition.components, {**topo.conf, "topology.message.timeout.secs": 5})
+
+
+def test_mixed_windows_follow_storms_rules():
+    topology({"kind": "count_every_duration", "length": 100, "slide": 5000})
+    topology({"kind": "duration_every_count", "length": 5000, "slide": 100})
+    with pytest.raises(TopologyError, match="rule 'window count <= topology.max.spout.pending': window length = "
+                                            "2000 tuples"):
+        topology({"kind": "count_every_duration", "length": 2000, "slide": 5000},
+                 conf={"topology.max.spout.pending": 1000})
+    with pytest.raises(TopologyError, match="window length = 40000 ms is longer than"):
+        topology({"kind": "duration_every_count", "length": 40_000, "slide": 10})
+    with pytest.raises(TopologyError, match="applies to duration and session windows"):
+        topology({"kind": "duration_every_count", "length": 1000, "slide": 10, "event_time": True, "lateness": 5})

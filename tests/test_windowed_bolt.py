@@ -28,7 +28,13 @@ from gale import (
 from gale.clock import SimulatedClock
 from gale.worker.local import LocalTopology, local_conf
 from gale.worker.runtime.windows.core import FOREVER
-from tests.window_reference import ref_count, ref_session, ref_time
+from tests.window_reference import (
+    ref_count,
+    ref_count_every_duration,
+    ref_duration_every_count,
+    ref_session,
+    ref_time,
+)
 
 
 class Feed(Spout):
@@ -65,6 +71,10 @@ class Collect(WindowedBolt):
             self.with_window(Duration(window["length"]), Duration(window["slide"]))
         elif kind == "count":
             self.with_window(Count(window["length"]), Count(window["slide"]))
+        elif kind == "count_every_duration":
+            self.with_window(Count(window["length"]), Duration(window["slide"]))
+        elif kind == "duration_every_count":
+            self.with_window(Duration(window["length"]), Count(window["slide"]))
         else:
             self.with_session_window(Duration(window["gap"]), key_field="key")
         if window.get("event_time"):
@@ -154,9 +164,11 @@ class Sim:
         self.rt.stop()
 
 
-def drive(sim, batches, lag):
+def drive(sim, batches, lag, close=True):
     """Feed ``batches`` of (seq, ts, key), a watermark tick after each; then go idle until
-    everything closed. Returns the reference items (watermark = newest timestamp - lag)."""
+    everything closed (``close``: a long idle stretch, which times out whatever stays buffered, as
+    the last tuples of windows counted in tuples do). Returns the reference items (watermark =
+    newest timestamp - lag)."""
     items, newest = [], None
     for batch in batches:
         sim.feed([list(v) for v in batch])
@@ -167,7 +179,8 @@ def drive(sim, batches, lag):
         if newest is not None:
             items.append(("w", newest - lag))
     sim.tick(20_000)  # past the idle timeout: the watermark moves on with the clock
-    sim.tick(1_000_000)
+    if close:
+        sim.tick(1_000_000)
     items.append(("w", FOREVER))
     return items
 
@@ -243,6 +256,37 @@ def test_count_windows_by_event_time_equal_the_reference():
         # acked: late ones and those no window can hold any more; the rest wait for the next window
         buffered = [e.item["seq"] for e in sim.runner.core.store.entries()]
         assert len(buffered) <= 2 and sorted(sim.acked + buffered) == list(range(60))
+    finally:
+        sim.stop()
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 10**6), length=st.integers(1, 8), slide=st.integers(5, 60), lag=st.integers(0, 30))
+def test_mixed_windows_by_event_time_equal_the_reference(seed, length, slide, lag):
+    for kind, ref, n, d in (("count_every_duration", ref_count_every_duration, length, slide),
+                            ("duration_every_count", ref_duration_every_count, slide, length)):
+        window = {"kind": kind, "length": n, "slide": d, "event_time": True, "lag": lag, "late_stream": "late"}
+        sim = Sim(window)
+        try:
+            items = drive(sim, random_batches(random.Random(seed), 40, lag), lag, close=False)
+            fires, late = flat(ref(n, d, True, items))
+            assert sim.windows() == fires and sim.late() == late
+            buffered = [e.item["seq"] for e in sim.runner.core.store.entries()]
+            assert sorted(sim.acked + buffered) == list(range(40)) and sim.failed == []
+        finally:
+            sim.stop()
+
+
+def test_the_last_n_tuples_every_duration_in_processing_time():
+    sim = Sim({"kind": "count_every_duration", "length": 3, "slide": 1000})
+    try:
+        sim.feed([[i, 0, "a"] for i in range(5)])
+        sim.tick(1000)
+        sim.feed([[5, 0, "a"]])
+        sim.tick(1000)
+        sim.tick(1000)  # nothing new: no window
+        assert [w[3] for w in sim.windows()] == [(2, 3, 4), (3, 4, 5)]
+        assert sim.acked == [0, 1, 2]
     finally:
         sim.stop()
 

@@ -24,8 +24,15 @@ from gale.worker.runtime.windows.core import (
     SessionWindows,
     TimeWindows,
 )
+from gale.worker.runtime.windows.mixed import CountEveryDuration, DurationEveryCount
 from gale.worker.runtime.windows.store import Entry, InMemoryWindowStore
-from tests.window_reference import ref_count, ref_session, ref_time
+from tests.window_reference import (
+    ref_count,
+    ref_count_every_duration,
+    ref_duration_every_count,
+    ref_session,
+    ref_time,
+)
 
 # ------------------------------------------------------------------------------------ driving a core
 
@@ -304,3 +311,41 @@ def test_a_session_core_restored_from_its_store_continues_identically(gap, laten
 def test_a_count_core_restored_from_its_store_continues_identically(length, slide, event_time, items, data):
     cut = data.draw(st.integers(0, len(items)))
     check_restore(lambda store: CountWindows(length, slide, event_time, store), items, cut)
+
+
+# ------------------------------------------------------------------------------------ mixed windows
+
+
+@settings(max_examples=300, deadline=None)
+@given(length=st.integers(1, 8), slide=st.integers(1, 40), items=streams(), data=st.data())
+def test_count_every_duration_equals_the_reference(length, slide, items, data):
+    core = CountEveryDuration(length, slide, event_time=True)
+    steps, actions = run(core, items)
+    assert steps == ref_count_every_duration(length, slide, True, items)
+    check_acks(actions, [i[1] for i in items if i[0] == "e"], still_buffered=[e.seq for e in core.store.entries()])
+    assert len(core.queue) <= length  # after the end of input only the last window's tuples wait
+    cut = data.draw(st.integers(0, len(items)))
+    check_restore(lambda store: CountEveryDuration(length, slide, True, store), items, cut)
+
+
+@settings(max_examples=300, deadline=None)
+@given(length=st.integers(1, 60), slide=st.integers(1, 6), items=streams(), data=st.data())
+def test_duration_every_count_equals_the_reference(length, slide, items, data):
+    core = DurationEveryCount(length, slide, event_time=True)
+    steps, actions = run(core, items)
+    assert steps == ref_duration_every_count(length, slide, True, items)
+    check_acks(actions, [i[1] for i in items if i[0] == "e"], still_buffered=[e.seq for e in core.store.entries()])
+    cut = data.draw(st.integers(0, len(items)))
+    check_restore(lambda store: DurationEveryCount(length, slide, True, store), items, cut)
+
+
+def test_mixed_windows_in_arrival_order():
+    core = CountEveryDuration(3, 10)
+    for i, ts in enumerate([1, 2, 5, 12, 13, 14, 15]):
+        core.add(Entry(i, ts, i))
+    fires = [(a.start, a.end, [e.seq for e in a.entries]) for a in core.advance(30) if isinstance(a, Fire)]
+    assert fires == [(0, 10, [0, 1, 2]), (10, 20, [4, 5, 6])]
+    core = DurationEveryCount(10, 2)
+    out = [a for i, ts in enumerate([1, 5, 9, 12, 20, 21]) for a in core.add(Entry(i, ts, i))]
+    fires = [(a.start, a.end, [e.seq for e in a.entries]) for a in out if isinstance(a, Fire)]
+    assert fires == [(-4, 6, [0, 1]), (3, 13, [1, 2, 3]), (12, 22, [3, 4, 5])]

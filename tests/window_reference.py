@@ -117,3 +117,68 @@ def ref_count(length, slide, event_time, items):
                 fires.append((content[0][0], content[-1][0], None, tuple(s for _, s in content), False))
         steps.append((fires, late))
     return steps
+
+
+def _entering(event_time, items):
+    """Yield per item: (late seqs, newly entered (ts, seq) in entering order, watermark before, after)."""
+    w = None
+    pending: list[tuple[int, int]] = []
+    for item in items:
+        before = w
+        if item[0] == "e":
+            _, seq, ts, _key = item
+            if event_time and w is not None and ts < w:
+                yield [seq], [], before, w
+                continue
+            if event_time:
+                pending.append((ts, seq))
+                yield [], [], before, w
+            else:
+                yield [], [(ts, seq)], before, w
+            continue
+        if w is None or item[1] > w:
+            w = item[1]
+        entered = []
+        if event_time:
+            entered = sorted(p for p in pending if p[0] < w)
+            pending = [p for p in pending if p[0] >= w]
+        yield [], entered, before, w
+
+
+def ref_count_every_duration(length, slide, event_time, items):
+    """Every boundary t (multiple of slide) the watermark passes: the last ``length`` entered tuples
+    with ts < t, if different from the last window emitted."""
+    entered: list[tuple[int, int]] = []
+    last = None
+    steps = []
+    for late, new, before, w in _entering(event_time, items):
+        entered.extend(new)
+        fires = []
+        if w is not None and w != before and entered:
+            lo = entered[0][0] - entered[0][0] % slide + slide
+            if before is not None:
+                lo = max(lo, before - before % slide + slide)
+            hi = min(w, entered[-1][0] - entered[-1][0] % slide + slide)
+            for t in range(lo, hi + 1, slide):
+                content = tuple(s for ts, s in [e for e in entered if e[0] < t][-length:])
+                if content and content != last:
+                    fires.append((t - slide, t, None, content, False))
+                    last = content
+        steps.append((fires, late))
+    return steps
+
+
+def ref_duration_every_count(length, slide, event_time, items):
+    """Every ``slide``-th entered tuple, with timestamp t: the entered tuples with t - length < ts <= t."""
+    entered: list[tuple[int, int]] = []
+    steps = []
+    for late, new, _before, _w in _entering(event_time, items):
+        fires = []
+        for e in new:
+            entered.append(e)
+            if len(entered) % slide == 0:
+                t = e[0]
+                content = tuple(s for ts, s in entered if t - length < ts <= t)
+                fires.append((t + 1 - length, t + 1, None, content, False))
+        steps.append((fires, late))
+    return steps

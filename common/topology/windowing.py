@@ -114,7 +114,10 @@ class WindowSpec:
     * ``time``: windows ``[start, start + length_ms)`` with ``start`` a multiple of ``slide_ms``
       (epoch milliseconds), over the tuples' timestamps (event time) or arrival times (processing time);
     * ``session``: per key, tuples closer than ``session_gap_ms`` to each other; a session
-      ``[first ts, last ts + gap)`` closes when the watermark passes its end.
+      ``[first ts, last ts + gap)`` closes when the watermark passes its end;
+    * ``count_every_duration`` / ``duration_every_count`` (Storm's mixed windows): the last
+      ``length_count`` tuples every ``slide_ms``; the tuples of the last ``length_ms`` every
+      ``slide_count`` tuples.
     """
 
     kind: str
@@ -160,10 +163,19 @@ class WindowSpec:
                        session_key_field=get(SESSION_KEY_FIELD) or None, **common)
         elif lc is not None and lm is not None:
             raise ConfigError(f"{where}: set either {LENGTH_COUNT} or {LENGTH_MS}, not both")
+        elif (lc is not None and sm is not None) or (lm is not None and sc is not None):
+            if sc is not None and sm is not None:
+                raise ConfigError(f"{where}: set either {SLIDE_COUNT} or {SLIDE_MS}, not both")
+            if common["allowed_lateness_ms"]:
+                raise ConfigError(f"{where}: {ALLOWED_LATENESS_MS} applies to duration and session windows, not to "
+                                  "windows counted in tuples")
+            if lc is not None:  # the last n tuples every d ms
+                spec = cls(kind="count_every_duration", length_count=_positive(LENGTH_COUNT, lc),
+                           slide_ms=_positive(SLIDE_MS, sm), **common)
+            else:  # the tuples of the last d ms every n tuples
+                spec = cls(kind="duration_every_count", length_ms=_positive(LENGTH_MS, lm),
+                           slide_count=_positive(SLIDE_COUNT, sc), **common)
         elif lc is not None:
-            if sm is not None:
-                raise ConfigError(f"{where}: a count window ({LENGTH_COUNT}) with a duration sliding interval "
-                                  f"({SLIDE_MS}) is not supported; slide by count ({SLIDE_COUNT})")
             length = _positive(LENGTH_COUNT, lc)
             slide = _positive(SLIDE_COUNT, sc if sc is not None else 1)
             if common["allowed_lateness_ms"]:
@@ -171,9 +183,6 @@ class WindowSpec:
                                   "count windows")
             spec = cls(kind="count", length_count=length, slide_count=slide, **common)
         elif lm is not None:
-            if sc is not None:
-                raise ConfigError(f"{where}: a duration window ({LENGTH_MS}) with a count sliding interval "
-                                  f"({SLIDE_COUNT}) is not supported; slide by duration ({SLIDE_MS})")
             length = _positive(LENGTH_MS, lm)
             slide = _positive(SLIDE_MS, sm if sm is not None else length)
             if slide > length:
@@ -201,6 +210,21 @@ class WindowSpec:
             return (self.length_ms or 0) + (self.slide_ms or 0) + extra
         if self.kind == "session":
             return (self.session_gap_ms or 0) + extra
+        if self.kind == "count_every_duration":
+            return (self.slide_ms or 0) + extra
+        if self.kind == "duration_every_count":
+            return (self.length_ms or 0) + extra
+        return None
+
+    def max_buffered_count(self) -> int | None:
+        """The tuples a window must hold before it fires (Storm: length + sliding interval for a
+        count window, the count alone when the other is a duration)."""
+        if self.kind == "count":
+            return (self.length_count or 0) + (self.slide_count or 0)
+        if self.kind == "count_every_duration":
+            return self.length_count
+        if self.kind == "duration_every_count":
+            return self.slide_count
         return None
 
 
@@ -214,7 +238,8 @@ def check_limits(spec: WindowSpec, conf: Mapping[str, Any], where: str) -> None:
     timeouts = conf.get("topology.enable.message.timeouts", True)
     longest = spec.max_buffered_ms()
     if longest is not None and timeouts and longest > timeout_secs * 1000:
-        parts = ("window length + sliding interval" if spec.kind == "time" else "session gap") + (
+        parts = {"time": "window length + sliding interval", "session": "session gap",
+                 "count_every_duration": "sliding interval", "duration_every_count": "window length"}[spec.kind] + (
             " + lag + watermark interval + allowed lateness" if spec.event_time else "")
         raise ConfigError(
             f"{where}: rule 'window duration <= topology.message.timeout.secs': {parts} = {longest} ms is longer "
@@ -222,11 +247,13 @@ def check_limits(spec: WindowSpec, conf: Mapping[str, Any], where: str) -> None:
             f"replay before the window fires; raise topology.message.timeout.secs or shorten the window{exempt}"
         )
     pending = conf.get("topology.max.spout.pending")
-    if spec.kind == "count" and pending:
-        total = (spec.length_count or 0) + (spec.slide_count or 0)
+    total = spec.max_buffered_count()
+    if total is not None and pending:
         if total > pending:
+            parts = {"count": "window length + sliding interval", "count_every_duration": "window length",
+                     "duration_every_count": "sliding interval"}[spec.kind]
             raise ConfigError(
-                f"{where}: rule 'window count <= topology.max.spout.pending': window length + sliding interval = "
+                f"{where}: rule 'window count <= topology.max.spout.pending': {parts} = "
                 f"{total} tuples is more than topology.max.spout.pending = {pending}, so the spouts would stop "
                 f"emitting before the window fills; raise topology.max.spout.pending or shorten the window{exempt}"
             )

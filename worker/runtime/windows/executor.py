@@ -25,6 +25,7 @@ from gale.topology.windowing import LATE_TUPLE_FIELD, TupleWindow, WindowSpec, c
 from gale.worker.runtime.collector import BoltOutputCollector
 from gale.worker.runtime.executor import BoltExecutor
 from gale.worker.runtime.windows.core import CountWindows, Expire, Fire, Late, SessionWindows, TimeWindows
+from gale.worker.runtime.windows.mixed import CountEveryDuration, DurationEveryCount
 from gale.worker.runtime.windows.store import Entry, InMemoryWindowStore, WindowStore
 from gale.worker.runtime.windows.watermark import WatermarkTracker
 
@@ -37,6 +38,10 @@ def make_core(spec: WindowSpec, store: WindowStore) -> Any:
         return TimeWindows(spec.length_ms, spec.slide_ms, spec.allowed_lateness_ms, store)  # type: ignore[arg-type]
     if spec.kind == "session":
         return SessionWindows(spec.session_gap_ms, spec.allowed_lateness_ms, store)  # type: ignore[arg-type]
+    if spec.kind == "count_every_duration":
+        return CountEveryDuration(spec.length_count, spec.slide_ms, spec.event_time, store)  # type: ignore[arg-type]
+    if spec.kind == "duration_every_count":
+        return DurationEveryCount(spec.length_ms, spec.slide_count, spec.event_time, store)  # type: ignore[arg-type]
     return CountWindows(spec.length_count, spec.slide_count, spec.event_time, store)  # type: ignore[arg-type]
 
 
@@ -137,7 +142,7 @@ class WindowRunner:
             if w is None:
                 return
         else:
-            if self.spec.kind == "count":
+            if self.spec.kind in ("count", "duration_every_count"):  # these fire on arrivals
                 return
             w = int(self.clock.time() * 1000)
         actions = self.core.advance(w)
