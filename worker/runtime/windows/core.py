@@ -328,7 +328,7 @@ class SessionWindows(_Core):
             return []
         self.watermark = watermark
         due = [s for ss in self.sessions.values() for s in ss if s.end <= watermark and len(s.fired) != len(s.entries)]
-        due.sort(key=lambda s: (s.end, s.start))
+        due.sort(key=lambda s: (s.end, s.start, repr(s.key)))  # the same order after a restore
         actions: list[Any] = [self._fire(s) for s in due]
         cutoff = watermark - self.allowed_lateness
         expired: list[Entry] = []
