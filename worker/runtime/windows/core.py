@@ -136,6 +136,7 @@ class TimeWindows(_Core):
         self.fired: dict[int, int] = {}
         self._prev: list[Entry] = []  # the last in-order firing's entries (get_new/get_expired)
         self._last_end: int | None = None
+        self._meta: dict[str, Any] | None = None
 
     def window_starts(self, ts: int) -> list[int]:
         """Starts of the windows containing ``ts``, oldest first."""
@@ -164,9 +165,12 @@ class TimeWindows(_Core):
             return fires
         return []
 
-    def _save(self) -> None:
-        self.store.set_meta({"watermark": self.watermark, "fired": sorted(self.fired.items()),
-                             "prev": [e.seq for e in self._prev], "last_end": self._last_end})
+    def _save(self, changed: bool = True) -> None:
+        """Metadata to the store; the fired windows and the previous window only when they changed."""
+        if changed or self._meta is None:
+            self._meta = {"fired": sorted(self.fired.items()), "prev": [e.seq for e in self._prev],
+                          "last_end": self._last_end}
+        self.store.set_meta({"watermark": self.watermark, **self._meta})
 
     def restore(self) -> None:
         meta = self.store.meta()
@@ -227,7 +231,8 @@ class TimeWindows(_Core):
                 s -= slide
         actions: list[Any] = [self._fire(s) for s in sorted(due)]
         cutoff = watermark - self.allowed_lateness
-        for s in [s for s in fired if s + length <= cutoff]:
+        dropped = [s for s in fired if s + length <= cutoff]
+        for s in dropped:
             del fired[s]
         gone = [p for p in self.panes if p - p % slide + length <= cutoff]
         if gone:
@@ -236,7 +241,7 @@ class TimeWindows(_Core):
                 expired.extend(self.panes.pop(p))
             self.store.remove(expired)
             actions.append(Expire(expired))
-        self._save()
+        self._save(changed=bool(due or dropped))
         return actions
 
 
@@ -261,6 +266,7 @@ class SessionWindows(_Core):
         self.gap = gap
         self.allowed_lateness = allowed_lateness
         self.sessions: dict[Any, list[_Session]] = {}
+        self._fired_meta: list[int] | None = None
 
     def add(self, entry: Entry) -> list[Any]:
         w = self.watermark
@@ -290,9 +296,11 @@ class SessionWindows(_Core):
             return [fire]
         return []
 
-    def _save(self) -> None:
-        fired = sorted(q for ss in self.sessions.values() for s in ss for q in s.fired)
-        self.store.set_meta({"watermark": self.watermark, "fired": fired})
+    def _save(self, changed: bool = True) -> None:
+        """Metadata to the store; the fired tuples only when they changed."""
+        if changed or self._fired_meta is None:
+            self._fired_meta = sorted(q for ss in self.sessions.values() for s in ss for q in s.fired)
+        self.store.set_meta({"watermark": self.watermark, "fired": self._fired_meta})
 
     def restore(self) -> None:
         meta = self.store.meta()
@@ -347,7 +355,7 @@ class SessionWindows(_Core):
         if expired:
             self.store.remove(expired)
             actions.append(Expire(expired))
-        self._save()
+        self._save(changed=bool(due or expired))
         return actions
 
 
@@ -365,6 +373,7 @@ class CountWindows(_Core):
         self.count = 0  # tuples entered so far
         self.pending: list[tuple[int, int, Entry]] = []  # event time: waiting for the watermark
         self._prev: list[Entry] = []
+        self._prev_seqs: list[int] = []
 
     def add(self, entry: Entry) -> list[Any]:
         if self.event_time:
@@ -387,7 +396,8 @@ class CountWindows(_Core):
         entries = list(queue)[len(queue) - n:]
         new, expired = _diff(entries, self._prev), _diff(self._prev, entries)
         self._prev = entries
-        self.store.set_meta({"watermark": self.watermark, "prev": [e.seq for e in entries]})
+        self._prev_seqs = [e.seq for e in entries]
+        self.store.set_meta({"watermark": self.watermark, "prev": self._prev_seqs})
         actions: list[Any] = [Fire(entries[0].ts, entries[-1].ts, entries, new, expired)]
         keep = max(0, self.length - self.slide)  # what the next window can still contain
         gone = [queue.popleft() for _ in range(len(queue) - keep)]
@@ -404,7 +414,7 @@ class CountWindows(_Core):
         pending = self.pending
         while pending and pending[0][0] < watermark:
             actions.extend(self._enter(heapq.heappop(pending)[2]))
-        self.store.set_meta({"watermark": watermark, "prev": [e.seq for e in self._prev]})
+        self.store.set_meta({"watermark": watermark, "prev": self._prev_seqs})
         return actions
 
     def restore(self) -> None:
@@ -421,6 +431,7 @@ class CountWindows(_Core):
         by_seq = {e.seq: e for e in released}
         prev = meta.get("prev", [])
         self._prev = [by_seq[q] for q in prev if q in by_seq]
+        self._prev_seqs = list(prev)
         # only what entered since the last firing counts towards the next one
         self.count = sum(1 for e in released if e.seq not in set(prev))
 

@@ -38,6 +38,7 @@ class _Entering(_Core):
         self.queue: deque[Entry] = deque()  # entered, in entering order, not yet expired
         self.pending: list[tuple[int, int, Entry]] = []
         self._prev: list[Entry] = []
+        self._prev_seqs: list[int] = []
 
     def add(self, entry: Entry) -> list[Any]:
         if self.event_time:
@@ -60,8 +61,12 @@ class _Entering(_Core):
     def _enter(self, entry: Entry) -> list[Any]:  # pragma: no cover - abstract
         raise NotImplementedError
 
-    def _save(self, **extra: Any) -> None:
-        self.store.set_meta({"watermark": self.watermark, "prev": [e.seq for e in self._prev], **extra})
+    def _set_prev(self, window: list[Entry]) -> None:
+        self._prev = window
+        self._prev_seqs = [e.seq for e in window]
+
+    def _save(self) -> None:
+        self.store.set_meta({"watermark": self.watermark, "prev": self._prev_seqs})
 
     def _restore_queue(self) -> list[int]:
         meta = self.store.meta()
@@ -77,6 +82,7 @@ class _Entering(_Core):
         by_seq = {e.seq: e for e in entered}
         prev = meta.get("prev", [])
         self._prev = [by_seq[q] for q in prev if q in by_seq]
+        self._prev_seqs = list(prev)
         return prev
 
 
@@ -110,7 +116,7 @@ class CountEveryDuration(_Entering):
             if not window or (len(window) == len(self._prev) and not _diff(window, self._prev)):
                 continue
             new, expired = _diff(window, self._prev), _diff(self._prev, window)
-            self._prev = window
+            self._set_prev(window)
             actions.append(Fire(t - slide, t, window, new, expired))
             if i - length > dropped:  # older than the last ``length`` before a fired boundary
                 gone = q[dropped:i - length]
@@ -142,7 +148,7 @@ class DurationEveryCount(_Entering):
         t = entry.ts
         window = [e for e in self.queue if t - self.length < e.ts <= t]
         new, expired = _diff(window, self._prev), _diff(self._prev, window)
-        self._prev = window
+        self._set_prev(window)
         actions: list[Any] = [Fire(t + 1 - self.length, t + 1, window, new, expired)]
         gone = []
         while self.queue and self.queue[0].ts <= t - self.length:
