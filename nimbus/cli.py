@@ -523,18 +523,21 @@ def local(topology_file: str, duration: float, overrides: tuple[str, ...], as_js
 @click.option("--http-port", type=int, default=8080, show_default=True, help="nimbus HTTP port (0: any free).")
 @click.option("--demo", is_flag=True, help="Submit the flagship demo topology and show its results live.")
 @click.option("--demo-duration", type=float, default=0, help="With --demo: stop after this many seconds (0: Ctrl-C).")
+@click.option("--zookeepers", type=int, default=1, show_default=True,
+              help="ZooKeeper servers: 1, or an ensemble of 3 (or 5) on loopback.")
 def dev_cluster(supervisors: int, slots: int, base_dir: str | None, http_port: int, demo: bool,
-                demo_duration: float) -> None:
+                demo_duration: float, zookeepers: int) -> None:
     """Start a real ZooKeeper, a nimbus and N supervisors with M slots each; Ctrl-C stops all.
 
     \b
-    Example:
+    Examples:
       nimbus dev-cluster --supervisors 2 --slots 2
+      nimbus dev-cluster --zookeepers 3        # a three-server ensemble
     """
     from gale.nimbus.devcluster import run_dev_cluster
 
     try:
-        sys.exit(run_dev_cluster(supervisors, slots, base_dir, http_port, demo, demo_duration))
+        sys.exit(run_dev_cluster(supervisors, slots, base_dir, http_port, demo, demo_duration, zookeepers))
     except GaleError as exc:
         fail(str(exc))
 

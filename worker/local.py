@@ -25,7 +25,7 @@ from gale.clock import REAL_CLOCK
 from gale.errors import GaleError
 from gale.records import ExecutorStats
 from gale.stats_summary import component_summary
-from gale.topology.definition import Topology, TopologyDef, TopologyLayout
+from gale.topology.definition import Topology, TopologyDef, TopologyTasks
 from gale.topology.components import Spout
 from gale.worker.runtime.runtime import WorkerRuntime
 
@@ -45,7 +45,7 @@ class LocalTopology:
         self.topology = topology
         self.conf = conf
         workers = int(conf.get("topology.workers", 1))
-        self.layout = TopologyLayout(topology.definition, conf, workers)
+        self.layout = TopologyTasks(topology.definition, conf, workers)
         self.runtime = WorkerRuntime(
             topology,
             topology_id=f"{name}-local",
