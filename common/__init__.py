@@ -4,6 +4,7 @@ Everything a topology author needs::
 
     from gale import Spout, ReliableSpout, Bolt, BasicBolt, TopologyBuilder, Tuple, Fields, FailedException
     from gale import ConfigError, TopologyError                # errors a topology file may raise or catch
+    from gale import WindowedBolt, Count, Duration, TupleWindow  # windows (docs/windows.md)
     from gale import LocalCluster, complete_topology          # local mode and tests
     from gale import ShellBolt, ShellSpout                     # multi-lang: a subprocess per task
     from gale.spark import SparkBolt, SparkSink                # Spark stages
@@ -41,6 +42,7 @@ from gale.topology.components import (
 from gale.topology.definition import Topology
 from gale.topology.reliable_spout import ReliableSpout
 from gale.topology.tuple import DEFAULT_STREAM, Fields, Tuple
+from gale.topology.windowing import Count, Duration, TupleWindow, WindowedBolt
 
 if TYPE_CHECKING:  # pragma: no cover
     from gale.worker.local import LocalCluster, complete_topology
@@ -55,10 +57,11 @@ _LAZY = {
 }
 
 __all__ = [
-    "BasicBolt", "Bolt", "BoltOutputCollector", "ConfigError", "DEFAULT_STREAM", "FailedException", "Fields",
+    "BasicBolt", "Bolt", "BoltOutputCollector", "ConfigError", "Count", "DEFAULT_STREAM", "Duration",
+    "FailedException", "Fields",
     "GaleError", "LocalCluster", "OutputFieldsDeclarer", "ReliableSpout", "ReportedFailedException", "ShellBolt",
     "ShellSpout", "Spout", "SpoutOutputCollector", "Topology", "TopologyBuilder", "TopologyContext", "TopologyError",
-    "Tuple", "complete_topology",
+    "Tuple", "TupleWindow", "WindowedBolt", "complete_topology",
 ]
 
 

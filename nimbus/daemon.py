@@ -39,6 +39,7 @@ from gale.layout import Layout
 from gale.log import bind, get_logger
 from gale.records import Assignment, NimbusSummary, StormBase, TopologyStatus
 from gale.topology.definition import TopologyDef, TopologyTasks, component_parallelism
+from gale.topology.windowing import validate_windows
 from gale.zk import connect, stop_client
 from gale.nimbus import transitions
 from gale.nimbus.blobstore import BlobStore
@@ -282,6 +283,10 @@ class Nimbus:
         stored_conf["topology.name"] = name
         stored_conf["topology.secret"] = secrets.token_hex(32)  # leaves nimbus only to cluster daemons
         conf = self.topology_conf(stored_conf)
+        try:
+            validate_windows(defn.components, conf)  # with the effective config (docs/windows.md)
+        except ConfigError as exc:
+            raise TopologyError(str(exc)) from None
         num_workers = int(conf["topology.workers"])
         component_executors = component_parallelism(defn, conf, num_workers)
         self.check_assignment_size(name, defn, conf, num_workers, component_executors, "submit")

@@ -114,8 +114,10 @@ class TansuBroker:
             admin.close()
 
     def produce(self, topic: str, values: Iterable[str | bytes], partitions: int | None = None,
-                keys: Sequence[str] | None = None) -> list[tuple[int, int]]:
-        """Produce values (round-robin over ``partitions`` when given); returns (partition, offset) each."""
+                keys: Sequence[str] | None = None,
+                timestamps: Sequence[int] | None = None) -> list[tuple[int, int]]:
+        """Produce values (round-robin over ``partitions`` when given; with the record timestamps
+        ``timestamps``, epoch ms, when given); returns (partition, offset) each."""
         from kafka import KafkaProducer
 
         producer = KafkaProducer(bootstrap_servers=self.bootstrap, linger_ms=5)
@@ -125,7 +127,8 @@ class TansuBroker:
                 data = v.encode() if isinstance(v, str) else v
                 key = keys[i].encode() if keys else None
                 part = i % partitions if partitions else None
-                futures.append(producer.send(topic, value=data, key=key, partition=part))
+                ts = timestamps[i] if timestamps else None
+                futures.append(producer.send(topic, value=data, key=key, partition=part, timestamp_ms=ts))
             producer.flush()
             return [(md.partition, md.offset) for md in (f.get(timeout=30) for f in futures)]
         finally:

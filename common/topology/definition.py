@@ -27,6 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from gale import config as gconfig
 from gale.errors import ConfigError, TopologyError
 from gale.records import ExecutorId
+from gale.topology.windowing import validate_component as validate_window
 
 ACKER_COMPONENT = "__acker"
 ACKER_INIT_STREAM = "__ack_init"
@@ -187,6 +188,10 @@ def validate(defn: TopologyDef) -> None:
                 raise TopologyError(f"component {cid!r} declares reserved stream id {sid!r}")
             if len(set(stream.fields)) != len(stream.fields):
                 raise TopologyError(f"component {cid!r} stream {sid!r} declares duplicate fields {stream.fields}")
+        try:
+            validate_window(cid, comp.conf, defn.conf)
+        except ConfigError as exc:
+            raise TopologyError(str(exc)) from None
         if comp.kind == "spout" and comp.inputs:
             raise TopologyError(f"spout {cid!r} cannot subscribe to inputs")
         if comp.kind == "bolt" and not comp.inputs:

@@ -20,9 +20,11 @@ from gale.records import ExecutorStats, executor_key
 from gale.topology.definition import ACKER_COMPONENT, Topology, TopologyTasks
 from gale.topology.components import TopologyContext
 from gale.topology.tuple import Fields
+from gale.topology.windowing import WindowedBolt
 from gale.worker.runtime.collector import StreamRoute
 from gale.worker.runtime.executor import AckerExecutor, BoltExecutor, Executor, SpoutExecutor
 from gale.worker.runtime.grouping import make_grouper, process_hash_is_shared
+from gale.worker.runtime.windows.executor import WindowedBoltExecutor
 
 log = get_logger("runtime")
 
@@ -185,7 +187,10 @@ class WorkerRuntime:
             ex = (factory or SpoutExecutor)(self, ex_id, component)
             ex.budget = 100
         else:
-            factory = getattr(self.topology.component_class(component), "executor_class", None)
+            cls = self.topology.component_class(component)
+            factory = getattr(cls, "executor_class", None)
+            if factory is None and issubclass(cls, WindowedBolt):
+                factory = WindowedBoltExecutor
             ex = (factory or BoltExecutor)(self, ex_id, component)
             ex.budget = 1024
         return ex

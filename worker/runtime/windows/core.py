@@ -1,0 +1,451 @@
+"""Pure window cores: tuples and watermarks in, actions out (no I/O, no clock).
+
+Each core takes :class:`~.store.Entry` objects (``add``) and watermarks (``advance``) and returns a
+list of actions for the shell to perform in order:
+
+* :class:`Fire` — run ``execute(window)`` on these entries (emits anchored to all of them);
+* :class:`Expire` — these entries left the last window they belong to: ack them (always after the
+  firings that used them);
+* :class:`Late` — this entry arrived too late for any window: emit it on the late-tuple stream (if
+  any) and ack it, and count it. A late tuple is never silently dropped (STORM-1859).
+
+The rules (``docs/windows.md``):
+
+* **Time windows** (:class:`TimeWindows`, tumbling when ``slide == length``): the windows are
+  ``[s, s + length)`` for every multiple ``s`` of ``slide``; a tuple with timestamp ``ts`` belongs to
+  every one of them that contains ``ts`` (``length / slide`` of them when the length is a multiple).
+  A window fires once the watermark ``W`` reaches its end (``end <= W``) if it holds any tuple. A tuple
+  is *late* when ``ts < W - allowed_lateness``; one with ``W - allowed_lateness <= ts < W`` is kept and
+  fires again, as an update, every window of it that already fired. A window is dropped once
+  ``end <= W - allowed_lateness``; a tuple expires when its last window is dropped. Panes of
+  ``gcd(length, slide)`` ms index the tuples, so overlapping windows share them and none is lost
+  between windows (STORM-2489).
+* **Session windows** (:class:`SessionWindows`): per key, a tuple opens ``[ts, ts + gap)``; sessions
+  whose intervals overlap merge. Firing, lateness, updates and expiry as for time windows, with the
+  session's ``[first ts, last ts + gap)`` as its bounds.
+* **Count windows** (:class:`CountWindows`): every ``slide`` tuples, the last ``length`` tuples; in
+  arrival order (processing time), or in timestamp order as the watermark passes them (event time:
+  a tuple with ``ts < W`` is late). Tuples that no future window can contain expire after a firing.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import deque
+from collections.abc import Iterable
+from math import gcd
+from typing import Any
+
+from gale.worker.runtime.windows.store import Entry, InMemoryWindowStore, WindowStore
+
+#: a watermark beyond every timestamp: ``advance(FOREVER)`` fires and expires everything
+FOREVER = 2**62
+
+
+class Fire:
+    __slots__ = ("start", "end", "key", "entries", "new", "expired", "update")
+
+    def __init__(self, start: int, end: int, entries: list[Entry], new: list[Entry], expired: list[Entry],
+                 update: bool = False, key: Any = None):
+        self.start = start
+        self.end = end
+        self.key = key
+        self.entries = entries
+        self.new = new
+        self.expired = expired
+        self.update = update
+
+    def __repr__(self) -> str:
+        u = " update" if self.update else ""
+        return f"Fire{u}([{self.start}, {self.end}) key={self.key!r} {[e.seq for e in self.entries]})"
+
+
+class Expire:
+    __slots__ = ("entries",)
+
+    def __init__(self, entries: list[Entry]):
+        self.entries = entries
+
+    def __repr__(self) -> str:
+        return f"Expire({[e.seq for e in self.entries]})"
+
+
+class Late:
+    __slots__ = ("entry",)
+
+    def __init__(self, entry: Entry):
+        self.entry = entry
+
+    def __repr__(self) -> str:
+        return f"Late({self.entry.seq})"
+
+
+def _order(e: Entry) -> tuple[int, int]:
+    return (e.ts, e.seq)
+
+
+def _diff(a: list[Entry], b: list[Entry]) -> list[Entry]:
+    """Entries of ``a`` not in ``b`` (by arrival ordinal), in ``a``'s order."""
+    seqs = {e.seq for e in b}
+    return [e for e in a if e.seq not in seqs]
+
+
+class _Core:
+    def __init__(self, store: WindowStore | None):
+        self.store: WindowStore = store if store is not None else InMemoryWindowStore()
+        #: the watermark: no more tuples with a smaller timestamp are expected (None: none yet)
+        self.watermark: int | None = None
+
+    def __len__(self) -> int:
+        return len(self.store)
+
+    def flush(self) -> list[Any]:
+        """End of input: fire and expire everything (tests; a bounded stream's end)."""
+        return self.advance(FOREVER)
+
+    def add(self, entry: Entry) -> list[Any]:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def advance(self, watermark: int) -> list[Any]:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def restore(self) -> None:  # pragma: no cover - abstract
+        """Rebuild this (new) core's indexes from its store's entries and metadata: a task restarted
+        on a store that survived (managed state) continues where the store's snapshot left off."""
+        raise NotImplementedError
+
+    def next_seq(self) -> int:
+        """The arrival ordinal to give the next entry (after a restore: above every stored one)."""
+        return max((e.seq for e in self.store.entries()), default=-1) + 1
+
+
+class TimeWindows(_Core):
+    """Duration windows (tumbling or sliding) over timestamps; see the module docstring."""
+
+    def __init__(self, length: int, slide: int, allowed_lateness: int = 0, store: WindowStore | None = None):
+        super().__init__(store)
+        if length < 1 or slide < 1 or slide > length:
+            raise ValueError(f"need 1 <= slide <= length, got length {length}, slide {slide}")
+        self.length = length
+        self.slide = slide
+        self.allowed_lateness = allowed_lateness
+        self.pane = gcd(length, slide)
+        #: pane start → its entries (arrival order)
+        self.panes: dict[int, list[Entry]] = {}
+        #: window start → the highest arrival ordinal it held when it last fired
+        self.fired: dict[int, int] = {}
+        self._prev: list[Entry] = []  # the last in-order firing's entries (get_new/get_expired)
+        self._last_end: int | None = None
+        self._meta: dict[str, Any] | None = None
+
+    def window_starts(self, ts: int) -> list[int]:
+        """Starts of the windows containing ``ts``, oldest first."""
+        last = ts - ts % self.slide
+        first = last
+        while first - self.slide > ts - self.length:
+            first -= self.slide
+        return list(range(first, last + 1, self.slide))
+
+    def add(self, entry: Entry) -> list[Any]:
+        w = self.watermark
+        ts = entry.ts
+        if w is not None and ts < w - self.allowed_lateness:
+            return [Late(entry)]
+        self.store.put(entry)
+        p = ts - ts % self.pane
+        pane = self.panes.get(p)
+        if pane is None:
+            self.panes[p] = [entry]
+        else:
+            pane.append(entry)
+        if w is not None and ts < w:  # within the allowed lateness: its due windows fire (again)
+            fires = [self._fire(s) for s in self.window_starts(ts) if s + self.length <= w]
+            if fires:
+                self._save()
+            return fires
+        return []
+
+    def _save(self, changed: bool = True) -> None:
+        """Metadata to the store; the fired windows and the previous window only when they changed."""
+        if changed or self._meta is None:
+            self._meta = {"fired": sorted(self.fired.items()), "prev": [e.seq for e in self._prev],
+                          "last_end": self._last_end}
+        self.store.set_meta({"watermark": self.watermark, **self._meta})
+
+    def restore(self) -> None:
+        meta = self.store.meta()
+        entries = sorted(self.store.entries(), key=lambda e: e.seq)
+        self.panes = {}
+        for e in entries:
+            self.panes.setdefault(e.ts - e.ts % self.pane, []).append(e)
+        self.watermark = meta.get("watermark")
+        self.fired = {int(s): int(q) for s, q in meta.get("fired", [])}
+        by_seq = {e.seq: e for e in entries}
+        self._prev = [by_seq[q] for q in meta.get("prev", []) if q in by_seq]
+        self._last_end = meta.get("last_end")
+
+    def _entries(self, start: int) -> list[Entry]:
+        end = start + self.length
+        out: list[Entry] = []
+        if self.length // self.pane <= len(self.panes):
+            get = self.panes.get
+            for p in range(start, end, self.pane):
+                pane = get(p)
+                if pane:
+                    out.extend(pane)
+        else:
+            for p, pane in self.panes.items():
+                if start <= p < end:
+                    out.extend(pane)
+        out.sort(key=_order)
+        return out
+
+    def _fire(self, start: int) -> Fire:
+        entries = self._entries(start)
+        end = start + self.length
+        last = self.fired.get(start)
+        self.fired[start] = max(e.seq for e in entries)
+        if last is not None:
+            return Fire(start, end, entries, [e for e in entries if e.seq > last], [], update=True)
+        if self._last_end is not None and end <= self._last_end:  # a window firing out of order
+            return Fire(start, end, entries, entries, [])
+        new, expired = _diff(entries, self._prev), _diff(self._prev, entries)
+        self._prev = entries
+        self._last_end = end
+        return Fire(start, end, entries, new, expired)
+
+    def advance(self, watermark: int) -> list[Any]:
+        if self.watermark is not None and watermark <= self.watermark:
+            return []
+        # windows ending at or before the last cutoff were due before: fired then (or empty), and dropped
+        done = -FOREVER if self.watermark is None else self.watermark - self.allowed_lateness
+        self.watermark = watermark
+        length, slide = self.length, self.slide
+        due: set[int] = set()
+        fired = self.fired
+        for p in self.panes:
+            s = p - p % slide
+            while s + length > p:
+                if done < s + length <= watermark and s not in fired:
+                    due.add(s)
+                s -= slide
+        actions: list[Any] = [self._fire(s) for s in sorted(due)]
+        cutoff = watermark - self.allowed_lateness
+        dropped = [s for s in fired if s + length <= cutoff]
+        for s in dropped:
+            del fired[s]
+        gone = [p for p in self.panes if p - p % slide + length <= cutoff]
+        if gone:
+            expired: list[Entry] = []
+            for p in sorted(gone):
+                expired.extend(self.panes.pop(p))
+            self.store.remove(expired)
+            actions.append(Expire(expired))
+        self._save(changed=bool(due or dropped))
+        return actions
+
+
+class _Session:
+    __slots__ = ("key", "start", "end", "entries", "fired")
+
+    def __init__(self, key: Any, start: int, end: int, entries: list[Entry], fired: set[int]):
+        self.key = key
+        self.start = start
+        self.end = end
+        self.entries = entries
+        self.fired = fired  # arrival ordinals already fired in this session (or a merged one)
+
+
+class SessionWindows(_Core):
+    """Gap-based session windows per key, merging; see the module docstring."""
+
+    def __init__(self, gap: int, allowed_lateness: int = 0, store: WindowStore | None = None):
+        super().__init__(store)
+        if gap < 1:
+            raise ValueError(f"session gap must be >= 1, got {gap}")
+        self.gap = gap
+        self.allowed_lateness = allowed_lateness
+        self.sessions: dict[Any, list[_Session]] = {}
+        self._fired_meta: list[int] | None = None
+
+    def add(self, entry: Entry) -> list[Any]:
+        w = self.watermark
+        ts = entry.ts
+        if w is not None and ts < w - self.allowed_lateness:
+            return [Late(entry)]
+        self.store.put(entry)
+        start, end = ts, ts + self.gap
+        sessions = self.sessions.setdefault(entry.key, [])
+        entries = [entry]
+        fired: set[int] = set()
+        keep = []
+        for s in sessions:
+            if s.start < end and start < s.end:
+                start = min(start, s.start)
+                end = max(end, s.end)
+                entries.extend(s.entries)
+                fired |= s.fired
+            else:
+                keep.append(s)
+        session = _Session(entry.key, start, end, entries, fired)
+        keep.append(session)
+        self.sessions[entry.key] = keep
+        if w is not None and end <= w:  # within the allowed lateness, in a due session
+            fire = self._fire(session)
+            self._save()
+            return [fire]
+        return []
+
+    def _save(self, changed: bool = True) -> None:
+        """Metadata to the store; the fired tuples only when they changed."""
+        if changed or self._fired_meta is None:
+            self._fired_meta = sorted(q for ss in self.sessions.values() for s in ss for q in s.fired)
+        self.store.set_meta({"watermark": self.watermark, "fired": self._fired_meta})
+
+    def restore(self) -> None:
+        meta = self.store.meta()
+        self.watermark = meta.get("watermark")
+        fired = set(meta.get("fired", []))
+        by_key: dict[Any, list[Entry]] = {}
+        for e in self.store.entries():
+            by_key.setdefault(e.key, []).append(e)
+        self.sessions = {}
+        for key, entries in by_key.items():
+            entries.sort(key=_order)
+            sessions: list[_Session] = []
+            for e in entries:  # the same sessions as merging one by one: overlapping intervals chained
+                last = sessions[-1] if sessions else None
+                if last is not None and e.ts < last.end:
+                    last.end = max(last.end, e.ts + self.gap)
+                    last.entries.append(e)
+                else:
+                    sessions.append(_Session(key, e.ts, e.ts + self.gap, [e], set()))
+            for ses in sessions:
+                ses.fired = {e.seq for e in ses.entries if e.seq in fired}
+            self.sessions[key] = sessions
+
+    def _fire(self, s: _Session) -> Fire:
+        s.entries.sort(key=_order)
+        update = bool(s.fired)
+        new = [e for e in s.entries if e.seq not in s.fired] if update else list(s.entries)
+        s.fired = {e.seq for e in s.entries}
+        return Fire(s.start, s.end, list(s.entries), new, [], update=update, key=s.key)
+
+    def advance(self, watermark: int) -> list[Any]:
+        if self.watermark is not None and watermark <= self.watermark:
+            return []
+        self.watermark = watermark
+        due = [s for ss in self.sessions.values() for s in ss if s.end <= watermark and len(s.fired) != len(s.entries)]
+        due.sort(key=lambda s: (s.end, s.start, repr(s.key)))  # the same order after a restore
+        actions: list[Any] = [self._fire(s) for s in due]
+        cutoff = watermark - self.allowed_lateness
+        expired: list[Entry] = []
+        for key in list(self.sessions):
+            ss = self.sessions[key]
+            keep = []
+            for s in ss:
+                if s.end <= cutoff:
+                    expired.extend(s.entries)
+                else:
+                    keep.append(s)
+            if keep:
+                self.sessions[key] = keep
+            else:
+                del self.sessions[key]
+        if expired:
+            self.store.remove(expired)
+            actions.append(Expire(expired))
+        self._save(changed=bool(due or expired))
+        return actions
+
+
+class CountWindows(_Core):
+    """Count windows (tumbling when ``slide == length``); see the module docstring."""
+
+    def __init__(self, length: int, slide: int, event_time: bool = False, store: WindowStore | None = None):
+        super().__init__(store)
+        if length < 1 or slide < 1:
+            raise ValueError(f"need length >= 1 and slide >= 1, got length {length}, slide {slide}")
+        self.length = length
+        self.slide = slide
+        self.event_time = event_time
+        self.queue: deque[Entry] = deque()  # entered the window sequence, not yet expired
+        self.count = 0  # tuples entered so far
+        self.pending: list[tuple[int, int, Entry]] = []  # event time: waiting for the watermark
+        self._prev: list[Entry] = []
+        self._prev_seqs: list[int] = []
+
+    def add(self, entry: Entry) -> list[Any]:
+        if self.event_time:
+            w = self.watermark
+            if w is not None and entry.ts < w:
+                return [Late(entry)]
+            self.store.put(entry)
+            heapq.heappush(self.pending, (entry.ts, entry.seq, entry))
+            return []
+        self.store.put(entry)
+        return self._enter(entry)
+
+    def _enter(self, entry: Entry) -> list[Any]:
+        queue = self.queue
+        queue.append(entry)
+        self.count += 1
+        if self.count % self.slide:
+            return []
+        n = min(self.length, len(queue))
+        entries = list(queue)[len(queue) - n:]
+        new, expired = _diff(entries, self._prev), _diff(self._prev, entries)
+        self._prev = entries
+        self._prev_seqs = [e.seq for e in entries]
+        self.store.set_meta({"watermark": self.watermark, "prev": self._prev_seqs})
+        actions: list[Any] = [Fire(entries[0].ts, entries[-1].ts, entries, new, expired)]
+        keep = max(0, self.length - self.slide)  # what the next window can still contain
+        gone = [queue.popleft() for _ in range(len(queue) - keep)]
+        if gone:
+            self.store.remove(gone)
+            actions.append(Expire(gone))
+        return actions
+
+    def advance(self, watermark: int) -> list[Any]:
+        if self.watermark is not None and watermark <= self.watermark:
+            return []
+        self.watermark = watermark
+        actions: list[Any] = []
+        pending = self.pending
+        while pending and pending[0][0] < watermark:
+            actions.extend(self._enter(heapq.heappop(pending)[2]))
+        self.store.set_meta({"watermark": watermark, "prev": self._prev_seqs})
+        return actions
+
+    def restore(self) -> None:
+        meta = self.store.meta()
+        w = self.watermark = meta.get("watermark")
+        entries = self.store.entries()
+        if self.event_time:  # released (in timestamp order) once below the watermark
+            released = sorted((e for e in entries if w is not None and e.ts < w), key=_order)
+            self.pending = [(e.ts, e.seq, e) for e in entries if w is None or e.ts >= w]
+            heapq.heapify(self.pending)
+        else:
+            released = sorted(entries, key=lambda e: e.seq)
+        self.queue = deque(released)
+        by_seq = {e.seq: e for e in released}
+        prev = meta.get("prev", [])
+        self._prev = [by_seq[q] for q in prev if q in by_seq]
+        self._prev_seqs = list(prev)
+        # only what entered since the last firing counts towards the next one
+        self.count = sum(1 for e in released if e.seq not in set(prev))
+
+    def flush(self) -> list[Any]:
+        """Release every pending tuple; a partial window does not fire (Storm's count windows)."""
+        return self.advance(FOREVER)
+
+
+def entries_of(actions: Iterable[Any]) -> list[Entry]:
+    """Every entry acked by ``actions`` (expired or late)."""
+    out: list[Entry] = []
+    for a in actions:
+        if isinstance(a, Expire):
+            out.extend(a.entries)
+        elif isinstance(a, Late):
+            out.append(a.entry)
+    return out

@@ -1,0 +1,245 @@
+"""The executor of a windowed bolt: the thin shell around a window core per task.
+
+Storm's ``WindowedBoltExecutor`` wraps the user's bolt; here each task's bolt is wrapped by a
+:class:`WindowRunner` that the ordinary :class:`~gale.worker.runtime.executor.BoltExecutor` loop
+calls like a bolt (``execute(tuple)``), so the hot loop, stats and error handling are the bolt
+executor's own. The runner:
+
+* gives every input tuple a timestamp (its timestamp field or extractor — event time — or the
+  arrival time in epoch ms — processing time), feeds the watermark tracker and the core;
+* on the executor's timer (every ``timer_period``): processing time advances the core to the clock;
+  event time computes the watermark every ``topology.bolts.watermark.event.interval.ms``;
+* performs the core's actions in order: ``Fire`` → ``execute(window)`` with every emit anchored to
+  all the window's tuples (to one tuple per spout tuple of the window: :func:`covering_anchors`; an
+  exception is reported and fails those tuples, so their spout tuples replay); ``Expire`` → ack; ``Late`` → count ``late_tuples``, emit on the late-tuple stream (anchored)
+  when there is one, ack.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gale.errors import ConfigError
+from gale.topology.tuple import Tuple
+from gale.topology.windowing import LATE_TUPLE_FIELD, TupleWindow, WindowSpec, check_limits
+from gale.worker.runtime.collector import BoltOutputCollector
+from gale.worker.runtime.executor import BoltExecutor
+from gale.worker.runtime.windows.core import CountWindows, Expire, Fire, Late, SessionWindows, TimeWindows
+from gale.worker.runtime.windows.mixed import CountEveryDuration, DurationEveryCount
+from gale.worker.runtime.windows.store import Entry, InMemoryWindowStore, WindowStore
+from gale.worker.runtime.windows.watermark import WatermarkTracker
+
+#: the component counters a windowed bolt shows (stats, nimbus status, /metrics)
+METRICS = ("late_tuples", "windows_fired", "window_updates", "window_timeout_resets")
+
+
+def make_core(spec: WindowSpec, store: WindowStore) -> Any:
+    if spec.kind == "time":
+        return TimeWindows(spec.length_ms, spec.slide_ms, spec.allowed_lateness_ms, store)  # type: ignore[arg-type]
+    if spec.kind == "session":
+        return SessionWindows(spec.session_gap_ms, spec.allowed_lateness_ms, store)  # type: ignore[arg-type]
+    if spec.kind == "count_every_duration":
+        return CountEveryDuration(spec.length_count, spec.slide_ms, spec.event_time, store)  # type: ignore[arg-type]
+    if spec.kind == "duration_every_count":
+        return DurationEveryCount(spec.length_ms, spec.slide_count, spec.event_time, store)  # type: ignore[arg-type]
+    return CountWindows(spec.length_count, spec.slide_count, spec.event_time, store)  # type: ignore[arg-type]
+
+
+def covering_anchors(tuples: list[Tuple]) -> list[Tuple]:
+    """The tuples to anchor a window's outputs to: the first tuple of the window carrying each spout
+    tuple (root) of it. Acking and failing are per root, so an output anchored to these is in the
+    tuple tree of every root of the window — exactly as if anchored to every tuple of it — at the
+    cost of one edge per distinct root instead of one per tuple (the words of one sentence share a
+    root). Untracked tuples add nothing."""
+    covered: set[int] = set()
+    out: list[Tuple] = []
+    for t in tuples:
+        ids = t.message_id
+        if ids and not covered.issuperset(ids):
+            out.append(t)
+            covered.update(ids)
+    return out
+
+
+class WindowRunner:
+    """One task's window: looks like a bolt to the executor loop."""
+
+    def __init__(self, executor: WindowedBoltExecutor, bolt: Any, collector: BoltOutputCollector, spec: WindowSpec,
+                 input_tasks: list[int], store: WindowStore | None = None, conf: dict[str, Any] | None = None):
+        self.executor = executor
+        self.bolt = bolt
+        self.collector = collector
+        self.spec = spec
+        self.clock = executor.clock
+        self.core = make_core(spec, store if store is not None else InMemoryWindowStore())
+        self.seq = 0
+        if len(self.core.store) or self.core.store.meta():  # a store that outlived the last task (managed state)
+            self.core.restore()
+            self.seq = self.core.next_seq()
+        self.component = executor.component
+        self.event_time = spec.event_time
+        self.extractor = getattr(bolt, "timestamp_extractor", None) if spec.timestamp_extractor else None
+        if spec.timestamp_extractor and self.extractor is None:
+            raise ConfigError(f"windowed bolt {self.component!r}: with_timestamp_extractor was configured but the "
+                              "bolt has no timestamp_extractor (call it in __init__)")
+        self.field = spec.timestamp_field
+        self.key_field = spec.session_key_field
+        self.late_stream = spec.late_stream
+        self.tracker = WatermarkTracker(input_tasks, spec.lag_ms, spec.idle_timeout_ms, self._mono_ms()) \
+            if self.event_time else None
+        self.next_watermark = self._mono_ms() + spec.watermark_interval_ms
+        # every quarter of the message timeout, the tuples buffered since before the previous round
+        # (so at most half the timeout old) get their timeout reset
+        conf = conf or {}
+        timeouts = conf.get("topology.enable.message.timeouts", True) and executor.runtime.acking
+        self.reset_every_ms = conf.get("topology.message.timeout.secs", 30) * 250.0 if timeouts else None
+        self.next_reset = self._mono_ms() + (self.reset_every_ms or 0)
+        self.reset_mark = self.seq  # entries below this arrived before the last round
+
+    def _mono_ms(self) -> float:
+        return self.clock.monotonic() * 1000.0
+
+    def _timestamp(self, tup: Tuple) -> int:
+        try:
+            ts = self.extractor(tup) if self.extractor is not None else tup[self.field]  # type: ignore[index]
+        except Exception as exc:
+            what = "timestamp extractor" if self.extractor is not None else f"timestamp field {self.field!r}"
+            raise ValueError(f"windowed bolt {self.component!r}: {what} failed on a tuple from "
+                             f"{tup.fields.source_key}: {type(exc).__name__}: {exc}") from exc
+        if isinstance(ts, bool) or not isinstance(ts, (int, float)):
+            raise ValueError(f"windowed bolt {self.component!r}: the timestamp of a tuple from {tup.fields.source_key} "
+                             f"is {ts!r}; expected epoch milliseconds (an integer)")
+        return int(ts)
+
+    # --- what the executor loop calls
+    def execute(self, tup: Tuple) -> None:
+        if tup.task == -1:  # tick tuples are not windowed
+            return
+        if self.event_time:
+            ts = self._timestamp(tup)
+            self.tracker.observe(tup.task, ts, self._mono_ms())  # type: ignore[union-attr]
+        else:
+            ts = int(self.clock.time() * 1000)
+            w = self.core.watermark
+            if w is not None and ts < w:
+                ts = w  # the wall clock stepped back: never make a tuple late in processing time
+        key = tup[self.key_field] if self.key_field is not None else None
+        entry = Entry(self.seq, ts, tup, key)
+        self.seq += 1
+        actions = self.core.add(entry)
+        if actions:
+            self.perform(actions)
+
+    def on_timer(self) -> None:
+        if self.reset_every_ms is not None and self._mono_ms() >= self.next_reset:
+            self.reset_timeouts()
+        if self.event_time:
+            now = self._mono_ms()
+            if now < self.next_watermark:
+                return
+            self.next_watermark = now + self.spec.watermark_interval_ms
+            w = self.tracker.compute(now)  # type: ignore[union-attr]
+            if w is None:
+                return
+        else:
+            if self.spec.kind in ("count", "duration_every_count"):  # these fire on arrivals
+                return
+            w = int(self.clock.time() * 1000)
+        actions = self.core.advance(w)
+        if actions:
+            self.perform(actions)
+
+    def reset_timeouts(self) -> None:
+        """Restart the timeout of every tuple buffered since before the last round (at most half a
+        message timeout old): a session longer than the timeout, or a watermark held back by a slow
+        input, keeps its tuples without their spouts replaying them."""
+        mark = self.reset_mark
+        reset = self.collector.reset_timeout
+        n = 0
+        for e in self.core.store.entries():
+            if e.seq < mark:
+                reset(e.item)
+                n += 1
+        if n:
+            self.collector.incr_metric("window_timeout_resets", n)
+        self.reset_mark = self.seq
+        self.next_reset = self._mono_ms() + self.reset_every_ms  # type: ignore[operator]
+
+    def cleanup(self) -> None:
+        self.bolt.cleanup()
+
+    # --- performing the core's actions
+    def perform(self, actions: list[Any]) -> None:
+        collector = self.collector
+        for action in actions:
+            if action.__class__ is Fire:
+                self._fire(action)
+            elif action.__class__ is Expire:
+                ack = collector.ack
+                for e in action.entries:
+                    ack(e.item)
+            elif action.__class__ is Late:
+                tup = action.entry.item
+                collector.incr_metric("late_tuples")
+                if self.late_stream is not None:
+                    collector.emit([list(tup.values)], anchors=tup, stream=self.late_stream)
+                collector.ack(tup)
+
+    def _fire(self, fire: Fire) -> None:
+        tuples = [e.item for e in fire.entries]
+        anchors = covering_anchors(tuples)
+        window = TupleWindow(tuples, [e.item for e in fire.new], [e.item for e in fire.expired],
+                             fire.start, fire.end, fire.key, fire.update)
+        collector = self.collector
+        executor = self.executor
+        collector.incr_metric("window_updates" if fire.update else "windows_fired")
+        previous = collector.auto_anchor
+        collector.auto_anchor = anchors  # type: ignore[assignment]  # every emit anchored to the window
+        executor.calls += 1
+        executor.in_call = True
+        try:
+            self.bolt.execute(window)
+        except Exception as exc:  # noqa: BLE001 - user code: report, and replay the window's tuples
+            executor.report_error(exc)
+            for t in tuples:
+                collector.fail(t)
+        finally:
+            executor.in_call = False
+            collector.auto_anchor = previous
+
+
+class WindowedBoltExecutor(BoltExecutor):
+    """A :class:`BoltExecutor` whose tasks run :class:`WindowRunner` instead of the bare bolt."""
+
+    def prepare(self) -> None:
+        routes = self.runtime.routes_for(self.component)
+        defn = self.runtime.defn
+        inputs = defn.components[self.component].inputs
+        input_tasks = sorted({t for inp in inputs for t in self.runtime.layout.component_tasks(inp.component)})
+        for task in self.tasks:
+            bolt = self.runtime.instantiate(self.component)
+            collector = BoltOutputCollector(self, task, routes)
+            conf = self.runtime.task_conf(self.component)
+            where = f"windowed bolt {self.component!r}"
+            spec = WindowSpec.from_conf(conf, where=where)
+            check_limits(spec, conf, where)
+            runner = WindowRunner(self, bolt, collector, spec, input_tasks, self.make_store(task, spec), conf)
+            self.bolts[task] = runner
+            self.collectors[task] = collector
+            self.basic[task] = False
+            collector.declare_metrics(METRICS)
+            bolt.prepare(conf, self.context(task), collector)
+
+    def make_store(self, task: int, spec: WindowSpec) -> WindowStore:
+        """The buffer of ``task``'s window: in memory. A store over managed state (issue 13) is
+        returned here; a non-empty one is restored into the core (``core.restore``)."""
+        return InMemoryWindowStore()
+
+    def on_timer(self, now: float) -> None:
+        super().on_timer(now)
+        for runner in self.bolts.values():
+            runner.on_timer()
+
+    def pending_count(self) -> int:
+        """Tuples buffered in this executor's windows (shown as the executor's pending)."""
+        return sum(len(r.core) for r in self.bolts.values())
