@@ -4,6 +4,7 @@ Everything a topology author needs::
 
     from gale import Spout, ReliableSpout, Bolt, BasicBolt, TopologyBuilder, Tuple, Fields, FailedException
     from gale import ConfigError, TopologyError                # errors a topology file may raise or catch
+    from gale import StatefulBolt, KeyValueState, StateError   # managed state (docs/state.md)
     from gale import LocalCluster, complete_topology          # local mode and tests
     from gale import ShellBolt, ShellSpout                     # multi-lang: a subprocess per task
     from gale.spark import SparkBolt, SparkSink                # Spark stages
@@ -40,6 +41,7 @@ from gale.topology.components import (
 )
 from gale.topology.definition import Topology
 from gale.topology.reliable_spout import ReliableSpout
+from gale.topology.state import KeyValueState, StateError, StatefulBolt
 from gale.topology.tuple import DEFAULT_STREAM, Fields, Tuple
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -58,7 +60,7 @@ __all__ = [
     "BasicBolt", "Bolt", "BoltOutputCollector", "ConfigError", "DEFAULT_STREAM", "FailedException", "Fields",
     "GaleError", "LocalCluster", "OutputFieldsDeclarer", "ReliableSpout", "ReportedFailedException", "ShellBolt",
     "ShellSpout", "Spout", "SpoutOutputCollector", "Topology", "TopologyBuilder", "TopologyContext", "TopologyError",
-    "Tuple", "complete_topology",
+    "Tuple", "complete_topology", "KeyValueState", "StateError", "StatefulBolt",
 ]
 
 

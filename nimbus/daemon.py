@@ -38,6 +38,7 @@ from gale.errors import ConfigError, CorruptRecordError, GaleError, NotFoundErro
 from gale.layout import Layout
 from gale.log import bind, get_logger
 from gale.records import Assignment, NimbusSummary, StormBase, TopologyStatus
+from gale.topology.checkpointing import validate_checkpointing
 from gale.topology.definition import TopologyDef, TopologyLayout, component_parallelism
 from gale.zk import start_client
 from gale.zk import stop_client
@@ -258,6 +259,7 @@ class Nimbus:
         stored_conf["topology.name"] = name
         stored_conf["topology.secret"] = secrets.token_hex(32)  # leaves nimbus only to cluster daemons
         conf = self.topology_conf(stored_conf)
+        validate_checkpointing(defn, conf)
         num_workers = int(conf["topology.workers"])
         component_executors = component_parallelism(defn, conf, num_workers)
         with self.lock:

@@ -95,7 +95,7 @@ class KeyValueState:
             packed = pack(value)
         except (TypeError, ValueError, OverflowError) as exc:
             raise StateError(
-                f"state value for key {key!r} cannot be serialized: {_describe(value)} ({exc}); values must be "
+                f"state value for key {key!r} has type {_describe(value)}, which cannot be serialized ({exc}); values must be "
                 "None, bool, int, float, str, bytes, or lists/tuples/dicts of those"
             ) from None
         self._data[key] = value

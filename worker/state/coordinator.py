@@ -101,10 +101,12 @@ class Coordinator:
         self.last_checkpoint = float("-inf")  # when the last PREPARE went out
         self.not_before = float("-inf")  # after a failure: wait before the next recovery step
         self.failures = 0  # consecutive failed checkpoint tuples
+        self.recorded = self.state  # the last state a Save was asked for
+        self._before_save = self.state
 
     def start(self, saved: TxState, now: float) -> list[Action]:
         """The recorded state was read; recovery starts (its first step goes out on the next tick)."""
-        self.state = saved
+        self.state = self.recorded = self._before_save = saved
         self.recovering = True
         self.in_flight = None
         self.started = True
@@ -121,9 +123,13 @@ class Coordinator:
         if now - self.last_checkpoint < self.interval:
             return []
         nxt = self.state.next_state(False)
-        self.state = nxt
         self.last_checkpoint = now
-        return [Save(nxt), *self._emit(nxt.txid, nxt.next_action(False))]
+        return [self._save(nxt), *self._emit(nxt.txid, nxt.next_action(False))]
+
+    def _save(self, state: TxState) -> Save:
+        self.state = state
+        self._before_save, self.recorded = self.recorded, state
+        return Save(state)
 
     def _emit(self, txid: int, action: str) -> list[Action]:
         self.in_flight = (txid, action)
@@ -139,8 +145,7 @@ class Coordinator:
         if self.recovering and nxt == self.state:
             self.recovering = False  # INITSTATE acked: every task is initialized
         elif nxt != self.state:
-            self.state = nxt
-            out.append(Save(nxt))
+            out.append(self._save(nxt))
             if action == COMMIT and not self.recovering:
                 out.append(Committed(txid, now - self.last_checkpoint))
         return out + self.tick(now)
@@ -148,6 +153,15 @@ class Coordinator:
     def failed(self, txid: int, action: str, now: float) -> list[Action]:
         if self.in_flight != (txid, action):
             return []
+        return self._failure(now)
+
+    def save_failed(self, now: float) -> list[Action]:
+        """The last :class:`Save` could not be written (the actions after it were not performed):
+        the recorded state is still the one before it; recover from that."""
+        self.state = self.recorded = self._before_save
+        return self._failure(now)
+
+    def _failure(self, now: float) -> list[Action]:
         self.in_flight = None
         self.failures += 1
         self.recovering = True

@@ -1,0 +1,157 @@
+"""Managed state in local mode: the builder's checkpoint wiring, submit-time validation, and Storm's
+at-least-once checkpoint protocol end to end (real runtime, real acker, memory provider)."""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+
+import pytest
+
+import gale
+from gale import TopologyBuilder, TopologyError
+from gale.topology.state import CHECKPOINT_COMPONENT, CHECKPOINT_STREAM
+from gale.worker.local import LocalCluster
+from gale.worker.state.inspect import read_committed
+from tests.state_topologies import BadValueCount, FlakySplit, NumberedSentences, Sink, StatefulCount, sentence
+from tests.waiting import eventually
+
+
+def word_count(count_parallelism: int = 2, sink: bool = True, count=StatefulCount) -> TopologyBuilder:
+    b = TopologyBuilder()
+    b.set_spout("sentences", NumberedSentences, 2)
+    b.set_bolt("split", FlakySplit, 2).shuffle_grouping("sentences")
+    b.set_bolt("count", count, count_parallelism).fields_grouping("split", ["word"])
+    if sink:
+        b.set_bolt("sink", Sink, 1).shuffle_grouping("count")
+    return b
+
+
+def test_builder_adds_the_checkpoint_spout_stream_and_subscriptions():
+    defn = word_count().create_topology("wc").definition
+    cp = defn.components[CHECKPOINT_COMPONENT]
+    assert cp.kind == "spout" and cp.tasks == 1 and cp.streams[CHECKPOINT_STREAM].fields == ["txid", "action"]
+    for bolt, source in (("split", CHECKPOINT_COMPONENT), ("count", "split"), ("sink", "count")):
+        comp = defn.components[bolt]
+        assert CHECKPOINT_STREAM in comp.streams
+        cp_inputs = [(i.component, i.grouping.type) for i in comp.inputs if i.stream == CHECKPOINT_STREAM]
+        assert cp_inputs == [(source, "all")]
+    # the definition survives the trip to nimbus as JSON
+    assert gale.Topology.from_json(defn.to_json()).definition == defn
+
+
+def test_a_topology_without_state_gets_no_checkpointing():
+    b = TopologyBuilder()
+    b.set_spout("sentences", NumberedSentences, 1)
+    b.set_bolt("split", FlakySplit, 1).shuffle_grouping("sentences")
+    defn = b.create_topology().definition
+    assert CHECKPOINT_COMPONENT not in defn.components
+    assert CHECKPOINT_STREAM not in defn.components["split"].streams
+
+
+def test_checkpoint_interval_not_below_the_message_timeout_is_refused():
+    with pytest.raises(TopologyError, match=r"checkpoint.interval.ms \(30000\) must be below topology.message.timeout"):
+        word_count().create_topology("wc", {"topology.state.checkpoint.interval.ms": 30000})
+    topo = word_count().create_topology("wc", {"topology.message.timeout.secs": 5})
+    with LocalCluster() as cluster, pytest.raises(TopologyError, match=r"\(6000\) must be below"):
+        cluster.submit_topology("wc", {"topology.state.checkpoint.interval.ms": 6000}, topo)
+
+
+def counts_in(running, component="count"):
+    provider = running.runtime.resources["state"]
+    return read_committed(provider, running.runtime.state_prefix, component, key_groups=128)
+
+
+def spouts_of(running, component):
+    return [s for ex in running.runtime.executors.values() if ex.component == component
+            for s in getattr(ex, "spouts", {}).values()]
+
+
+def bolts_of(running, component):
+    return [b for ex in running.runtime.executors.values() if ex.component == component
+            for b in getattr(ex, "bolts", {}).values()]
+
+
+@pytest.mark.parametrize("fail_every,fail_prepare", [(0, 0), (7, 0), (0, 3), (5, 2)])
+def test_counts_exact_with_replays_and_rolled_back_checkpoints(fail_every, fail_prepare):
+    n = 400
+    expected = Counter(w for i in range(n) for w in sentence(i).split())
+    conf = {
+        "test.sentences": n, "test.fail.every": fail_every, "test.fail.prepare": fail_prepare,
+        "topology.state.checkpoint.interval.ms": 50, "topology.max.spout.pending": 50,
+    }
+    topo = word_count().create_topology("wc", conf)
+    with LocalCluster() as cluster:
+        running = cluster.submit_topology(f"wc-{fail_every}-{fail_prepare}", {}, topo)
+
+        def all_acked_and_committed():
+            acked = set().union(*(s.acked_ids for s in spouts_of(running, "sentences")))
+            assert len(acked) == n, f"{len(acked)} of {n} sentences acked"
+            return counts_in(running)
+
+        counts = eventually(all_acked_and_committed, timeout=60)
+        stats = running.component_stats()
+        replays = sum(s.replayed for s in spouts_of(running, "sentences"))
+        rollbacks = sum(b.rollbacks for b in bolts_of(running, "count"))
+        errors = dict(running.errors)
+    # every sentence acked means its words are in a committed checkpoint, and only once
+    assert counts == dict(expected)
+    if fail_every:
+        assert replays >= n // fail_every
+    if fail_prepare:
+        # the injected prepare failure rolled the state back and replayed what it had counted
+        assert rollbacks >= 1 and stats[CHECKPOINT_COMPONENT]["extra"]["checkpoint_failures"] >= 1
+        assert any("injected prepare failure" in e for e in errors["count"])
+    else:
+        assert "count" not in errors
+    assert stats[CHECKPOINT_COMPONENT]["extra"]["checkpoints_committed"] >= 1
+    assert stats["count"]["extra"]["state_bytes_written"] > 0
+
+
+def test_state_survives_a_restart_of_the_topology_with_the_same_provider():
+    """The memory provider outlives a topology run when handed over (as Redis does across workers):
+    a second run resumes from the committed counts."""
+    n = 120
+    expected = Counter(w for i in range(n) for w in sentence(i).split())
+    conf = {"test.sentences": n, "topology.state.checkpoint.interval.ms": 50}
+    topo = word_count(sink=False).create_topology("wc", conf)
+    with LocalCluster() as cluster:
+        first = cluster.submit_topology("wc", {}, topo)
+        eventually(lambda: _assert_eq(counts_in(first), dict(expected)), timeout=60)
+        provider = first.runtime.resources["state"]
+        first.runtime.resources.pop("state")  # keep it open across the restart
+        cluster.kill_topology("wc")
+        from gale.worker.local import LocalTopology, local_conf
+
+        second = LocalTopology("wc", topo, local_conf(topo), start=False)
+        second.runtime.resources["state"] = provider
+        second.runtime.resources["state_prefix"] = second.runtime.state_prefix
+        second.runtime.start(active=True)
+        try:
+            eventually(lambda: _assert_eq(counts_in(second), {w: 2 * c for w, c in expected.items()}), timeout=60)
+            restored = [b.counts for b in bolts_of(second, "count")]
+            assert sum(len(s) for s in restored) == len(expected)
+        finally:
+            second.kill()
+
+
+def _assert_eq(actual, expected):
+    assert actual == expected
+    return actual
+
+
+def test_a_value_that_cannot_be_serialized_fails_the_put_naming_key_and_type():
+    n = 5
+    topo = word_count(sink=False, count=BadValueCount).create_topology(
+        "bad", {"test.sentences": n, "topology.state.checkpoint.interval.ms": 50})
+    with LocalCluster() as cluster:
+        running = cluster.submit_topology("bad", {}, topo)
+
+        def reported():
+            errors = running.errors.get("count", [])
+            assert any(re.search(r"state value for key '\w+' has type object, which cannot be serialized", e)
+                       for e in errors), errors
+            return errors
+
+        errors = eventually(reported, timeout=30)
+    assert "StateError" in errors[0]
