@@ -105,6 +105,8 @@ def test_counts_exact_with_replays_and_rolled_back_checkpoints(fail_every, fail_
     else:
         assert "count" not in errors
     assert stats[CHECKPOINT_COMPONENT]["extra"]["checkpoints_committed"] >= 1
+    assert stats[CHECKPOINT_COMPONENT]["extra"]["checkpoint_txid_max"] >= 1
+    assert stats["count"]["extra"]["state_keys_max"] >= 1
     assert stats["count"]["extra"]["state_bytes_written"] > 0
 
 

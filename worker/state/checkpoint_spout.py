@@ -34,7 +34,9 @@ class CheckpointSpout(Spout):
         prefix = context.resources["state_prefix"]
         self.meta_name = f"{prefix}/__state"
         self.coordinator = Coordinator(conf["topology.state.checkpoint.interval.ms"] / 1000.0)
-        collector.declare_metrics(["checkpoints_committed", "checkpoint_failures", "checkpoint_ms"])
+        collector.declare_metrics(["checkpoints_committed", "checkpoint_failures"])
+        # levels (latest values) beside the counters; gale's own component, so it may hold the dict
+        self._levels = collector._stats.extra
         self._opened = False
 
     def _start(self) -> None:
@@ -80,4 +82,6 @@ class CheckpointSpout(Spout):
                                     stream=CHECKPOINT_STREAM)
             elif isinstance(action, Committed):
                 self.collector.incr_metric("checkpoints_committed")
-                self.collector.incr_metric("checkpoint_ms", round(action.duration * 1000.0, 3))
+                self._levels["checkpoint_txid_max"] = action.txid
+                self._levels["checkpoint_duration_ms"] = round(action.duration * 1000.0, 3)
+                self._levels["checkpoint_commit_time_secs"] = round(time.time(), 3)

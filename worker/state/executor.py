@@ -123,6 +123,7 @@ class StatefulBoltExecutor(CheckpointBoltExecutor):
             bolt.prepare(runtime.task_conf(self.component), self.context(task), collector)
         self.stats.extra.setdefault("state_bytes_written", 0)
         self.stats.extra.setdefault("state_checkpoint_failures", 0)
+        self.stats.extra.setdefault("state_keys_max", 0)
 
     def _run_task(self, task: int, queue: deque, budget: int) -> int:
         if self.initialized[task]:
@@ -162,6 +163,7 @@ class StatefulBoltExecutor(CheckpointBoltExecutor):
             bolt.pre_prepare(txid)
             self.stats.extra["state_bytes_written"] += state.prepare(txid)
             collector.deferred.prepare()
+            self.stats.extra["state_keys_max"] = max(len(s.kv) for s in self.states.values())
         elif action == COMMIT:
             if ready:
                 bolt.pre_commit(txid)

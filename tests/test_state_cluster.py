@@ -1,0 +1,121 @@
+"""Managed state on a real cluster: real ZooKeeper, nimbus, supervisors, worker processes and a real
+Redis server; counts read back from Redis must be exact after faults."""
+
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+
+import pytest
+
+from gale.redisserver import RedisServer
+from gale.worker.state.inspect import read_committed
+from gale.worker.state.redis_provider import RedisStateProvider
+from tests.cluster import CORPUS, DurableInput, Topologies, make_cluster, status
+from tests.waiting import eventually
+
+pytestmark = [pytest.mark.cluster, pytest.mark.timeout(300)]
+
+STATEFUL_WC = Path(__file__).resolve().parent / "cluster_topologies" / "stateful_wc.py"
+
+
+@pytest.fixture(scope="module")
+def redis_server():
+    with RedisServer() as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def cluster(zk_server, tmp_path_factory):
+    c = make_cluster(zk_server, tmp_path_factory.mktemp("state"), supervisors=2, slots=2)
+    c.start()
+    yield c
+    c.cleanup()
+
+
+@pytest.fixture
+def topologies(cluster):
+    with Topologies(cluster) as t:
+        yield t
+
+
+def submit(topologies, redis_server, work, base):
+    return topologies.submit(STATEFUL_WC, base, *work.overrides(**{
+        "topology.state.provider": "redis", "topology.state.redis.url": redis_server.url,
+    }))
+
+
+def committed_counts(redis_server, name):
+    return read_committed(RedisStateProvider(redis_server.url), name, "count", key_groups=128)
+
+
+def test_counts_exact_in_redis(cluster, topologies, redis_server, tmp_path):
+    work = DurableInput(tmp_path, 2000)
+    name, _ = submit(topologies, redis_server, work, "state-exact")
+    work.wait_all_acked(120)
+    # every sentence acked: its words are in a committed checkpoint (acks wait for the commit)
+    assert committed_counts(redis_server, name) == dict(work.expected_words())
+
+
+def at_least_once(counts, expected, in_flight_sentences):
+    """Storm's at-least-once state after a fault: nothing lost (every word at least its true count,
+    so the restarted task started from the committed checkpoint, not from zero) and the excess no
+    more than the words of the sentences that can have been in flight (max.spout.pending per spout
+    task): those whose effects reached a committed checkpoint on one task and were replayed."""
+    lost = {w: expected[w] - counts.get(w, 0) for w in expected if counts.get(w, 0) < expected[w]}
+    assert not lost, f"lost counts: {lost}"
+    assert set(counts) == set(expected)
+    over = sum(counts.values()) - sum(expected.values())
+    assert over <= in_flight_sentences * max(len(s.split()) for s in CORPUS), f"over-counted by {over}"
+    return over
+
+
+def count_worker_pid(cluster, name):
+    worker = status(cluster, name)["components"]["count"]["executor_list"][0]["worker"]
+    assert worker and worker["pid"], "the count executor's worker has not reported yet"
+    return worker["pid"]
+
+
+def test_counts_survive_kill_minus_9_of_the_counting_worker(cluster, topologies, redis_server, tmp_path):
+    work = DurableInput(tmp_path, 6000)
+    name, _ = submit(topologies, redis_server, work, "state-kill")
+    work.wait_acked_beyond(500, 90)
+    pid = eventually(lambda: count_worker_pid(cluster, name), 30)
+
+    def some_commit():
+        counts = committed_counts(redis_server, name)
+        assert sum(counts.values()) > 0, "nothing committed yet"
+
+    eventually(some_commit, 30)
+    os.kill(pid, signal.SIGKILL)
+    work.wait_all_acked(180)
+    # every sentence acked: its words are in a committed checkpoint
+    at_least_once(committed_counts(redis_server, name), work.expected_words(), in_flight_sentences=2 * 200)
+
+    def restarted():
+        pids = {e["worker"]["pid"] for e in status(cluster, name)["components"]["count"]["executor_list"]
+                if e["worker"]}
+        assert pids and pid not in pids, pids
+
+    eventually(restarted, 60)
+
+
+def test_redis_down_fails_checkpoints_then_processing_resumes(cluster, topologies, redis_server, tmp_path):
+    """The provider unreachable: checkpoints fail (shown in the checkpoint spout's stats and errors),
+    nothing is committed in part, and once Redis is back the topology rolls back and completes."""
+    work = DurableInput(tmp_path, 4000)
+    name, _ = submit(topologies, redis_server, work, "state-redis")
+    work.wait_acked_beyond(300, 90)
+    redis_server.kill()
+    try:
+        def checkpoints_failing():
+            cp = status(cluster, name)["components"]["$checkpointspout"]
+            assert cp["stats"]["extra"].get("checkpoint_failures", 0) >= 1, cp["stats"]
+            return cp
+
+        eventually(checkpoints_failing, 60)
+    finally:
+        redis_server.start()
+    work.wait_all_acked(180)
+    at_least_once(committed_counts(redis_server, name), work.expected_words(), in_flight_sentences=2 * 200)
