@@ -157,3 +157,25 @@ def test_a_value_that_cannot_be_serialized_fails_the_put_naming_key_and_type():
 
         errors = eventually(reported, timeout=30)
     assert "StateError" in errors[0]
+
+
+def test_the_stateful_word_count_example_commits_every_counted_word():
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples"))
+    import stateful_word_count
+
+    topo = stateful_word_count.topology({"wordcount.sentences.per.task": 300})
+    with LocalCluster() as cluster:
+        running = cluster.submit_topology("swc", {"topology.state.checkpoint.interval.ms": 50}, topo)
+
+        def all_acked_and_committed():
+            stats = running.component_stats()
+            assert stats["sentences"]["acked"] == 300, stats["sentences"]
+            counts = counts_in(running)
+            assert sum(counts.values()) == stats["count"]["executed"], (sum(counts.values()), stats["count"])
+            return counts
+
+        counts = eventually(all_acked_and_committed, timeout=60)
+    assert set(counts) <= {w for s in __import__("word_count").SENTENCES for w in s.split()}
