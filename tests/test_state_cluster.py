@@ -12,7 +12,7 @@ import pytest
 from gale.redisserver import RedisServer
 from gale.worker.state.inspect import read_committed
 from gale.worker.state.redis_provider import RedisStateProvider
-from tests.cluster import CORPUS, DurableInput, Topologies, make_cluster, status
+from tests.cluster import CORPUS, DurableInput, Topologies, cli, make_cluster, status
 from tests.waiting import eventually
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(300)]
@@ -71,17 +71,20 @@ def at_least_once(counts, expected, in_flight_sentences):
     return over
 
 
-def count_worker_pid(cluster, name):
-    worker = status(cluster, name)["components"]["count"]["executor_list"][0]["worker"]
-    assert worker and worker["pid"], "the count executor's worker has not reported yet"
+def worker_pid(cluster, name, component):
+    worker = status(cluster, name)["components"][component]["executor_list"][0]["worker"]
+    assert worker and worker["pid"], f"the {component} executor's worker has not reported yet"
     return worker["pid"]
 
 
-def test_counts_survive_kill_minus_9_of_the_counting_worker(cluster, topologies, redis_server, tmp_path):
+@pytest.mark.parametrize("component", ["count", "$checkpointspout"])
+def test_counts_survive_kill_minus_9_of_a_worker(cluster, topologies, redis_server, tmp_path, component):
+    """kill -9 of the worker holding a counting task, or the checkpoint spout (which recovers from
+    the transaction state it recorded in Redis)."""
     work = DurableInput(tmp_path, 6000)
     name, _ = submit(topologies, redis_server, work, "state-kill")
     work.wait_acked_beyond(500, 90)
-    pid = eventually(lambda: count_worker_pid(cluster, name), 30)
+    pid = eventually(lambda: worker_pid(cluster, name, component), 30)
 
     def some_commit():
         counts = committed_counts(redis_server, name)
@@ -94,7 +97,7 @@ def test_counts_survive_kill_minus_9_of_the_counting_worker(cluster, topologies,
     at_least_once(committed_counts(redis_server, name), work.expected_words(), in_flight_sentences=2 * 200)
 
     def restarted():
-        pids = {e["worker"]["pid"] for e in status(cluster, name)["components"]["count"]["executor_list"]
+        pids = {e["worker"]["pid"] for e in status(cluster, name)["components"][component]["executor_list"]
                 if e["worker"]}
         assert pids and pid not in pids, pids
 
@@ -117,5 +120,26 @@ def test_redis_down_fails_checkpoints_then_processing_resumes(cluster, topologie
         eventually(checkpoints_failing, 60)
     finally:
         redis_server.start()
+    work.wait_all_acked(180)
+    at_least_once(committed_counts(redis_server, name), work.expected_words(), in_flight_sentences=2 * 200)
+
+
+def test_counts_survive_a_rebalance_of_the_counting_bolt(cluster, topologies, redis_server, tmp_path):
+    """``nimbus rebalance -e count=4`` (4 tasks, from 2 executors to 4, on one worker instead of two):
+    every task loads the key groups it owns from Redis wherever it runs after the rebalance."""
+    work = DurableInput(tmp_path, 8000)
+    name, _ = topologies.submit(STATEFUL_WC, "state-rebal", *work.overrides(**{
+        "topology.state.provider": "redis", "topology.state.redis.url": redis_server.url,
+        "test.count.tasks": 4, "test.count.parallelism": 2,
+    }))
+    work.wait_acked_beyond(500, 90)
+    cli(cluster, "rebalance", name, "-n", "1", "-e", "count=4", "--wait", "1")
+
+    def rebalanced():
+        s = status(cluster, name)
+        assert s["executors_running"] == s["executors"], s
+        assert (s["status"], s["workers"], s["components"]["count"]["executors"]) == ("ACTIVE", 1, 4)
+
+    eventually(rebalanced, 90)
     work.wait_all_acked(180)
     at_least_once(committed_counts(redis_server, name), work.expected_words(), in_flight_sentences=2 * 200)

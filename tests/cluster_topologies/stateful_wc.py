@@ -27,6 +27,7 @@ def topology(conf=None):
     b = TopologyBuilder()
     b.set_spout("source", DurableSpout, 2)
     b.set_bolt("split", SplitSentence, 2).shuffle_grouping("source")
-    b.set_bolt("count", StatefulCount, 2).fields_grouping("split", ["word"])
+    b.set_bolt("count", StatefulCount, int(conf.get("test.count.parallelism", 2)),
+               tasks=int(conf.get("test.count.tasks", 2))).fields_grouping("split", ["word"])
     return b.create_topology(conf={"topology.workers": int(conf.get("test.workers", 2)),
                                    "topology.max.spout.pending": 200})
