@@ -305,3 +305,73 @@ def test_a_save_that_fails_recovers_from_the_state_recorded_before_it(step):
         out = c.save_failed(1.0)  # COMMITTING(2) not written: PREPARING(2) → roll back
         assert emits(out) == [(2, ROLLBACK)]
     assert c.recovering and c.recorded == c.state
+
+
+# ------------------------------------------------------------------------------ barrier alignment (exactly-once core)
+
+from gale.worker.state.barrier import AlignedBarrier  # noqa: E402
+
+
+def test_alignment_holds_channels_past_the_barrier_until_every_channel_delivered_it():
+    a = AlignedBarrier({1, 2, 3})
+    assert a.offer_tuple(1, "a1") and a.offer_tuple(2, "b1")
+    assert a.offer_barrier(1, 5) == (False, [])
+    assert a.blocked(1) and not a.blocked(2)
+    assert not a.offer_tuple(1, "a2")  # past the barrier on channel 1: belongs to checkpoint 6
+    assert a.offer_tuple(2, "b2") and a.offer_tuple(3, "c1")  # still before barrier 5 on 2 and 3
+    assert a.offer_barrier(3, 5) == (False, [])
+    assert not a.offer_tuple(3, "c2") and not a.offer_tuple(1, "a3")
+    complete, released = a.offer_barrier(2, 5)
+    assert complete and released == ["a2", "c2", "a3"]  # in arrival order
+    assert not a.blocked(1) and a.offer_tuple(1, "a4")
+    assert a.last_complete == 5
+
+
+def test_alignment_single_channel_completes_at_once():
+    a = AlignedBarrier({7})
+    assert a.offer_barrier(7, 1) == (True, [])
+    assert a.offer_tuple(7, "x")
+
+
+@pytest.mark.parametrize("order", list(itertools.permutations([1, 2, 3])))
+def test_alignment_cut_is_consistent_whatever_the_arrival_order(order):
+    """Every tuple a channel sent before its barrier is processed before the snapshot, every tuple
+    after it only after the snapshot — for any interleaving of the three channels."""
+    a = AlignedBarrier({1, 2, 3})
+    processed: list[str] = []
+    snapshot_at = None
+    events = []
+    for ch in order:
+        events += [("t", ch, f"{ch}-before"), ("b", ch, None), ("t", ch, f"{ch}-after")]
+    # interleave: all 'before' tuples and barriers in the given order, 'after' tuples right after their barrier
+    for kind, ch, tup in events:
+        if kind == "t":
+            if a.offer_tuple(ch, tup):
+                processed.append(tup)
+        else:
+            complete, released = a.offer_barrier(ch, 1)
+            if complete:
+                snapshot_at = len(processed)
+                processed += released
+    assert snapshot_at is not None
+    assert sorted(processed[:snapshot_at]) == ["1-before", "2-before", "3-before"]
+    assert sorted(processed[snapshot_at:]) == ["1-after", "2-after", "3-after"]
+
+
+def test_alignment_refuses_protocol_violations_and_resets():
+    a = AlignedBarrier({1, 2})
+    a.offer_barrier(1, 3)
+    with pytest.raises(ValueError, match="twice"):
+        a.offer_barrier(1, 3)
+    with pytest.raises(ValueError, match="while aligning 3"):
+        a.offer_barrier(2, 4)
+    with pytest.raises(ValueError, match="unknown channel"):
+        a.offer_barrier(9, 3)
+    a.offer_tuple(1, "held")
+    assert a.reset() == ["held"] and not a.blocked(1)
+    a.offer_barrier(1, 3)
+    a.offer_barrier(2, 3)
+    with pytest.raises(ValueError, match="after checkpoint 3 completed"):
+        a.offer_barrier(1, 2)
+    with pytest.raises(ValueError, match="at least one"):
+        AlignedBarrier(set())

@@ -72,3 +72,65 @@ class DeferredAcks:
 
     def __len__(self) -> int:
         return len(self.pending) + len(self.prepared)
+
+
+class AlignedBarrier:
+    """Barrier alignment for exactly-once checkpoints (Chandy–Lamport / Flink), pure — the next step
+    of docs/state.md "Not yet"; not wired into the runtime yet.
+
+    Barriers flow in-band on every input channel (an upstream task). When barrier ``n`` arrives on a
+    channel, that channel is *blocked*: its later tuples belong to checkpoint ``n+1`` and are held
+    until barrier ``n`` has arrived on every channel; then the task snapshots (``n`` is complete),
+    and the held tuples are released in arrival order. ``offer`` says what to do with each arrival.
+    """
+
+    def __init__(self, channels: set[int] | frozenset[int]):
+        if not channels:
+            raise ValueError("a task aligning barriers has at least one input channel")
+        self.channels = frozenset(channels)
+        self.current: int | None = None  # the barrier being aligned
+        self.arrived: set[int] = set()
+        self.held: list[tuple[int, Any]] = []  # (channel, tuple) behind a barrier, in arrival order
+        self.last_complete: int | None = None
+
+    def blocked(self, channel: int) -> bool:
+        return channel in self.arrived
+
+    def offer_tuple(self, channel: int, tup: Any) -> bool:
+        """A data tuple arrived: True to process it now, False when it is held (its channel is past
+        the barrier being aligned)."""
+        if channel in self.arrived:
+            self.held.append((channel, tup))
+            return False
+        return True
+
+    def offer_barrier(self, channel: int, txid: int) -> tuple[bool, list[Any]]:
+        """Barrier ``txid`` arrived on ``channel``. Returns ``(complete, released)``: ``complete``
+        when it has now arrived on every channel (snapshot checkpoint ``txid`` before processing the
+        released tuples, which are the held ones in arrival order)."""
+        if channel not in self.channels:
+            raise ValueError(f"barrier from unknown channel {channel}")
+        if self.last_complete is not None and txid <= self.last_complete:
+            raise ValueError(f"barrier {txid} on channel {channel} after checkpoint {self.last_complete} completed")
+        if self.current is None:
+            self.current = txid
+        elif txid != self.current:
+            raise ValueError(f"barrier {txid} on channel {channel} while aligning {self.current}: one checkpoint "
+                             "at a time (a channel delivers barriers in order)")
+        if channel in self.arrived:
+            raise ValueError(f"barrier {txid} twice on channel {channel}")
+        self.arrived.add(channel)
+        if self.arrived != self.channels:
+            return False, []
+        released = [t for _, t in self.held]
+        self.held = []
+        self.arrived = set()
+        self.last_complete, self.current = txid, None
+        return True, released
+
+    def reset(self) -> list[Any]:
+        """A rollback: forget the alignment in progress; the held tuples are returned (dropped by
+        the caller: they belong to the generation being rolled back)."""
+        dropped = [t for _, t in self.held]
+        self.held, self.arrived, self.current = [], set(), None
+        return dropped
