@@ -41,7 +41,7 @@ class StateError(Exception):
 
 
 def pack(value: Any) -> bytes:
-    return msgpack.packb(value, use_bin_type=True, strict_types=False)
+    return msgpack.packb(value, use_bin_type=True)
 
 
 def unpack_key(data: bytes) -> Any:
@@ -73,12 +73,34 @@ class KeyValueState:
         self._deleted: set[Any] = set()
         #: key → None when this task owns the key, else a message saying why not (key groups)
         self._owns = owns
+        # one Packer per state (a task's state is used by one thread): cheaper than packb per put
+        self._packb = msgpack.Packer(use_bin_type=True).pack
 
     # --- the user's API
     def get(self, key: Any, default: Any = None) -> Any:
         return self._data.get(key, default)
 
     def put(self, key: Any, value: Any) -> None:
+        data = self._data
+        try:
+            known = key in data  # a key already in the state was checked when it was first put
+        except TypeError:
+            known = False
+        if not known:
+            self._check_key(key)
+        try:
+            packed = self._packb(value)
+        except (TypeError, ValueError, OverflowError) as exc:
+            raise StateError(
+                f"state value for key {key!r} has type {_describe(value)}, which cannot be serialized ({exc}); values must be "
+                "None, bool, int, float, str, bytes, or lists/tuples/dicts of those"
+            ) from None
+        data[key] = value
+        self._dirty[key] = packed
+        if self._deleted:
+            self._deleted.discard(key)
+
+    def _check_key(self, key: Any) -> None:
         try:
             hash(key)
             pack(key)
@@ -91,16 +113,6 @@ class KeyValueState:
             why = self._owns(key)
             if why is not None:
                 raise StateError(why)
-        try:
-            packed = pack(value)
-        except (TypeError, ValueError, OverflowError) as exc:
-            raise StateError(
-                f"state value for key {key!r} has type {_describe(value)}, which cannot be serialized ({exc}); values must be "
-                "None, bool, int, float, str, bytes, or lists/tuples/dicts of those"
-            ) from None
-        self._data[key] = value
-        self._dirty[key] = packed
-        self._deleted.discard(key)
 
     def delete(self, key: Any) -> None:
         """Remove ``key`` (no error when absent)."""
