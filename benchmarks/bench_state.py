@@ -5,7 +5,8 @@ Run: ``.venv/bin/python -m benchmarks.bench_state [--sentences N] [--repeat R] [
 Prints ``name: value unit`` lines:
 
 * ``state_wordcount_{stateless,stateful_memory,stateful_redis}_spout_tuples_per_sec`` — sentences
-  fully processed (acked) per second in local mode: spout → split ×4 (shuffle) → count ×4 (fields on
+  fully processed (acked) per second in local mode, in steady state (``--window`` seconds after a
+  3 s warm-up; ``--window 0``: whole runs of ``--sentences``, including the wait for the last checkpoint): spout → split ×4 (shuffle) → count ×4 (fields on
   word), the count a plain dict (stateless) or a ``StatefulBolt`` with 1 s checkpoints (memory
   provider; Redis from Debian's ``redis-server``, started here), ``topology.max.spout.pending``
   ``--pending`` (default 20000) for all three, best of ``--repeat``, interleaved; and ``..._ratio``
@@ -36,22 +37,37 @@ from gale.worker.state.provider import MemoryStateProvider  # noqa: E402
 from gale.worker.state.task_state import TaskState  # noqa: E402
 
 
+EXTRA: dict = {}
+
+
 def topology(sentences: int, stateful: bool, pending: int | None):
     b = TopologyBuilder()
     b.set_spout("sentences", word_count.RandomSentenceSpout, 1, kwargs={"limit": sentences, "seed": 1})
     b.set_bolt("split", word_count.SplitSentence, 4).shuffle_grouping("sentences")
     count = stateful_word_count.StatefulWordCount if stateful else word_count.WordCount
     b.set_bolt("count", count, 4).fields_grouping("split", ["word"])
-    return b.create_topology("bench", {"topology.max.spout.pending": pending})
+    return b.create_topology("bench", {"topology.max.spout.pending": pending, **EXTRA})
 
 
-def run(sentences: int, stateful: bool, conf: dict, pending: int | None) -> float:
-    topo = topology(sentences, stateful, pending)
+def run(sentences: int, stateful: bool, conf: dict, pending: int | None, window: float = 0.0) -> float:
+    """Sentences acked per second: over the whole run of ``sentences`` (until the last is acked), or
+    with ``window`` > 0, in steady state — acked during ``window`` seconds after a 3 s warm-up, the
+    spout unbounded."""
+    topo = topology(0 if window else sentences, stateful, pending)
     with LocalCluster() as cluster:
         t0 = time.perf_counter()
         running = cluster.submit_topology("bench", conf, topo)
         spouts = [ex for ex in running.runtime.executors.values() if ex.component == "sentences"]
-        while sum(sum(ex.stats.acked.values()) for ex in spouts) < sentences:
+
+        def acked() -> int:
+            return sum(sum(ex.stats.acked.values()) for ex in spouts)
+
+        if window:
+            time.sleep(3.0)  # benchmark pacing: warm-up, then a timed window
+            a1, t1 = acked(), time.perf_counter()
+            time.sleep(window)
+            return (acked() - a1) / (time.perf_counter() - t1)
+        while acked() < sentences:
             time.sleep(0.05)
         return sentences / (time.perf_counter() - t0)
 
@@ -86,9 +102,13 @@ def main() -> None:
     parser.add_argument("--sentences", type=int, default=30_000)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--no-redis", action="store_true")
+    parser.add_argument("--interval", type=int, default=1000, help="topology.state.checkpoint.interval.ms")
+    parser.add_argument("--window", type=float, default=10.0,
+                        help="measure steady state over this many seconds (0: whole runs of --sentences)")
     parser.add_argument("--pending", type=int, default=20_000,
                         help="topology.max.spout.pending of all variants (0: unlimited)")
     args = parser.parse_args()
+    EXTRA["topology.state.checkpoint.interval.ms"] = args.interval
     configure(fmt="console", level="WARNING")
     redis = None
     if not args.no_redis:
@@ -107,7 +127,8 @@ def main() -> None:
                     from gale.worker.state.redis_provider import RedisStateProvider
 
                     RedisStateProvider(redis.url).client.flushdb()
-                best[name] = max(best.get(name, 0.0), run(args.sentences, stateful, conf, args.pending or None))
+                best[name] = max(best.get(name, 0.0),
+                                 run(args.sentences, stateful, conf, args.pending or None, args.window))
         for name, _, _ in variants:
             print(f"state_wordcount_{name}_spout_tuples_per_sec: {best[name]:.0f} tuples/s")
             if name != "stateless":

@@ -48,6 +48,9 @@ class CheckpointBarrier:
 
 
 class DeferredAcks:
+    """Held acks as opaque items (the runtime holds ``root, value`` int pairs, see
+    ``executor.DeferringCollector``); ``pending`` may be appended to directly."""
+
     def __init__(self) -> None:
         self.pending: list[Any] = []
         self.prepared: list[Any] = []

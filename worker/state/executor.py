@@ -21,14 +21,12 @@ from typing import Any
 from gale.topology.checkpointing import checkpoint_inputs, data_inputs
 from gale.topology.state import CHECKPOINT_STREAM
 from gale.topology.tuple import Tuple
+from gale.worker.runtime.acker import ACK, FAIL
 from gale.worker.runtime.collector import BoltOutputCollector
 from gale.worker.runtime.executor import BoltExecutor
 from gale.worker.state.barrier import PROCESS, CheckpointBarrier, DeferredAcks
 from gale.worker.state.coordinator import COMMIT, INITSTATE, PREPARE, ROLLBACK
 from gale.worker.state.task_state import TaskState
-
-_DEFERRED = -3.0  # Tuple._st of an input whose ack waits for a checkpoint
-
 
 class CheckpointBoltExecutor(BoltExecutor):
     def __init__(self, runtime: Any, executor_id: tuple[int, int], component: str):
@@ -76,7 +74,11 @@ class CheckpointBoltExecutor(BoltExecutor):
 
 
 class DeferringCollector(BoltOutputCollector):
-    """The collector of a stateful task: ``ack`` is held until the checkpoint covering it commits."""
+    """The collector of a stateful task: ``ack`` is held until the checkpoint covering it commits.
+
+    What is held is the acker's arithmetic, not the tuple: ``root, edge XOR ack_val`` per tree the
+    input belongs to, as plain ints in a flat list — a checkpoint interval holds hundreds of
+    thousands of acks, and as Tuple objects they would be scanned by every garbage collection."""
 
     def __init__(self, executor: StatefulBoltExecutor, task: int, routes: dict) -> None:
         super().__init__(executor, task, routes)
@@ -85,14 +87,28 @@ class DeferringCollector(BoltOutputCollector):
     def ack(self, tup: Tuple) -> None:
         if tup._st < 0:
             return  # acked or failed already
-        tup._st = _DEFERRED
-        self.deferred.acked(tup)
+        tup._st = -1.0
+        ids = tup.message_id
+        if ids and self._acking:
+            av = tup.ack_val
+            pending = self.deferred.pending
+            for root, edge in ids.items():
+                pending.append(root)
+                pending.append(edge ^ av)
+        self._stats.acked[tup.fields.source_key] += 1
 
-    def release(self, tuples: list[Tuple], ok: bool) -> None:
-        real = BoltOutputCollector.ack if ok else BoltOutputCollector.fail
-        for tup in tuples:
-            tup._st = 0.0
-            real(self, tup)
+    def release(self, held: list[int], start: int = 0, stop: int | None = None) -> None:
+        """Send the held acks ``held[start:stop]`` (root, value pairs)."""
+        send, acker_task = self._send_acker, self._acker_task
+        for i in range(start, len(held) if stop is None else stop, 2):
+            root = held[i]
+            send(acker_task(root), (ACK, root, held[i + 1], 0))
+
+    def fail_held(self, held: list[int]) -> None:
+        """Fail the trees of held acks (a rollback discarded their effects)."""
+        send, acker_task = self._send_acker, self._acker_task
+        for root in set(held[0::2]):
+            send(acker_task(root), (FAIL, root, 0, 0))
 
 
 class StatefulBoltExecutor(CheckpointBoltExecutor):
@@ -101,6 +117,9 @@ class StatefulBoltExecutor(CheckpointBoltExecutor):
         self.initialized: dict[int, bool] = {task: False for task in self.tasks}
         self.held: dict[int, list[Tuple]] = {task: [] for task in self.tasks}
         self.states: dict[int, TaskState] = {}
+        # acks a commit released, sent at most RELEASE_PER_ROUND per round: a whole interval's acks
+        # at once would fill the acker's queue past the high-water mark and pause every spout
+        self.releasing: deque[list] = deque()  # [collector, held, next index]
 
     def prepare(self) -> None:
         runtime = self.runtime
@@ -124,6 +143,26 @@ class StatefulBoltExecutor(CheckpointBoltExecutor):
         self.stats.extra.setdefault("state_bytes_written", 0)
         self.stats.extra.setdefault("state_checkpoint_failures", 0)
         self.stats.extra.setdefault("state_keys_max", 0)
+
+    RELEASE_PER_ROUND = 4096  # acks (root, value pairs)
+
+    def run_batch(self, budget: int) -> int:
+        sent = 0
+        releasing = self.releasing
+        while releasing and sent < self.RELEASE_PER_ROUND:
+            entry = releasing[0]
+            collector, held, start = entry
+            stop = min(len(held), start + 2 * (self.RELEASE_PER_ROUND - sent))
+            collector.release(held, start, stop)
+            sent += (stop - start) // 2
+            if stop >= len(held):
+                releasing.popleft()
+            else:
+                entry[2] = stop
+        return sent + super().run_batch(budget)
+
+    def has_work(self) -> bool:
+        return bool(self.releasing) or super().has_work()
 
     def _run_task(self, task: int, queue: deque, budget: int) -> int:
         if self.initialized[task]:
@@ -149,7 +188,8 @@ class StatefulBoltExecutor(CheckpointBoltExecutor):
             self.stats.extra["state_checkpoint_failures"] += 1
 
     def pending_count(self) -> int:
-        return sum(len(c.deferred) for c in self.collectors.values()) + sum(len(h) for h in self.held.values())
+        releasing = sum((len(held) - start) // 2 for _, held, start in self.releasing)
+        return sum(len(c.deferred) // 2 for c in self.collectors.values()) + sum(len(h) for h in self.held.values()) + releasing
 
     def act(self, task: int, txid: int, action: str) -> None:
         bolt = self.bolts[task]
@@ -168,12 +208,14 @@ class StatefulBoltExecutor(CheckpointBoltExecutor):
             if ready:
                 bolt.pre_commit(txid)
             state.commit(txid)  # also when not initialized: the COMMIT of a recovery finishes ours
-            collector.release(collector.deferred.commit(), ok=True)
+            held = collector.deferred.commit()
+            if held:
+                self.releasing.append([collector, held, 0])
         elif action == ROLLBACK:
             if ready:
                 bolt.pre_rollback()
             state.rollback(reload=ready)
-            collector.release(collector.deferred.rollback(), ok=False)
+            collector.fail_held(collector.deferred.rollback())
         elif action == INITSTATE:
             if not ready:
                 state.load()
