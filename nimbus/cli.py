@@ -16,6 +16,7 @@ import click
 
 from gale import config as gconfig
 from gale.errors import GaleError
+from gale.topology.state import CHECKPOINT_COMPONENT
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
@@ -255,6 +256,9 @@ def status(name: str, config: str | None, as_json: bool, window: str) -> None:
                    f"{s.get('transferred', 0):>11} {s.get('acked', 0):>10} {s.get('failed', 0):>8} "
                    f"{s.get('complete_latency_ms', 0):>11.3f} {s.get('execute_latency_ms', 0):>10.3f} "
                    f"{s.get('capacity', 0):>8.3f}")
+    line = checkpoint_line(detail["components"], time.time())
+    if line:
+        click.echo(line)
     click.echo("executors:")
     for comp, c in detail["components"].items():
         places = {}
@@ -273,6 +277,22 @@ def status(name: str, config: str | None, as_json: bool, window: str) -> None:
             when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(e["error_time_secs"]))
             first = e["error"].strip().splitlines()[-1] if e["error"].strip() else ""
             click.echo(f"  {comp} {when} {e['host']}:{e['port']}: {first}")
+
+
+def checkpoint_line(components: dict, now: float) -> str | None:
+    """One line on a stateful topology's checkpoints (docs/state.md "Operations"), or None."""
+    cp = components.get(CHECKPOINT_COMPONENT)
+    if cp is None:
+        return None
+    extra = (cp.get("stats") or {}).get("extra", {})
+    stateful = [c for c in components.values() if "state_bytes_written" in ((c.get("stats") or {}).get("extra", {}))]
+    written = sum(c["stats"]["extra"]["state_bytes_written"] for c in stateful)
+    committed = extra.get("checkpoint_commit_time_secs")
+    age = f"{now - committed:.1f}s ago" if committed else "never"
+    return (f"checkpoints: txid {int(extra.get('checkpoint_txid_max', 0))} committed {age}, "
+            f"{int(extra.get('checkpoints_committed', 0))} committed, last took "
+            f"{extra.get('checkpoint_duration_ms', 0):.0f} ms, {int(extra.get('checkpoint_failures', 0))} failed; "
+            f"state written {written} bytes")
 
 
 @main.command()

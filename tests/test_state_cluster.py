@@ -4,6 +4,7 @@ Redis server; counts read back from Redis must be exact after faults."""
 from __future__ import annotations
 
 import os
+import re
 import signal
 from pathlib import Path
 
@@ -56,6 +57,13 @@ def test_counts_exact_in_redis(cluster, topologies, redis_server, tmp_path):
     work.wait_all_acked(120)
     # every sentence acked: its words are in a committed checkpoint (acks wait for the commit)
     assert committed_counts(redis_server, name) == dict(work.expected_words())
+
+    def reported():  # the checkpoint figures reach nimbus status with the workers' heartbeats
+        out = cli(cluster, "status", name).stdout
+        assert re.search(r"checkpoints: txid [1-9]\d* committed [\d.]+s ago", out), out
+        assert not re.search(r"state written 0 bytes", out), out
+
+    eventually(reported, 60)
 
 
 def at_least_once(counts, expected, in_flight_sentences):

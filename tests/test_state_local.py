@@ -179,3 +179,18 @@ def test_the_stateful_word_count_example_commits_every_counted_word():
 
         counts = eventually(all_acked_and_committed, timeout=60)
     assert set(counts) <= {w for s in __import__("word_count").SENTENCES for w in s.split()}
+
+
+def test_status_line_on_checkpoints():
+    from gale.nimbus.cli import checkpoint_line
+
+    assert checkpoint_line({"count": {"stats": {"extra": {}}}}, 100.0) is None
+    components = {
+        CHECKPOINT_COMPONENT: {"stats": {"extra": {"checkpoint_txid_max": 7, "checkpoint_commit_time_secs": 98.5,
+                                                   "checkpoints_committed": 7, "checkpoint_duration_ms": 12.4,
+                                                   "checkpoint_failures": 1}}},
+        "count": {"stats": {"extra": {"state_bytes_written": 300}}},
+        "split": {"stats": None},
+    }
+    assert checkpoint_line(components, 100.0) == (
+        "checkpoints: txid 7 committed 1.5s ago, 7 committed, last took 12 ms, 1 failed; state written 300 bytes")

@@ -101,3 +101,20 @@ def test_open_provider_by_name(redis_server):
         open_provider({"topology.state.provider": "hbase"})
     with pytest.raises(StateProviderError, match="invalid topology.state.redis.url 'nope'"):
         RedisStateProvider("nope")
+
+
+def test_a_state_written_with_another_partitioning_is_refused_not_mixed(provider):
+    from gale.topology.state import StateError
+    from gale.worker.state.task_state import TaskState
+
+    first = TaskState(provider, "topo", "count", 0, 2, 128, [["word"]])
+    first.load()
+    first.kv.put(next(k for k in (f"w{i}" for i in range(1000)) if first.kv._owns(k) is None), 1)
+    first.prepare(1)
+    first.commit(1)
+    TaskState(provider, "topo", "count", 1, 2, 128, [["word"]]).load()  # same layout: fine
+    with pytest.raises(StateError, match=r"written with keyed state in 128 key groups.*this topology has keyed "
+                                         r"state in 64 key groups"):
+        TaskState(provider, "topo", "count", 0, 2, 64, [["word"]]).load()
+    with pytest.raises(StateError, match=r"this topology has per-task state over 2 tasks"):
+        TaskState(provider, "topo", "count", 0, 2, None).load()

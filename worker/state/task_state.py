@@ -8,11 +8,18 @@ Keyed (every data input of the bolt is a fields grouping): the state is stored p
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from typing import Any
 
 from gale.topology.keygroups import key_group, owned_groups, owner_index
-from gale.topology.state import KeyValueState, pack, unpack_key, unpack_value
+from gale.topology.state import KeyValueState, StateError, pack, unpack_key, unpack_value
+
+
+def _describe_layout(layout: dict) -> str:
+    if layout.get("key_groups") is not None:
+        return f"keyed state in {layout['key_groups']} key groups (topology.state.key.groups)"
+    return f"per-task state over {layout.get('tasks')} tasks (an input that is not a fields grouping)"
 
 
 class TaskState:
@@ -21,6 +28,9 @@ class TaskState:
         self.provider = provider
         self.key_groups = key_groups
         base = f"{prefix}/{component}"
+        self.component = component
+        self.layout_name = f"{base}/__layout"
+        self.layout = {"version": 1, "key_groups": key_groups, "tasks": None if key_groups is not None else tasks}
         if key_groups is not None:
             self.owned = owned_groups(index, key_groups, tasks)
             owned = set(self.owned)
@@ -48,8 +58,29 @@ class TaskState:
             self.kv = KeyValueState()
         self.bytes_written = 0
 
+    def check_layout(self) -> None:
+        """The state's partitioning must be the one it was written with: a different
+        ``topology.state.key.groups``, keyed state become per-task (or back), or per-task state with
+        another task count would read other keys than were written — refused, naming both."""
+        raw = self.provider.get_meta(self.layout_name)
+        if raw is None:
+            self.provider.put_meta(self.layout_name, json.dumps(self.layout, sort_keys=True).encode())
+            return
+        try:
+            stored = json.loads(raw)
+        except ValueError:
+            raise StateError(f"the state layout record {self.layout_name} is not JSON: {raw[:80]!r}") from None
+        if stored != self.layout:
+            raise StateError(
+                f"the state of component {self.component!r} was written with {_describe_layout(stored)}, but this "
+                f"topology has {_describe_layout(self.layout)}: its keys would be read from the wrong places. Keep the "
+                "topology's state settings and groupings (rescale within the task count), or clear the component's "
+                "state to start afresh (docs/state.md)"
+            )
+
     def load(self) -> None:
         """The committed content of every namespace of this task becomes the working state."""
+        self.check_layout()
         data: dict[Any, Any] = {}
         for content in self.provider.load(self.namespaces).values():
             for k, v in content.items():
