@@ -15,7 +15,6 @@ hook raising) fails the checkpoint tuple: the coordinator rolls back and retries
 from __future__ import annotations
 
 from collections import deque
-from itertools import islice
 from typing import Any
 
 from gale.topology.checkpointing import checkpoint_inputs, data_inputs
@@ -34,10 +33,14 @@ class CheckpointBoltExecutor(BoltExecutor):
         defn = runtime.defn
         n_inputs = sum(len(runtime.layout.component_tasks(c)) for c in checkpoint_inputs(defn, component))
         self.barriers = {task: CheckpointBarrier(n_inputs) for task in self.tasks}
+        self._run: deque = deque()  # the data tuples handed to BoltExecutor._run_task in one go
 
     def _run_task(self, task: int, queue: deque, budget: int) -> int:
+        # the transfer receiver appends to ``queue`` from another thread: only popleft and [0] here
+        # (iterating a deque that another thread appends to raises "deque mutated during iteration")
         done = 0
         run_data = super()._run_task
+        run = self._run
         while queue and done < budget:
             head = queue[0]
             if head.fields.stream == CHECKPOINT_STREAM:
@@ -45,12 +48,11 @@ class CheckpointBoltExecutor(BoltExecutor):
                 self.on_checkpoint(task, head)
                 done += 1
                 continue
-            n = 0
-            for t in islice(queue, 0, budget - done):
-                if t.fields.stream == CHECKPOINT_STREAM:
-                    break
-                n += 1
-            done += run_data(task, queue, n)
+            limit = budget - done
+            pop = queue.popleft
+            while len(run) < limit and queue and queue[0].fields.stream != CHECKPOINT_STREAM:
+                run.append(pop())
+            done += run_data(task, run, len(run))
         return done
 
     def on_checkpoint(self, task: int, tup: Tuple) -> None:
