@@ -542,9 +542,13 @@ def local(topology_file: str, duration: float, overrides: tuple[str, ...], as_js
               help="Working directory (default: a new temp directory).")
 @click.option("--http-port", type=int, default=8080, show_default=True, help="nimbus HTTP port (0: any free).")
 @click.option("--demo", is_flag=True, help="Submit the flagship demo topology and show its results live.")
-@click.option("--demo-duration", type=float, default=0, help="With --demo: stop after this many seconds (0: Ctrl-C).")
+@click.option("--demo-state", is_flag=True,
+              help="Submit the stateful word count with its counts in Redis, and kill -9 its counting worker "
+                   "at 20 s: the counts survive (docs/state.md).")
+@click.option("--demo-duration", type=float, default=0,
+              help="With --demo or --demo-state: stop after this many seconds (0: Ctrl-C).")
 def dev_cluster(supervisors: int, slots: int, base_dir: str | None, http_port: int, demo: bool,
-                demo_duration: float) -> None:
+                demo_state: bool, demo_duration: float) -> None:
     """Start a real ZooKeeper, a nimbus and N supervisors with M slots each; Ctrl-C stops all.
 
     \b
@@ -554,7 +558,7 @@ def dev_cluster(supervisors: int, slots: int, base_dir: str | None, http_port: i
     from gale.nimbus.devcluster import run_dev_cluster
 
     try:
-        sys.exit(run_dev_cluster(supervisors, slots, base_dir, http_port, demo, demo_duration))
+        sys.exit(run_dev_cluster(supervisors, slots, base_dir, http_port, demo, demo_duration, demo_state))
     except GaleError as exc:
         fail(str(exc))
 
