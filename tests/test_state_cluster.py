@@ -13,7 +13,7 @@ import pytest
 from gale.redisserver import RedisServer
 from gale.worker.state.inspect import read_committed
 from gale.worker.state.redis_provider import RedisStateProvider
-from tests.cluster import CORPUS, DurableInput, Topologies, cli, make_cluster, status
+from tests.cluster import CORPUS, DurableInput, Topologies, api, cli, make_cluster, status
 from tests.waiting import eventually
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(300)]
@@ -53,7 +53,7 @@ def committed_counts(redis_server, name):
 
 def test_counts_exact_in_redis(cluster, topologies, redis_server, tmp_path):
     work = DurableInput(tmp_path, 2000)
-    name, _ = submit(topologies, redis_server, work, "state-exact")
+    name, tid = submit(topologies, redis_server, work, "state-exact")
     work.wait_all_acked(120)
     # every sentence acked: its words are in a committed checkpoint (acks wait for the commit)
     assert committed_counts(redis_server, name) == dict(work.expected_words())
@@ -62,6 +62,8 @@ def test_counts_exact_in_redis(cluster, topologies, redis_server, tmp_path):
         out = cli(cluster, "status", name).stdout
         assert re.search(r"checkpoints: txid [1-9]\d* committed [\d.]+s ago", out), out
         assert not re.search(r"state written 0 bytes", out), out
+        cp = api(cluster, f"/api/v1/topology/{tid}")["checkpoints"]  # the UI's topology page reads this
+        assert cp["txid"] >= 1 and cp["lastCommitAgeSecs"] is not None and cp["stateBytesWritten"] > 0, cp
 
     eventually(reported, 60)
 
@@ -102,7 +104,8 @@ def test_counts_survive_kill_minus_9_of_a_worker(cluster, topologies, redis_serv
     os.kill(pid, signal.SIGKILL)
     work.wait_all_acked(180)
     # every sentence acked: its words are in a committed checkpoint
-    at_least_once(committed_counts(redis_server, name), work.expected_words(), in_flight_sentences=2 * 200)
+    over = at_least_once(committed_counts(redis_server, name), work.expected_words(), in_flight_sentences=2 * 200)
+    print(f"kill -9 of the {component} worker: over-counted by {over} words")
 
     def restarted():
         pids = {e["worker"]["pid"] for e in status(cluster, name)["components"][component]["executor_list"]
