@@ -118,3 +118,54 @@ def test_a_state_written_with_another_partitioning_is_refused_not_mixed(provider
         TaskState(provider, "topo", "count", 0, 2, 64, [["word"]]).load()
     with pytest.raises(StateError, match=r"this topology has per-task state over 2 tasks"):
         TaskState(provider, "topo", "count", 0, 2, None).load()
+
+
+def test_the_checkpoint_spout_waits_for_an_unreachable_provider_and_starts_when_it_answers():
+    """Its recorded state cannot be read: the error is reported, retried once per interval (not on
+    every next_tuple call), and recovery starts when the provider answers."""
+    from gale.worker.state.checkpoint_spout import CheckpointSpout
+
+    class Down(MemoryStateProvider):
+        up = False
+        reads = 0
+
+        def get_meta(self, name):
+            self.reads += 1
+            if not self.up:
+                raise StateProviderError("redis state provider at redis://x: read failed: Connection refused")
+            return super().get_meta(name)
+
+    class Collector:
+        def __init__(self):
+            self.errors, self.emitted, self._stats = [], [], type("S", (), {"extra": {}})()
+
+        def report_error(self, e):
+            self.errors.append(str(e))
+
+        def declare_metrics(self, names):
+            pass
+
+        def incr_metric(self, name, n=1):
+            pass
+
+        def emit(self, values, msg_id=None, stream="default"):
+            self.emitted.append(list(values))
+
+    class Context:
+        resources = {"state": Down(), "state_prefix": "topo"}
+
+    now = [0.0]
+    spout = CheckpointSpout(clock=lambda: now[0])
+    collector = Collector()
+    spout.open({"topology.state.checkpoint.interval.ms": 1000}, Context(), collector)
+    provider = Context.resources["state"]
+    for _ in range(50):
+        spout.next_tuple()
+    assert provider.reads == 1 and "Connection refused" in collector.errors[0]
+    now[0] = 1.0
+    spout.next_tuple()
+    assert provider.reads == 2 and collector.emitted == []
+    provider.up = True
+    now[0] = 2.0
+    spout.next_tuple()
+    assert collector.emitted == [[0, "INITSTATE"]]  # recovery of a fresh topology

@@ -38,13 +38,18 @@ class CheckpointSpout(Spout):
         # levels (latest values) beside the counters; gale's own component, so it may hold the dict
         self._levels = collector._stats.extra
         self._opened = False
+        self._retry_at = float("-inf")
 
     def _start(self) -> None:
+        now = self._now()
+        if now < self._retry_at:
+            return
         try:
             raw = self.provider.get_meta(self.meta_name)
             saved = TxState.from_record(json.loads(raw) if raw else None)
         except Exception as exc:  # noqa: BLE001 - provider unreachable, record unreadable
             self.collector.report_error(f"cannot read the checkpoint state {self.meta_name}: {exc}")
+            self._retry_at = now + self.coordinator.interval  # not on every next_tuple call
             return
         self._opened = True
         log.info("checkpoint-recovery", txid=saved.txid, state=saved.phase)
