@@ -99,3 +99,25 @@ class BadValueCount(StatefulBolt):
     def execute(self, tup):
         self.state.put(tup["word"], object())
         self.collector.ack(tup)
+
+
+class TaskTotals(StatefulBolt):
+    """Per-task state (shuffle grouping): the number of words this task saw, under the key 'total'."""
+
+    def init_state(self, state):
+        self.state = state
+
+    def execute(self, tup):
+        self.state.put("total", self.state.get("total", 0) + 1)
+        self.collector.ack(tup)
+
+
+class ForeignKeyCount(StatefulBolt):
+    """Puts a key that is not the grouping value: refused (another task may own it)."""
+
+    def init_state(self, state):
+        self.state = state
+
+    def execute(self, tup):
+        self.state.put("total:" + tup["word"], 1)
+        self.collector.ack(tup)

@@ -10,7 +10,7 @@ import pytest
 
 import gale
 from gale import TopologyBuilder, TopologyError
-from gale.topology.state import CHECKPOINT_COMPONENT, CHECKPOINT_STREAM
+from gale.topology.state import CHECKPOINT_COMPONENT, CHECKPOINT_STREAM, unpack_value
 from gale.worker.local import LocalCluster
 from gale.worker.state.inspect import read_committed
 from tests.state_topologies import BadValueCount, FlakySplit, NumberedSentences, Sink, StatefulCount, sentence
@@ -233,3 +233,45 @@ def test_tuples_delivered_by_another_thread_while_the_executor_runs_are_all_coun
 
         counts = eventually(all_committed, timeout=60)
     assert counts == {f"w{i}": 2 * n // 50 for i in range(50)}
+
+
+def test_per_task_state_of_a_shuffle_grouped_stateful_bolt():
+    from tests.state_topologies import TaskTotals
+
+    n = 200
+    words = sum(len(sentence(i).split()) for i in range(n))
+    b = TopologyBuilder()
+    b.set_spout("sentences", NumberedSentences, 1)
+    b.set_bolt("split", FlakySplit, 1).shuffle_grouping("sentences")
+    b.set_bolt("totals", TaskTotals, 3).shuffle_grouping("split")
+    topo = b.create_topology("tt", {"test.sentences": n, "topology.state.checkpoint.interval.ms": 50})
+    with LocalCluster() as cluster:
+        running = cluster.submit_topology("tt", {}, topo)
+        provider = running.runtime.resources["state"]
+
+        def per_task():
+            loaded = provider.load([f"{running.runtime.state_prefix}/totals/task{i}" for i in range(3)])
+            # each task index has its own namespace holding its own 'total'
+            assert [len(v) for v in loaded.values()] == [1, 1, 1], loaded
+            counts = [unpack_value(next(iter(v.values()))) for v in loaded.values()]
+            assert sum(counts) == words, (counts, words)
+            return counts
+
+        counts = eventually(per_task, timeout=60)
+    assert all(c > 0 for c in counts)  # shuffled over all three tasks
+
+
+def test_a_put_of_a_key_another_task_owns_is_reported_naming_key_and_grouping():
+    from tests.state_topologies import ForeignKeyCount
+
+    topo = word_count(count_parallelism=4, sink=False, count=ForeignKeyCount).create_topology(
+        "fk", {"test.sentences": 20, "topology.state.checkpoint.interval.ms": 50})
+    with LocalCluster() as cluster:
+        running = cluster.submit_topology("fk", {}, topo)
+
+        def reported():
+            errors = running.errors.get("count", [])
+            assert any(re.search(r"state key 'total:\w+' belongs to key group \d+, owned by task index \d of "
+                                 r"'count', not this task .*grouping fields \['word'\]", e) for e in errors), errors
+
+        eventually(reported, timeout=30)
