@@ -39,6 +39,12 @@ def cluster(zk_server, tmp_path_factory):
 def topologies(cluster):
     with Topologies(cluster) as t:
         yield t
+        logs = [p for name in t.names
+                for p in cluster.base.glob(f"supervisor-*/logs/workers-artifacts/{name}-*/*/worker.log*")]
+    # a worker whose executor thread crashed is restarted and at-least-once hides it: look for it
+    assert logs or not t.names, "no worker log found to check"
+    crashed = [str(p) for p in logs if "executor-thread-crashed" in p.read_text(errors="replace")]
+    assert not crashed, f"executor threads crashed: {crashed}"
 
 
 def submit(topologies, redis_server, work, base):
