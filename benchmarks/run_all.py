@@ -5,7 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-BENCHMARKS = ["bench_local", "bench_cluster", "bench_ha", "bench_kafka", "bench_spark", "bench_multilang"]
+BENCHMARKS = ["bench_local", "bench_peers", "bench_cluster", "bench_ha", "bench_kafka", "bench_spark", "bench_multilang"]
 
 
 def main() -> int:

@@ -1,10 +1,20 @@
-"""Reading and writing Gale's cluster state in ZooKeeper (the seeds' layout, typed records).
+"""Reading and writing Gale's cluster state in ZooKeeper (typed records, Storm's layout:
+``docs/storm-model.md`` §2).
 
 A thin shell over kazoo: every path comes from :class:`gale.layout.Layout`, every payload is a
 :mod:`gale.records` record. Single-record readers return ``None`` for a missing node and raise
 :class:`~gale.errors.CorruptRecordError` for a malformed one; bulk readers skip malformed nodes
 and hand each one to ``on_corrupt`` (default: a structured warning), so one bad znode never stops
 a daemon loop.
+
+Reads at scale: a bulk read lists a directory and sends every request at once (kazoo's async
+calls, pipelined on the one connection), so reading a hundred assignments costs about one round
+trip, not a hundred. Decoded records are cached by the znode's ``mzxid`` (the transaction that last
+changed it): an unchanged znode is not decoded again. Records that rarely change and are re-read
+often — assignments and storm bases, by every supervisor every 10 s and every worker every
+``task.refresh.poll.secs`` — are re-read stat first: only the stat of an unchanged znode crosses
+the network. Cached records are shared between callers: never change one in place
+(records are changed with ``model_copy``).
 
 Fencing (nimbus HA): when :attr:`ClusterState.fence` is set to ``(path, version)``, writes to
 ``storms`` and ``assignments`` are ZooKeeper multi-ops that first check that the epoch znode still
@@ -14,7 +24,6 @@ has that version, so a deposed leader that has not noticed yet cannot overwrite 
 from __future__ import annotations
 
 import posixpath
-import time
 from collections.abc import Callable
 from typing import TypeVar
 
@@ -40,6 +49,9 @@ log = get_logger("cluster_state")
 
 WatchFn = Callable[..., object] | None
 
+#: the largest workerbeat written as is (ZooKeeper's jute.maxbuffer is 1,048,575 bytes)
+WORKERBEAT_MAX_BYTES = 900_000
+
 
 class FencedError(GaleError):
     """A fenced write found that leadership moved on (the epoch znode changed)."""
@@ -61,6 +73,8 @@ class ClusterState:
         self.layout = layout or Layout()
         self.on_corrupt = on_corrupt
         self.fence: tuple[str, int] | None = None
+        #: path → (mzxid, decoded record): records are decoded once per change of their znode
+        self._decoded: dict[str, tuple[int, Record]] = {}
 
     # ------------------------------------------------------------------ primitives
 
@@ -69,21 +83,35 @@ class ClusterState:
         for name in TOP_LEVEL:
             self.client.ensure_path(self.layout.dir(name))
 
-    def _read(self, cls: type[R], path: str, watch: WatchFn = None) -> R | None:
+    def _read(self, cls: type[R], path: str, watch: WatchFn = None, stat_first: bool = False) -> R | None:
+        """The record at ``path`` (None if missing). ``stat_first``: when a decoded copy is cached,
+        ask for the znode's stat only and fetch the data only if it changed (records that rarely
+        change and are read often: assignments, storm bases)."""
+        cached = self._decoded.get(path) if stat_first else None
+        if cached is not None and type(cached[1]) is cls:
+            stat = self.client.exists(path, watch=watch)
+            if stat is None:
+                self._decoded.pop(path, None)
+                return None
+            if stat.mzxid == cached[0]:
+                return cached[1]  # type: ignore[return-value]
+            watch = None  # set by exists already
         try:
-            data, _ = self.client.get(path, watch=watch)
+            data, stat = self.client.get(path, watch=watch)
         except NoNodeError:
             if watch is not None:
                 self.client.exists(path, watch=watch)
+            self._decoded.pop(path, None)
             return None
-        return cls.decode(data, path)
+        return self._decode(cls, path, data, stat)
 
-    def _read_with_stat(self, cls: type[R], path: str) -> tuple[R, ZnodeStat] | None:
-        try:
-            data, stat = self.client.get(path)
-        except NoNodeError:
-            return None
-        return cls.decode(data, path), stat
+    def _decode(self, cls: type[R], path: str, data: bytes, stat: ZnodeStat) -> R:
+        cached = self._decoded.get(path)
+        if cached is not None and cached[0] == stat.mzxid and type(cached[1]) is cls:
+            return cached[1]  # type: ignore[return-value]
+        rec = cls.decode(data, path)
+        self._decoded[path] = (stat.mzxid, rec)
+        return rec
 
     def _children(self, path: str, watch: WatchFn = None) -> list[str]:
         try:
@@ -93,17 +121,66 @@ class ClusterState:
                 self.client.exists(path, watch=watch)
             return []
 
-    def _read_all(self, cls: type[R], directory: str, watch: WatchFn = None) -> dict[str, R]:
+    def _read_all(self, cls: type[R], directory: str, watch: WatchFn = None, data_watch: WatchFn = None,
+                  stat_first: bool = False) -> dict[str, R]:
+        """Every child of ``directory`` as a record (malformed ones skipped and reported).
+        ``watch`` is set on the directory's children, ``data_watch`` on each child's data;
+        ``stat_first`` as for :meth:`_read_many`."""
+        names = self._children(directory, watch)
+        prefix = directory.rstrip("/") + "/"
+        # forget cached records of children that are gone
+        for path in [p for p in self._decoded if p.startswith(prefix) and "/" not in p[len(prefix):]]:
+            if path[len(prefix):] not in names:
+                del self._decoded[path]
+        return self._read_many(cls, {name: posixpath.join(directory, name) for name in names}, data_watch, stat_first)
+
+    def _read_many(self, cls: type[R], paths: dict[str, str], watch: WatchFn = None,
+                   stat_first: bool = False) -> dict[str, R]:
+        """The records at ``paths`` (key → path), every request in flight at once; missing
+        znodes are left out, malformed ones reported to ``on_corrupt`` and left out.
+
+        ``stat_first``: for paths with a cached record, ask only for the znode's stat, then fetch
+        the data of those that changed (a second round trip, for them only). Re-reading a hundred
+        unchanged assignments then moves a hundred stats, not a hundred records."""
+        first = []
+        for key, path in paths.items():
+            cached = self._decoded.get(path) if stat_first else None
+            if cached is not None and type(cached[1]) is cls:
+                first.append((key, path, self.client.exists_async(path, watch=watch), True))
+            else:
+                first.append((key, path, self.client.get_async(path, watch=watch), False))
         out: dict[str, R] = {}
-        for name in self._children(directory, watch):
+        second = []
+        for key, path, result, stat_only in first:
             try:
-                rec = self._read(cls, posixpath.join(directory, name))
-            except CorruptRecordError as err:
-                self.on_corrupt(err)
+                got = result.get()
+            except NoNodeError:
+                got = None
+            if got is None:
+                self._decoded.pop(path, None)
                 continue
-            if rec is not None:
-                out[name] = rec
+            if stat_only:
+                cached = self._decoded.get(path)
+                if cached is not None and cached[0] == got.mzxid:
+                    out[key] = cached[1]  # type: ignore[assignment]
+                else:
+                    second.append((key, path, self.client.get_async(path)))
+                continue
+            self._decode_into(out, cls, key, path, *got)
+        for key, path, result in second:
+            try:
+                data, stat = result.get()
+            except NoNodeError:
+                self._decoded.pop(path, None)
+                continue
+            self._decode_into(out, cls, key, path, data, stat)
         return out
+
+    def _decode_into(self, out: dict[str, R], cls: type[R], key: str, path: str, data: bytes, stat: ZnodeStat) -> None:
+        try:
+            out[key] = self._decode(cls, path, data, stat)
+        except CorruptRecordError as err:
+            self.on_corrupt(err)
 
     def _set(self, path: str, data: bytes, *, fenced: bool = False) -> None:
         """Set a persistent node, creating it (and parents) when missing."""
@@ -173,10 +250,10 @@ class ClusterState:
     # ------------------------------------------------------------------ storms
 
     def storm_base(self, topology_id: str, watch: WatchFn = None) -> StormBase | None:
-        return self._read(StormBase, self.layout.storm(topology_id), watch)
+        return self._read(StormBase, self.layout.storm(topology_id), watch, stat_first=True)
 
     def storm_bases(self) -> dict[str, StormBase]:
-        return self._read_all(StormBase, self.layout.storms_dir)
+        return self._read_all(StormBase, self.layout.storms_dir, stat_first=True)
 
     def storm_ids(self, watch: WatchFn = None) -> list[str]:
         return self._children(self.layout.storms_dir, watch)
@@ -190,13 +267,12 @@ class ClusterState:
     # ------------------------------------------------------------------ assignments
 
     def assignment(self, topology_id: str, watch: WatchFn = None) -> Assignment | None:
-        return self._read(Assignment, self.layout.assignment(topology_id), watch)
+        return self._read(Assignment, self.layout.assignment(topology_id), watch, stat_first=True)
 
-    def assignment_ids(self, watch: WatchFn = None) -> list[str]:
-        return self._children(self.layout.assignments_dir, watch)
-
-    def assignments(self, watch: WatchFn = None) -> dict[str, Assignment]:
-        return self._read_all(Assignment, self.layout.assignments_dir, watch)
+    def assignments(self, watch: WatchFn = None, data_watch: WatchFn = None) -> dict[str, Assignment]:
+        """Every assignment; ``watch`` fires when one is added or removed, ``data_watch`` when one
+        read here changes."""
+        return self._read_all(Assignment, self.layout.assignments_dir, watch, data_watch, stat_first=True)
 
     def set_assignment(self, topology_id: str, assignment: Assignment) -> None:
         self._set(self.layout.assignment(topology_id), assignment.encode(), fenced=True)
@@ -247,17 +323,32 @@ class ClusterState:
                 self.on_corrupt(CorruptRecordError(posixpath.join(directory, name), str(exc)))
         return out
 
-    def set_worker_heartbeat(self, topology_id: str, node: str, port: int, hb: WorkerHeartbeat) -> None:
+    def worker_heartbeats_of(self, topology_id: str, slots: list[tuple[str, int]]) -> dict[tuple[str, int], WorkerHeartbeat]:
+        """The workerbeats of some slots of a topology (missing ones left out), read at once."""
+        paths = {slot: self.layout.workerbeat(topology_id, slot[0], slot[1]) for slot in slots}
+        by_key = self._read_many(WorkerHeartbeat, {f"{n}-{p}": path for (n, p), path in paths.items()})
+        return {slot: by_key[f"{slot[0]}-{slot[1]}"] for slot in slots if f"{slot[0]}-{slot[1]}" in by_key}
+
+    def set_worker_heartbeat(self, topology_id: str, node: str, port: int, hb: WorkerHeartbeat,
+                             max_bytes: int = WORKERBEAT_MAX_BYTES) -> None:
+        """Write a worker's stats. A beat larger than ``max_bytes`` (a worker with thousands of
+        executors) keeps only all-time figures, then only which executors run: ZooKeeper drops
+        the connection of a request over its ``jute.maxbuffer``."""
         path = self.layout.workerbeat(topology_id, node, port)
+        data = hb.encode()
+        if len(data) > max_bytes:
+            data = trimmed_heartbeat(hb, max_bytes)
+            log.warning("workerbeat-trimmed", path=path, bytes=len(hb.encode()), max_bytes=max_bytes,
+                        now_bytes=len(data), executors=len(hb.executor_stats))
         try:
-            self.client.set(path, hb.encode())
+            self.client.set(path, data)
         except NoNodeError:
             # Only nimbus creates the topology directory; a worker whose topology was removed
             # must not resurrect it, so makepath is off here.
             try:
-                self.client.create(path, hb.encode())
+                self.client.create(path, data)
             except NodeExistsError:
-                self.client.set(path, hb.encode())
+                self.client.set(path, data)
 
     def remove_worker_heartbeat(self, topology_id: str, node: str, port: int) -> None:
         self._delete(self.layout.workerbeat(topology_id, node, port), recursive=False)
@@ -351,5 +442,17 @@ class ClusterState:
         self._delete(self.layout.blobstore_dir(topology_id))
 
 
-def now_secs() -> int:
-    return int(time.time())
+_WINDOWED = ("emitted", "transferred", "acked", "failed", "complete_ms_avg", "executed", "process_ms_avg",
+             "execute_ms_avg")
+
+
+def trimmed_heartbeat(hb: WorkerHeartbeat, max_bytes: int) -> bytes:
+    """``hb`` encoded within ``max_bytes`` if it can be: all-time figures only, else executors only."""
+    all_time = {key: st.model_copy(update={m: {w: v for w, v in getattr(st, m).items() if w == ":all-time"}
+                                            for m in _WINDOWED})
+                for key, st in hb.executor_stats.items()}
+    data = hb.model_copy(update={"executor_stats": all_time}).encode()
+    if len(data) <= max_bytes:
+        return data
+    bare = {key: st.model_copy(update={**{m: {} for m in _WINDOWED}, "extra": {}}) for key, st in hb.executor_stats.items()}
+    return hb.model_copy(update={"executor_stats": bare}).encode()

@@ -151,7 +151,7 @@ class Key:
 
 
 # --------------------------------------------------------------------------------------------
-# The known keys. Storm's names and Storm's defaults (reference/storm-internals.md §7) unless noted.
+# The known keys. Storm's names and Storm's defaults (docs/storm-model.md §7) unless noted.
 
 _PORT = Int(1, 65535)
 _POS = Int(1)
@@ -203,6 +203,9 @@ KEYS: dict[str, Key] = {
         Key("nimbus.api.insecure", False, Bool(),
             "let nimbus listen on a non-loopback address without an API token (anyone reaching it can run code)"),
         Key("nimbus.max.request.bytes", 64 * 1024 * 1024, _POS, "largest accepted HTTP body"),
+        Key("nimbus.assignment.max.bytes", 512 * 1024, Int(1024, 1_000_000),
+            "largest assignment znode nimbus writes: a submit or rebalance whose assignment could be bigger is "
+            "refused (ZooKeeper refuses requests over its jute.maxbuffer, 1 MiB by default)"),
         Key("nimbus.shutdown.timeout.secs", 5, _POS,
             "Gale: a nimbus told to stop (SIGTERM) exits within this, whatever is unreachable"),
         Key("topology.min.replication.count", 1, _POS, "nimbus copies of code before submit returns"),

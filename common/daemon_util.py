@@ -46,14 +46,6 @@ class StopSignals:
         return self.received[0] if self.received else 0
 
 
-def wait_for_signal(stop: threading.Event | None = None) -> int:
-    """Block until SIGTERM/SIGINT (or ``stop`` is set); return the signal number (0 for ``stop``)."""
-    signals = StopSignals()
-    if stop is not None:
-        signals.event = stop
-    return signals.wait()
-
-
 def sd_notify(message: str) -> bool:
     """Tell systemd (Type=notify) about readiness/stopping; a no-op outside systemd."""
     addr = os.environ.get("NOTIFY_SOCKET")

@@ -1,4 +1,4 @@
-"""The ZooKeeper layout of seeds 000/002, built in one place under a configurable root.
+"""Storm's ZooKeeper layout (``docs/storm-model.md`` §2), built in one place under a configurable root.
 
 Nothing else in Gale formats a ZooKeeper path. Component ids are URL-encoded in paths as Storm
 does, so a component named ``a/b`` cannot escape its directory.

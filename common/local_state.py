@@ -1,7 +1,7 @@
 """LocalState: a crash-safe, versioned key-value store in a local directory.
 
 Workers keep their heartbeat in one; supervisors keep their id, local assignments and approved
-workers in others (Storm's ``LocalState``/``VersionedStore``, ``reference/storm-internals.md`` §3).
+workers in others (Storm's ``LocalState``/``VersionedStore``, ``docs/storm-model.md`` §3).
 
 Each write stores the whole map as a new version file ``<version>.state``. Unlike Storm's
 "marker file last" protocol, a version appears atomically: the bytes go to a temp file that is

@@ -95,11 +95,6 @@ def get_logger(name: str | None = None, **context: Any) -> Any:
     return logger.bind(**context) if context else logger
 
 
-def bind_process(**context: Any) -> None:
-    """Add context to every later line of this process, from every thread."""
-    _process_context.update(context)
-
-
 def bind(**context: Any) -> None:
     """Bind context for later lines of the current thread / asyncio task (e.g. a correlation id)."""
     structlog.contextvars.bind_contextvars(**context)

@@ -1,13 +1,14 @@
 """Typed records for what each znode under ``/storm`` holds.
 
-Field names follow Storm's Thrift structs (``reference/storm-internals.md`` §2) so an operator who
+Field names follow Storm's Thrift structs (``docs/storm-model.md`` §2) so an operator who
 knows Storm can read them; each record is JSON with a ``version`` field (the record schema version;
 the software version is ``gale_version``), readable with ``zkCli.sh get``.
 
 :meth:`Record.decode` validates everything and raises :class:`~gale.errors.CorruptRecordError`
 naming the path and the problem; it never lets a raw ``KeyError``/``ValueError`` escape.
 
-Executors are ``(start_task, end_task)`` pairs; in JSON maps they are keyed ``"start-end"``.
+Executors are ``(start_task, end_task)`` pairs; in JSON maps they are keyed ``"start-end"``, in
+lists they are ``"start-end"`` tokens separated by spaces (``"1-4 5-5 9-12"``).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import json
 import re
 from typing import Annotated, Any, ClassVar, Literal, Self
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
 from gale.errors import CorruptRecordError
 
@@ -47,6 +48,21 @@ def parse_executor_key(key: str) -> ExecutorId:
 def _check_executor_keys(value: dict[str, Any]) -> dict[str, Any]:
     for key in value:
         parse_executor_key(key)
+    return value
+
+
+def encode_executors(executors: Any) -> str:
+    """Executors as one string: ``[(1, 4), (5, 5)]`` → ``"1-4 5-5"`` (sorted)."""
+    return " ".join(executor_key(ex) for ex in sorted(executors))
+
+
+def decode_executors(text: str) -> list[ExecutorId]:
+    """``"1-4 5-5"`` → ``[(1, 4), (5, 5)]``; raises ``ValueError`` naming a bad token."""
+    return [parse_executor_key(token) for token in text.split()]
+
+
+def _check_executor_list(value: str) -> str:
+    decode_executors(value)
     return value
 
 
@@ -150,34 +166,97 @@ class StormBase(Record):
 # /storm/assignments/<topology-id>
 
 
-class NodePort(_Model):
+class WorkerAssignment(_Model):
+    """The executors one worker slot runs that share a start time (in practice: all of them)."""
+
     node: str = Field(min_length=1)
     port: int = Field(ge=1, le=65535)
+    start_time_secs: int
+    executors: str = Field(min_length=1)  # "1-4 5-5": executor keys separated by spaces
+
+    _executors = field_validator("executors")(_check_executor_list)
 
 
 class Assignment(Record):
+    """A topology's placement: which worker slot runs each executor, and since when.
+
+    Storm's Assignment holds ``executor_node_port`` and ``executor_start_time_secs``, one entry per
+    executor (schema version 1 here, about 100 bytes an executor with real supervisor ids). Version
+    2 groups executors by worker slot and start time — ``workers: [{node, port, start_time_secs,
+    executors: "1-1 7-7 ..."}]`` — about 10 bytes an executor, so a topology of 2,000 executors
+    takes about 30 KB of ZooKeeper's 1 MiB per znode (``jute.maxbuffer``). Version 1 records are
+    still read (a cluster upgraded under running topologies); every write is version 2. The same
+    API serves both: :meth:`executors`, :meth:`start_times`, :meth:`executors_on`.
+    """
+
+    SCHEMA_VERSION: ClassVar[int] = 2
+    version: int = 2
     master_code_dir: str
     code_checksum: str = Field(pattern=r"^[0-9a-f]{64}$")
     node_host: dict[str, str]
-    executor_node_port: dict[str, NodePort]
-    executor_start_time_secs: dict[str, int]
+    workers: list[WorkerAssignment]
     owner: str = ""
 
-    _keys = field_validator("executor_node_port", "executor_start_time_secs")(_check_executor_keys)
+    _placements: dict[ExecutorId, tuple[str, int]] | None = PrivateAttr(default=None)
+    _starts: dict[ExecutorId, int] | None = PrivateAttr(default=None)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_version_1(cls, data: Any) -> Any:
+        """A version-1 record (one map entry per executor) read as version 2."""
+        if not isinstance(data, dict) or "workers" in data or "executor_node_port" not in data:
+            return data
+        enp, starts = data.get("executor_node_port"), data.get("executor_start_time_secs", {})
+        if not isinstance(enp, dict) or not isinstance(starts, dict):
+            raise ValueError("executor_node_port and executor_start_time_secs must be objects")
+        placements: dict[ExecutorId, tuple[str, int]] = {}
+        for key, np in enp.items():
+            if not isinstance(np, dict) or not isinstance(np.get("node"), str) or not isinstance(np.get("port"), int):
+                raise ValueError(f"executor_node_port[{key!r}] must be {{node, port}}")
+            placements[parse_executor_key(key)] = (np["node"], np["port"])
+        start_times = {parse_executor_key(k): v for k, v in starts.items()}
+        out = {k: v for k, v in data.items() if k not in ("executor_node_port", "executor_start_time_secs")}
+        out["workers"] = [w.model_dump() for w in _group_workers(placements, start_times)]
+        return out
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Assignment):
+            return NotImplemented
+        return (self.master_code_dir, self.code_checksum, self.node_host, self.workers, self.owner) == (
+            other.master_code_dir, other.code_checksum, other.node_host, other.workers, other.owner)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def _index(self) -> None:
+        placements: dict[ExecutorId, tuple[str, int]] = {}
+        starts: dict[ExecutorId, int] = {}
+        for w in self.workers:
+            for ex in decode_executors(w.executors):
+                placements[ex] = (w.node, w.port)
+                starts[ex] = w.start_time_secs
+        self._placements, self._starts = placements, starts
 
     def executors(self) -> dict[ExecutorId, tuple[str, int]]:
         """executor → (node, port)."""
-        return {parse_executor_key(k): (v.node, v.port) for k, v in self.executor_node_port.items()}
+        if self._placements is None:
+            self._index()
+        return dict(self._placements)
 
     def start_times(self) -> dict[ExecutorId, int]:
-        return {parse_executor_key(k): v for k, v in self.executor_start_time_secs.items()}
+        if self._starts is None:
+            self._index()
+        return dict(self._starts)
+
+    def slots(self) -> set[tuple[str, int]]:
+        """The (node, port) slots this assignment uses."""
+        return {(w.node, w.port) for w in self.workers}
 
     def executors_on(self, node: str, port: int | None = None) -> dict[int, list[ExecutorId]]:
         """port → sorted executors this assignment places on ``node`` (optionally one port)."""
         out: dict[int, list[ExecutorId]] = {}
-        for ex, (n, p) in self.executors().items():
-            if n == node and (port is None or p == port):
-                out.setdefault(p, []).append(ex)
+        for w in self.workers:
+            if w.node == node and (port is None or w.port == port):
+                out.setdefault(w.port, []).extend(decode_executors(w.executors))
         return {p: sorted(exs) for p, exs in out.items()}
 
     @classmethod
@@ -191,20 +270,43 @@ class Assignment(Record):
         executor_start_time_secs: dict[ExecutorId, int],
         owner: str = "",
     ) -> Assignment:
-        return cls(
+        a = cls(
             master_code_dir=master_code_dir,
             code_checksum=code_checksum,
             node_host=node_host,
-            executor_node_port={
-                executor_key(ex): NodePort(node=n, port=p) for ex, (n, p) in sorted(executor_node_port.items())
-            },
-            executor_start_time_secs={executor_key(ex): t for ex, t in sorted(executor_start_time_secs.items())},
+            workers=_group_workers(executor_node_port, executor_start_time_secs),
             owner=owner,
         )
+        a._placements = dict(executor_node_port)
+        a._starts = {ex: int(executor_start_time_secs.get(ex, 0)) for ex in executor_node_port}
+        return a
+
+
+def _group_workers(placements: dict[ExecutorId, tuple[str, int]], starts: dict[ExecutorId, int]) -> list[WorkerAssignment]:
+    groups: dict[tuple[str, int, int], list[ExecutorId]] = {}
+    for ex, (node, port) in placements.items():
+        groups.setdefault((node, port, int(starts.get(ex, 0))), []).append(ex)
+    return [WorkerAssignment(node=node, port=port, start_time_secs=start, executors=encode_executors(exs))
+            for (node, port, start), exs in sorted(groups.items())]
 
 
 # ----------------------------------------------------------------------------------------------
 # /storm/supervisors/<supervisor-id>
+
+
+class SupervisorWorkerHeartbeat(_Model):
+    """One worker's liveness as its supervisor reads it from the worker's LocalState heartbeat
+    (Storm 2's ``SupervisorWorkerHeartbeat``): nimbus judges executors alive from these."""
+
+    topology_id: str = Field(min_length=1)
+    port: int = Field(ge=1, le=65535)
+    executors: str  # "1-4 5-5"
+    time_secs: int  # the worker's own heartbeat time (changes every worker.heartbeat.frequency.secs)
+
+    _executors = field_validator("executors")(_check_executor_list)
+
+    def executor_ids(self) -> list[ExecutorId]:
+        return decode_executors(self.executors)
 
 
 class SupervisorInfo(Record):
@@ -218,6 +320,8 @@ class SupervisorInfo(Record):
     gale_version: str = GALE_VERSION
     resources_map: dict[str, float] = {}
     server_port: int | None = None  # the supervisor's /metrics port
+    #: its workers' heartbeats, batched into the node it writes every supervisor.heartbeat.frequency.secs
+    worker_heartbeats: list[SupervisorWorkerHeartbeat] = []
 
 
 # ----------------------------------------------------------------------------------------------

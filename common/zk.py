@@ -1,9 +1,12 @@
-"""Building kazoo clients from Gale configuration, and stopping them within a deadline."""
+"""Building kazoo clients from Gale configuration, waiting for ZooKeeper, and stopping them within a
+deadline."""
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+import threading
+import time
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from kazoo.client import KazooClient
@@ -67,6 +70,46 @@ def start_client(conf: Mapping[str, Any], **kwargs: Any) -> KazooClient:
     """Make and start a client, waiting ``storm.zookeeper.connection.timeout`` to connect."""
     client = make_client(conf, **kwargs)
     client.start(timeout=conf["storm.zookeeper.connection.timeout"] / 1000.0)
+    return client
+
+
+def connect(conf: Mapping[str, Any], *, stop: threading.Event | None = None, what: str = "daemon",
+            on_waiting: Callable[[float], None] | None = None, **kwargs: Any) -> KazooClient | None:
+    """A started client, connected — however long ZooKeeper takes to answer.
+
+    A daemon starting while its ZooKeeper is down, or while an ensemble has no quorum (a majority
+    of ``storm.zookeeper.servers`` down: the rest refuse clients), waits here instead of exiting
+    (which under systemd would be a restart loop). Every ``storm.zookeeper.connection.timeout`` it
+    logs ``zookeeper-unavailable`` with the servers and the seconds waited, and calls
+    ``on_waiting(seconds)`` (daemons keep a metric). Returns None, with the client stopped, when
+    ``stop`` is set first.
+    """
+    from gale.daemon_util import sd_notify
+    from gale.log import get_logger
+
+    log = get_logger("zk")
+    client = make_client(conf, **kwargs)
+    live = client.start_async()
+    period = conf["storm.zookeeper.connection.timeout"] / 1000.0
+    t0 = time.monotonic()
+    next_report = t0 + period
+    while not (live.wait(min(1.0, period)) and client.connected):
+        if stop is not None and stop.is_set():
+            client.stop()
+            client.close()
+            return None
+        now = time.monotonic()
+        if now >= next_report:
+            next_report = now + period
+            log.warning("zookeeper-unavailable", daemon=what, servers=zookeeper_hosts(conf),
+                        waited_secs=round(now - t0, 1),
+                        hint="waiting for ZooKeeper: are the servers up, and a majority of an ensemble (its quorum)?")
+            sd_notify(f"STATUS=waiting for ZooKeeper {zookeeper_hosts(conf)} ({now - t0:.0f} s)")
+            if on_waiting is not None:
+                on_waiting(now - t0)
+    if time.monotonic() - t0 >= period:
+        log.info("zookeeper-connected", daemon=what, waited_secs=round(time.monotonic() - t0, 1))
+        sd_notify("STATUS=connected to ZooKeeper")
     return client
 
 

@@ -1,4 +1,4 @@
-"""Word count, the seed's topology: sentences → split ×10 (shuffle) → count ×20 (fields on word).
+"""Word count, Storm's classic topology: sentences → split ×10 (shuffle) → count ×20 (fields on word).
 
 Run it in one process::
 

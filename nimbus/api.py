@@ -298,7 +298,7 @@ def make_router(nimbus: Nimbus) -> APIRouter:
         return {"status": "ok", "address": nimbus.address, "leader": nimbus.is_leader(),
                 "current_leader": nimbus.leader.current_leader() if nimbus.leader else None,
                 "epoch": nimbus.leader.epoch if nimbus.leader and nimbus.is_leader() else None,
-                "scheduling_rounds": nimbus.rounds}
+                "scheduling_rounds": nimbus.rounds, "zookeeper": nimbus.zk_state}
 
     @router.get("/cluster", dependencies=[Depends(reader)])
     def cluster() -> dict[str, Any]:

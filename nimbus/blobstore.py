@@ -112,13 +112,6 @@ class BlobStore:
             return None
         return conf if isinstance(conf, dict) else None
 
-    def verify(self, topology_id: str) -> bool:
-        """True when the stored bundle still matches its checksum."""
-        try:
-            return checksum(self.bundle(topology_id)) == self.checksum(topology_id)
-        except (FileNotFoundError, BundleError):
-            return False
-
     def ids(self) -> list[str]:
         return sorted(p.name for p in self.root.iterdir() if p.is_dir() and not p.name.startswith("."))
 

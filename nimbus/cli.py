@@ -547,18 +547,22 @@ def local(topology_file: str, duration: float, overrides: tuple[str, ...], as_js
                    "at 20 s: the counts survive (docs/state.md).")
 @click.option("--demo-duration", type=float, default=0,
               help="With --demo or --demo-state: stop after this many seconds (0: Ctrl-C).")
+@click.option("--zookeepers", type=int, default=1, show_default=True,
+              help="ZooKeeper servers: 1, or an ensemble of 3 (or 5) on loopback.")
 def dev_cluster(supervisors: int, slots: int, base_dir: str | None, http_port: int, demo: bool,
-                demo_state: bool, demo_duration: float) -> None:
+                demo_state: bool, demo_duration: float, zookeepers: int) -> None:
     """Start a real ZooKeeper, a nimbus and N supervisors with M slots each; Ctrl-C stops all.
 
     \b
-    Example:
+    Examples:
       nimbus dev-cluster --supervisors 2 --slots 2
+      nimbus dev-cluster --zookeepers 3        # a three-server ensemble
     """
     from gale.nimbus.devcluster import run_dev_cluster
 
     try:
-        sys.exit(run_dev_cluster(supervisors, slots, base_dir, http_port, demo, demo_duration, demo_state))
+        sys.exit(run_dev_cluster(supervisors, slots, base_dir, http_port, demo, demo_duration, zookeepers,
+                                 demo_state))
     except GaleError as exc:
         fail(str(exc))
 

@@ -148,15 +148,6 @@ class NimbusClient:
         return _stored_conf(self.request("GET", f"/api/v1/topologies/{topology_id}/stormconf"), topology_id)
 
 
-def fetch_stored_conf(address: str, topology_id: str, headers: Mapping[str, str], timeout: float = 30.0) -> dict[str, Any]:
-    """The stored configuration (with the secret) from the nimbus at ``address``, for code replication
-    between nimbuses. Raises :class:`httpx.HTTPError` or :class:`~gale.bundle.BundleError`."""
-    resp = httpx.get(f"http://{address}/api/v1/topologies/{topology_id}/stormconf", headers=dict(headers),
-                     timeout=timeout, trust_env=False)
-    resp.raise_for_status()
-    return _stored_conf(resp, topology_id)
-
-
 def _stored_conf(resp: httpx.Response, topology_id: str) -> dict[str, Any]:
     body = _json(resp)
     if not isinstance(body, dict) or not isinstance(body.get("topology.secret"), str) or not body["topology.secret"]:

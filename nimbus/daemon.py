@@ -39,13 +39,15 @@ from gale.layout import Layout
 from gale.log import bind, get_logger
 from gale.records import Assignment, NimbusSummary, StormBase, TopologyStatus
 from gale.topology.checkpointing import validate_checkpointing
-from gale.topology.definition import TopologyDef, TopologyLayout, component_parallelism
-from gale.zk import start_client
-from gale.zk import stop_client
+from gale.topology.definition import TopologyDef, TopologyTasks, component_parallelism
+from gale.zk import connect, stop_client
 from gale.nimbus import transitions
 from gale.nimbus.blobstore import BlobStore
 from gale.nimbus.leadership import LeaderElection, Term
-from gale.nimbus.plan import RoundPlan, RoundSnapshot, SchedulingTimeouts, TopologyInputs, plan_round
+from gale.nimbus.plan import (
+    RoundPlan, RoundSnapshot, SchedulingTimeouts, TopologyInputs, assignment_size_bound, plan_round,
+    workerbeats_wanted,
+)
 from gale.nimbus.replication import CodeReplication
 from gale.nimbus.scheduler import HeartbeatCache
 
@@ -85,6 +87,9 @@ class Nimbus:
         self._defs: dict[str, tuple[str, TopologyDef, dict[str, Any]]] = {}
         self._submitted = 0
         self._monitor: threading.Thread | None = None
+        #: the ZooKeeper connection as kazoo last reported it; seconds waited for it at start
+        self.zk_state: str = "CONNECTING"
+        self.zk_wait_secs = 0.0
         self.rounds = 0  # scheduling rounds (leader)
         self.iterations = 0  # monitor-loop iterations (leader or standby)
         self.corrupt_seen: list[str] = []
@@ -95,18 +100,29 @@ class Nimbus:
     def address(self) -> str:
         return f"{self.host}:{self.port}"
 
-    def connect(self) -> None:
-        self.client = start_client(self.conf)
+    def connect(self, stop: threading.Event | None = None) -> bool:
+        """Connect to ZooKeeper, waiting as long as it takes (:func:`gale.zk.connect`); False
+        when ``stop`` (default: :attr:`stopping`) was set first."""
+        client = connect(self.conf, stop=stop or self.stopping, what="nimbus", on_waiting=self._waiting_for_zookeeper)
+        if client is None:
+            return False
+        self.client = client
+        self.zk_state = KazooState.CONNECTED
         self.client.add_listener(self._on_zk_state)
         self.state = ClusterState(self.client, self.layout, on_corrupt=self._on_corrupt)
         self.state.ensure_layout()
         self.replication = CodeReplication(self.state, self.blobs, self.address, headers=self.internal_headers,
                                            on_announced=self.wakeup.set, clock=self.clock)
+        return True
 
-    def start(self) -> None:
-        """Connect, register, join the leader election and start the monitor loop."""
-        if self.client is None:
-            self.connect()
+    def _waiting_for_zookeeper(self, secs: float) -> None:
+        self.zk_wait_secs = secs
+
+    def start(self, stop: threading.Event | None = None) -> None:
+        """Connect (waiting for ZooKeeper as long as it takes, unless ``stop`` is set first),
+        register, join the leader election and start the monitor loop."""
+        if self.client is None and not self.connect(stop):
+            return
         self.register()
         self.replication.start()
         self.leader = LeaderElection(
@@ -146,11 +162,18 @@ class Nimbus:
 
     def _on_zk_state(self, state: KazooState) -> None:
         # never do ZooKeeper I/O in a listener: hand it to the monitor loop
+        self.zk_state = state
+        if state != KazooState.CONNECTED and not self.stopping.is_set():  # not our own stop
+            log.warning("zookeeper-" + state.lower(), hint="no scheduling or user actions until ZooKeeper is back")
         if state == KazooState.CONNECTED:
             self._needs_register = True
+            self._forget_heartbeats = True
             self.wakeup.set()
 
     _needs_register = False
+    #: set when nimbus could not see heartbeats for a while (its ZooKeeper connection was down, or
+    #: it was not leading): the next round judges liveness afresh instead of from stale times
+    _forget_heartbeats = False
 
     def _on_corrupt(self, err: CorruptRecordError) -> None:
         log.error("corrupt-znode", path=err.path, problem=err.problem)
@@ -162,6 +185,7 @@ class Nimbus:
     def _on_elected(self, term: Term) -> None:
         # the election thread, before is_leader() turns True: fence every write of this term
         self.state.fence = term.fence
+        self._forget_heartbeats = True
         if self.metrics is not None:
             self.metrics.elections.inc()
         self._needs_register = True  # the loop rewrites /nimbuses/<me> (now the leader)
@@ -262,6 +286,7 @@ class Nimbus:
         validate_checkpointing(defn, conf)
         num_workers = int(conf["topology.workers"])
         component_executors = component_parallelism(defn, conf, num_workers)
+        self.check_assignment_size(name, defn, conf, num_workers, component_executors, "submit")
         with self.lock:
             topology_id, now = self._reserve(name)
         base_written: bool | None = False  # None: unknown (the write failed on the way)
@@ -296,6 +321,32 @@ class Nimbus:
                     if base_written is False:
                         self._discard(topology_id)
         return topology_id
+
+    def check_assignment_size(self, name: str, defn: TopologyDef, conf: Mapping[str, Any], num_workers: int,
+                              component_executors: Mapping[str, int], action: str) -> None:
+        """Refuse a topology whose assignment could outgrow ``nimbus.assignment.max.bytes`` (kept
+        below ZooKeeper's ``jute.maxbuffer``): an assignment nimbus cannot write would leave the
+        topology unscheduled for good."""
+        limit = int(self.conf["nimbus.assignment.max.bytes"])
+        executors = TopologyTasks(defn, conf, num_workers, component_executors).executors
+        try:
+            infos = self.state.supervisor_infos()
+        except KazooException:
+            infos = {}
+        bound = assignment_size_bound(
+            executors, num_workers, code_dir=str(self.blobs.dir(f"{name}-{10**9}-{10**10}")),
+            owner=conf.get("topology.submitter.user", "") or "",
+            node_id_len=max((len(sid) for sid in infos), default=64),
+            host_len=max((len(i.hostname) for i in infos.values()), default=64),
+        )
+        if bound > limit:
+            raise TopologyError(
+                f"{action} refused: the assignment of topology {name!r} ({len(executors)} executors over "
+                f"{num_workers} workers) could take {bound:,} bytes in ZooKeeper, more than "
+                f"nimbus.assignment.max.bytes ({limit:,} bytes; ZooKeeper's jute.maxbuffer is 1,048,575 by default); "
+                "use fewer executors or workers, or raise the limit (and jute.maxbuffer on every ZooKeeper server "
+                "and client) — see docs/scaling.md"
+            )
 
     def _reserve(self, name: str) -> tuple[str, float]:
         """Take ``name`` and a new topology id for a submit (under :attr:`lock`)."""
@@ -395,6 +446,10 @@ class Nimbus:
                 )
         if num_workers is not None and num_workers < 1:
             raise TopologyError(f"rebalance: number of workers must be >= 1, got {num_workers}")
+        base = self.state.storm_base(tid)
+        if base is not None:
+            self.check_assignment_size(base.name, defn, conf, num_workers or base.num_workers,
+                                       {**base.component_executors, **executors}, "rebalance")
         wait = wait_secs if wait_secs is not None else conf["topology.message.timeout.secs"]
 
         def fn(base: StormBase) -> StormBase:
@@ -484,12 +539,28 @@ class Nimbus:
         """One scheduling round: read a snapshot, plan it (:func:`~gale.nimbus.plan.plan_round`),
         apply the plan with fenced writes. Returns the assignments written."""
         t0 = self.clock.perf_counter()
-        plan = plan_round(self.read_snapshot(scratch))
+        cpu0 = time.thread_time()  # a measurement for the log (the round's own CPU, whatever the machine's load)
+        if self._forget_heartbeats:
+            # heartbeats could not be written or seen while ZooKeeper was away (or another nimbus
+            # led): their last times are stale, not a sign of death. Start over: each executor's
+            # current beat counts as new, and it has nimbus.task.timeout.secs to beat again.
+            self._forget_heartbeats = False
+            self.cache = HeartbeatCache()
+            log.info("heartbeat-cache-reset", reason="ZooKeeper connection resumed or leadership began")
+        snapshot = self.read_snapshot(scratch)
+        t1 = self.clock.perf_counter()
+        plan = plan_round(snapshot)
+        t2 = self.clock.perf_counter()
         self.cache = plan.cache
         written = self.apply_plan(plan)
+        t3 = self.clock.perf_counter()
         self.rounds += 1
+        log.info("scheduling-round", secs=round(t3 - t0, 4), cpu_secs=round(time.thread_time() - cpu0, 4),
+                 read_secs=round(t1 - t0, 4), plan_secs=round(t2 - t1, 4),
+                 write_secs=round(t3 - t2, 4), topologies=len(snapshot.topologies),
+                 supervisors=len(snapshot.supervisors), writes=len(plan.writes), deletions=len(plan.deletions))
         if self.metrics is not None:
-            self.metrics.observe_round(self.clock.perf_counter() - t0)
+            self.metrics.observe_round(t3 - t0)
         return written
 
     def read_snapshot(self, scratch: str | None = None) -> RoundSnapshot:
@@ -500,15 +571,20 @@ class Nimbus:
         supervisors = self.state.supervisor_infos()
         assignments = self.state.assignments()
         topologies: dict[str, TopologyInputs] = {}
+        # live supervisors report their workers' heartbeats; workerbeats are read only for the
+        # slots those reports do not vouch for (a supervisor gone, or its reports stopped)
+        wanted = workerbeats_wanted(assignments, supervisors, self.cache)
         for tid, base in sorted(bases.items()):
             try:
                 defn, conf = self.definition(tid)
             except (NotFoundError, OSError, ValueError) as exc:
                 log.error("topology-code-unavailable", topology=tid, error=str(exc))
                 continue
+            slots = wanted.get(tid)
             topologies[tid] = TopologyInputs(
                 base=base, defn=defn, conf=conf, code_dir=str(self.blobs.dir(tid)),
-                code_checksum=self.blobs.checksum(tid), heartbeats=self.state.worker_heartbeats(tid),
+                code_checksum=self.blobs.checksum(tid),
+                heartbeats=self.state.worker_heartbeats_of(tid, slots) if slots else {},
             )
         return RoundSnapshot(
             now=now, topologies=topologies, storm_ids=frozenset(storm_ids | set(bases)), assignments=assignments,
@@ -519,7 +595,14 @@ class Nimbus:
     def apply_plan(self, plan: RoundPlan) -> dict[str, Assignment]:
         """Write a round's plan (fenced) and log and count what changed."""
         written: dict[str, Assignment] = {}
+        limit = int(self.conf["nimbus.assignment.max.bytes"])
         for w in plan.writes:
+            size = len(w.assignment.encode())
+            if size > limit:
+                # submit and rebalance refuse what could grow this big; ZooKeeper would drop the
+                # connection on a request over jute.maxbuffer
+                log.error("assignment-too-large", topology=w.topology_id, bytes=size, limit=limit)
+                continue
             self.state.set_assignment(w.topology_id, w.assignment)
             written[w.topology_id] = w.assignment
             placements = w.assignment.executors()

@@ -1,4 +1,5 @@
-"""A real local cluster for development, demos and tests: ZooKeeper, nimbus(es), supervisors.
+"""A real local cluster for development, demos and tests: ZooKeeper (one server or an ensemble),
+nimbus(es), supervisors.
 
 Every daemon is a separate process started exactly as in production (``nimbus serve``,
 ``supervisor serve`` with a YAML config each); only the machine is shared. ``nimbus dev-cluster``
@@ -35,7 +36,7 @@ import yaml
 from gale import config as gconfig
 from gale.errors import GaleError
 from gale.ports import PortReservation, reserve_port
-from gale.zkserver import ZooKeeperServer
+from gale.zkserver import ZooKeeperEnsemble, ZooKeeperServer
 
 _CONSOLE_LISTENING = re.compile(r"http-listening\b.*\bport=(\d+)")
 
@@ -125,7 +126,8 @@ class DevCluster:
         slots: int = 2,
         nimbuses: int = 1,
         http_port: int = 0,
-        zookeeper: ZooKeeperServer | None = None,
+        zookeeper: ZooKeeperServer | ZooKeeperEnsemble | None = None,
+        zookeepers: int = 1,
         root: str = "/storm",
         conf: dict[str, Any] | None = None,
         log_format: str = "json",
@@ -139,6 +141,8 @@ class DevCluster:
         self.n_nimbuses = nimbuses
         self._own_zk = zookeeper is None
         self.zk = zookeeper
+        #: servers of the cluster's own ZooKeeper (when none is given): 1, or an ensemble of 3, 5...
+        self.n_zookeepers = zookeepers
         self.root = root
         self.extra = dict(conf or {})
         self.log_format = log_format
@@ -162,9 +166,12 @@ class DevCluster:
     # ------------------------------------------------------------------ config
 
     def base_conf(self) -> dict[str, Any]:
+        if isinstance(self.zk, ZooKeeperEnsemble):
+            zk_conf = {"storm.zookeeper.servers": self.zk.client_servers()}  # host:port of every member
+        else:
+            zk_conf = {"storm.zookeeper.servers": [self.zk.host], "storm.zookeeper.port": self.zk.port}
         conf = {
-            "storm.zookeeper.servers": [self.zk.host],
-            "storm.zookeeper.port": self.zk.port,
+            **zk_conf,
             "storm.zookeeper.root": self.root,
             "storm.local.hostname": self.advertise_host,
             "storm.log.format": self.log_format,
@@ -195,7 +202,9 @@ class DevCluster:
         """Start ZooKeeper (unless given one), the nimbuses and the supervisors; if any of it
         fails, stop what was started before raising (a failed start leaves no daemon behind)."""
         try:
-            if self.zk is None:
+            if self.zk is None and self.n_zookeepers > 1:
+                self.zk = ZooKeeperEnsemble(self.n_zookeepers, base_dir=self.base / "zookeeper")
+            elif self.zk is None:
                 self.zk = ZooKeeperServer(data_dir=self.base / "zookeeper")
             if not self.zk.running():
                 self.zk.start()
@@ -403,11 +412,14 @@ class DevCluster:
 
 
 def run_dev_cluster(supervisors: int, slots: int, base_dir: str | None, http_port: int, demo: bool,
-                    demo_duration: float, demo_state: bool = False) -> int:
+                    demo_duration: float, zookeepers: int = 1, demo_state: bool = False) -> int:
     import click
 
-    cluster = DevCluster(base_dir, supervisors=supervisors, slots=slots, http_port=http_port)
-    click.echo(f"starting ZooKeeper, nimbus and {supervisors} supervisors x {slots} slots in {cluster.base} ...")
+    if zookeepers < 1 or zookeepers % 2 == 0:
+        raise GaleError(f"--zookeepers must be an odd number >= 1 (a quorum is a majority), got {zookeepers}")
+    cluster = DevCluster(base_dir, supervisors=supervisors, slots=slots, http_port=http_port, zookeepers=zookeepers)
+    what = "ZooKeeper" if zookeepers == 1 else f"a ZooKeeper ensemble of {zookeepers}"
+    click.echo(f"starting {what}, nimbus and {supervisors} supervisors x {slots} slots in {cluster.base} ...")
     stop = {"flag": False}
 
     def on_signal(*_):

@@ -147,6 +147,8 @@ class LeaderElection:
 
     def current_leader(self) -> str | None:
         """The lock holder's identifier, or None (no contender, or ZooKeeper unreachable)."""
+        if self.client.state != KazooState.CONNECTED:
+            return None  # a read would wait for the connection (callers are API requests)
         try:
             contenders = self.contenders()
         except KazooException:

@@ -13,6 +13,8 @@ Metrics (names carry units; counters end in ``_total``):
 
 =============================================== ===========================================================
 ``gale_nimbus_is_leader``                        1 on the leader
+``gale_zookeeper_connected``                     1 while the ZooKeeper session is connected (0: waiting, no quorum)
+``gale_zookeeper_wait_seconds``                  seconds waited for ZooKeeper at start
 ``gale_nimbus_leader_elections_total``           times this nimbus became the leader
 ``gale_nimbus_scheduling_rounds_total``          scheduling rounds run
 ``gale_nimbus_scheduling_round_duration_seconds`` histogram of round durations
@@ -112,6 +114,10 @@ class _ClusterCollector:
             return
         leader = nimbus.is_leader()
         yield _gauge("gale_nimbus_is_leader", "1 if this nimbus is the leader.", 1.0 if leader else 0.0)
+        yield _gauge("gale_zookeeper_connected", "1 while this daemon's ZooKeeper session is connected.",
+                     1.0 if nimbus.zk_state == "CONNECTED" else 0.0)
+        yield _gauge("gale_zookeeper_wait_seconds", "Seconds this daemon waited for ZooKeeper at start.",
+                     nimbus.zk_wait_secs)
         yield _gauge("gale_nimbus_uptime_seconds", "Seconds since this nimbus started.",
                      max(0.0, time.time() - nimbus.started_at))
         info = GaugeMetricFamily("gale_nimbus_info", "This nimbus: version and address.",

@@ -1,7 +1,7 @@
 """Code replication between nimbuses: every nimbus holds every topology's code.
 
 A standby can only take over if it holds the code of every topology, so nimbuses copy it from
-each other (Storm's blobstore replication, ``reference/storm-internals.md`` §4):
+each other (Storm's blobstore replication, ``docs/storm-model.md`` §4):
 
 - **announce**: a nimbus that holds a topology's code says so with an ephemeral
   ``<root>/blobstore/<id>/<host:port>`` whose data is the bundle's checksum. The leader announces

@@ -3,7 +3,7 @@
 Nothing here does I/O or reads a clock: :func:`gale.nimbus.plan.plan_round` calls
 :func:`compute_assignments` with what nimbus read this round (live supervisors, assignments,
 heartbeats), which returns the new executor → worker slot placements. Semantics follow Storm
-(``reference/storm-internals.md`` §5.2–5.3):
+(``docs/storm-model.md`` §5):
 
 * An executor is alive iff it has a start time and either it is younger than the launch grace
   (``nimbus.task.launch.secs``) or nimbus saw its heartbeat's ``time_secs`` change within
@@ -34,14 +34,21 @@ WorkerSlot = tuple[str, int]
 
 @dataclass
 class HeartbeatCache:
-    """Per executor: the last ``time_secs`` seen in its heartbeat and nimbus's time when it changed."""
+    """Per executor: the newest ``time_secs`` seen in its heartbeats and nimbus's time when it
+    advanced.
+
+    A beat counts as a sign of life only when its ``time_secs`` is newer than any seen before.
+    Beats of one worker come from two places — its supervisor's report (the worker's LocalState
+    heartbeat) and, once that supervisor is gone, the worker's own workerbeat — stamped at
+    different moments by the same clock: switching from one to the other must not pass for a new
+    beat (a dead node's executors would get an extra orphan grace)."""
 
     entries: dict[str, dict[ExecutorId, tuple[int, float]]] = field(default_factory=dict)
 
     def update(self, topology_id: str, executor: ExecutorId, hb_time_secs: int, now: float) -> None:
         topo = self.entries.setdefault(topology_id, {})
         seen = topo.get(executor)
-        if seen is None or seen[0] != hb_time_secs:
+        if seen is None or hb_time_secs > seen[0]:
             topo[executor] = (hb_time_secs, now)
 
     def last_change(self, topology_id: str, executor: ExecutorId) -> float | None:
@@ -151,7 +158,8 @@ def schedule_topology(
     slots (no alive executor of any topology, no dead executor). ``live_slots``: every port of
     every live supervisor.
     """
-    available = [s for s in available if s not in set(alive_placements.values())]
+    held = set(alive_placements.values())
+    available = [s for s in available if s not in held]
     alive_assigned: dict[WorkerSlot, list[ExecutorId]] = {}
     for ex, slot in alive_placements.items():
         alive_assigned.setdefault(slot, []).append(ex)
@@ -248,19 +256,22 @@ def compute_assignments(
         dead[t.topology_id] = {ex for ex in t.placements if ex not in live}
         dead_slots |= {t.placements[ex] for ex in dead[t.topology_id]}
     occupied = {slot for placements in alive.values() for slot in placements.values()}
+    # slots no alive executor of any topology holds and no dead one blocks (kept up to date below)
+    free = live_slots - occupied - dead_slots
     result: dict[str, dict[ExecutorId, WorkerSlot]] = {}
     for t in sorted(topologies, key=lambda t: t.topology_id):
         mine = alive[t.topology_id]
-        others = occupied - set(mine.values())
-        available = sorted(s for s in live_slots if s not in others and s not in dead_slots and s not in set(mine.values()))
+        mine_slots = set(mine.values())
         needs = (
-            set(t.executors) != set(mine)
-            or len(set(mine.values())) < min(t.num_workers, len(set(mine.values())) + len(available))
+            len(t.executors) != len(mine) or set(t.executors) != set(mine)
+            or len(mine_slots) < min(t.num_workers, len(mine_slots) + len(free))
         )
         if not needs:
             result[t.topology_id] = dict(mine)
             continue
-        placements = schedule_topology(t.executors, t.num_workers, mine, available, live_slots)
+        placements = schedule_topology(t.executors, t.num_workers, mine, sorted(free), live_slots)
         result[t.topology_id] = placements
-        occupied |= set(placements.values())
+        used = set(placements.values())
+        occupied |= used
+        free -= used
     return result, dead

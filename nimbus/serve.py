@@ -106,7 +106,8 @@ class NimbusServer:
         self.http = HttpServer(create_app(self.nimbus, allowed_hosts=allowed), self.plan.host,
                                int(self.conf["nimbus.http.port"]), name="nimbus")
 
-    def start(self) -> None:
+    def start(self, stop=None) -> None:
+        """Listen, then start nimbus (which waits for ZooKeeper unless ``stop`` is set first)."""
         if self.plan.loopback_only:
             log.warning("nimbus-api-loopback-only", host=self.plan.host,
                         reason="no nimbus.api.token is configured, so the API (which can submit code) listens on "
@@ -115,10 +116,11 @@ class NimbusServer:
             log.warning("nimbus-api-insecure", host=self.plan.host,
                         reason="nimbus.api.insecure is true and no nimbus.api.token is set: anyone who reaches "
                                "this port can submit topologies and run code on every node")
-        # listen first: the port is part of this nimbus's identity (host:port) in ZooKeeper
+        # listen first: the port is part of this nimbus's identity (host:port) in ZooKeeper, and
+        # /metrics shows whether nimbus still waits for ZooKeeper
         self.http.start()
         self.nimbus.port = self.http.port
-        self.nimbus.start()
+        self.nimbus.start(stop)
 
     def stop(self, deadline: Deadline | None = None) -> None:
         """Stop nimbus, then its HTTP server, within ``deadline`` (default
@@ -132,7 +134,7 @@ def serve(conf: Mapping[str, Any]) -> int:
     configure_daemon_logging(conf, "nimbus")
     signals = StopSignals()
     server = NimbusServer(conf)
-    server.start()
+    server.start(signals.event)  # a stop signal ends a wait for ZooKeeper
     sd_notify("READY=1")
     log.info("nimbus-ready", address=server.nimbus.address)
     signum = signals.wait()

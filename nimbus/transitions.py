@@ -114,8 +114,3 @@ def due_action(base: StormBase, now: float) -> str | None:
     if base.status == REBALANCING:
         return "do-rebalance"
     return None
-
-
-def spouts_active(base: StormBase) -> bool:
-    """Workers run spouts only while the topology is ACTIVE."""
-    return base.status == ACTIVE

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from gale.records import ExecutorStats, executor_key
 from gale.stats_summary import component_summary, stream_summary
-from gale.topology.definition import ACKER_COMPONENT, TopologyLayout
+from gale.topology.definition import ACKER_COMPONENT, TopologyTasks
 
 if TYPE_CHECKING:  # pragma: no cover
     from gale.nimbus.daemon import Nimbus
@@ -104,7 +104,7 @@ def topology_detail(nimbus: Nimbus, topology_id: str, window: str = ":all-time")
         raise NotFoundError(f"no topology {topology_id!r}")
     a = state.assignment(topology_id)
     defn, conf = nimbus.definition(topology_id)
-    layout = TopologyLayout(defn, conf, base.num_workers, base.component_executors)
+    layout = TopologyTasks(defn, conf, base.num_workers, base.component_executors)
     stats = executor_stats(nimbus, topology_id)
     summary = component_summary([s for s, *_ in stats.values()], window)
     placements = a.executors() if a else {}

@@ -3,10 +3,13 @@
 One thread (the loop) owns all slot state. Kazoo watches, the heartbeat timer, code downloads and
 signal handlers only set the loop's wake-up event. Each loop iteration:
 
-1. re-reads ``/storm/assignments`` when a watch fired or every 10 s (on a failed read the last
-   good view is kept — a ZooKeeper outage must not kill healthy workers);
+1. re-reads ``/storm/assignments`` when a watch fired (an assignment added, removed or changed) or
+   every 10 s (on a failed read the last good view is kept — a ZooKeeper outage must not kill
+   healthy workers); unchanged assignments are not decoded again;
 2. observes each slot's worker (LocalState heartbeat, process alive) and steps its state machine
-   (:mod:`gale.supervisor.slot`), performing the returned actions;
+   (:mod:`gale.supervisor.slot`), performing the returned actions; the heartbeats observed go to
+   nimbus in the supervisor's own znode (:meth:`Supervisor.worker_heartbeats`), rewritten every
+   ``supervisor.heartbeat.frequency.secs``;
 3. persists ``local-assignments`` and ``approved-workers`` in LocalState when they change, so a
    restarted supervisor re-adopts running workers and kills the strays.
 
@@ -36,8 +39,8 @@ from gale.config import api_token
 from gale.layout import Layout
 from gale.local_state import LocalState
 from gale.log import get_logger
-from gale.records import GALE_VERSION, SupervisorInfo
-from gale.zk import start_client, stop_client
+from gale.records import GALE_VERSION, SupervisorInfo, SupervisorWorkerHeartbeat, encode_executors
+from gale.zk import connect, stop_client
 from gale.nimbus.client import NimbusClient, seed_addresses
 from gale.supervisor.container import Containers
 from gale.supervisor.localizer import CodeSource, Localizer
@@ -60,7 +63,17 @@ def local_hostname(conf: dict[str, Any]) -> str:
 
 
 class Supervisor:
-    def __init__(self, conf: dict[str, Any], metrics: Any = None, *, clock: Any = REAL_CLOCK):
+    """The supervisor of one node.
+
+    ``containers`` builds what launches, observes and kills this node's workers, called as
+    ``containers(conf, supervisor_id, worker_config_path)``: :class:`~gale.supervisor.container.Containers`
+    (worker processes) by default; the scale benchmark passes one that runs simulated workers in
+    threads (``benchmarks/scale_sim.py``), so everything else — registration, the assignment watch,
+    the slot machines, heartbeats — runs as in production.
+    """
+
+    def __init__(self, conf: dict[str, Any], metrics: Any = None, *, clock: Any = REAL_CLOCK,
+                 containers: Any = Containers):
         self.conf = conf
         self.metrics = metrics
         self.clock = clock
@@ -80,25 +93,33 @@ class Supervisor:
             shutdown_sleep=float(conf["supervisor.worker.shutdown.sleep.secs"]),
         )
         self.config_path = self.local / "supervisor" / "worker-conf.yaml"
-        self.containers = Containers(conf, self.supervisor_id, self.config_path)
+        self.containers = containers(conf, self.supervisor_id, self.config_path)
         self.localizer = Localizer(self.local, self._code_sources, on_ready=self.wake, metrics=metrics)
         self.wakeup = threading.Event()
         self.stopping = threading.Event()
         self.started = clock.time()
         self.slots: dict[int, Slot] = {}
         self.desired: dict[int, LocalAssignment] = {}
+        #: port → (worker id, LocalState heartbeat time, executors) as last observed (for nimbus)
+        self._observed_beats: dict[int, tuple[str, float, list[tuple[int, int]]]] = {}
         self._assignments_dirty = True
         self._last_assignment_read = 0.0
         self._reregister = False
         self._last_register = 0.0
         self.client = None
         self.state: ClusterState | None = None
+        #: the ZooKeeper connection as kazoo last reported it; seconds waited for it at start
+        self.zk_state: str = "CONNECTING"
+        self.zk_wait_secs = 0.0
         self._loop_thread: threading.Thread | None = None
         self.metrics_port: int | None = None
 
     # ------------------------------------------------------------------ lifecycle
 
-    def start(self) -> None:
+    def start(self, stop: threading.Event | None = None) -> None:
+        """Connect to ZooKeeper — waiting as long as it takes (an ensemble without quorum, servers
+        not up yet) unless ``stop`` (default: :attr:`stopping`) is set first — recover the slots,
+        register and start the loop."""
         api_token(self.conf)  # a missing or empty token file: say so now, not at the first code download
         self.config_path.parent.mkdir(parents=True, exist_ok=True)
         tmp = self.config_path.with_suffix(".tmp")
@@ -108,7 +129,12 @@ class Supervisor:
             fh.write(yaml.safe_dump(self.conf, sort_keys=True))
         os.chmod(tmp, 0o600)  # an older file of that name may have had another mode
         os.replace(tmp, self.config_path)
-        self.client = start_client(self.conf)
+        client = connect(self.conf, stop=stop or self.stopping, what="supervisor",
+                         on_waiting=self._waiting_for_zookeeper)
+        if client is None:
+            return
+        self.client = client
+        self.zk_state = KazooState.CONNECTED
         self.client.add_listener(self._on_zk_state)
         self.state = ClusterState(self.client, self.layout)
         self.state.ensure_layout()
@@ -152,7 +178,14 @@ class Supervisor:
     def wake(self) -> None:
         self.wakeup.set()
 
+    def _waiting_for_zookeeper(self, secs: float) -> None:
+        self.zk_wait_secs = secs
+
     def _on_zk_state(self, state: KazooState) -> None:
+        self.zk_state = state
+        if state != KazooState.CONNECTED and not self.stopping.is_set():  # not our own stop
+            log.warning("zookeeper-" + state.lower(),
+                        hint="workers keep running on the last assignments read until ZooKeeper is back")
         if state == KazooState.CONNECTED:
             # (re)connected, possibly with a new session: re-create the ephemeral node, re-read
             self._reregister = True
@@ -210,8 +243,25 @@ class Supervisor:
             time_secs=int(self.clock.time()), hostname=self.hostname, assignment_id=self.supervisor_id,
             used_ports=used, meta=self.ports, scheduler_meta=self.conf.get("supervisor.scheduler.meta") or {},
             uptime_secs=int(self.clock.time() - self.started), gale_version=GALE_VERSION,
-            server_port=self.metrics_port,
+            server_port=self.metrics_port, worker_heartbeats=self.worker_heartbeats(),
         )
+
+    def worker_heartbeats(self) -> list[SupervisorWorkerHeartbeat]:
+        """The heartbeats of this node's workers, as last observed, for nimbus (Storm 2's
+        ``SupervisorWorkerHeartbeats``): written with the supervisor's znode, so liveness costs
+        ZooKeeper one write per node per ``supervisor.heartbeat.frequency.secs``, not one per worker."""
+        out = []
+        for port in sorted(self.slots):
+            slot = self.slots[port]
+            beat = self._observed_beats.get(port)
+            if slot.current is None or slot.worker_id is None or beat is None:
+                continue
+            worker_id, time_secs, executors = beat
+            if worker_id != slot.worker_id:
+                continue
+            out.append(SupervisorWorkerHeartbeat(topology_id=slot.current.topology_id, port=port,
+                                                 executors=encode_executors(executors), time_secs=int(time_secs)))
+        return out
 
     def register(self) -> None:
         self.state.set_supervisor_info(self.supervisor_id, self.info())
@@ -219,7 +269,9 @@ class Supervisor:
 
     def read_assignments(self) -> None:
         try:
-            assignments = self.state.assignments(watch=self._on_assignments_changed)
+            # a watch on the list (added/removed topologies) and on each assignment read (changes)
+            assignments = self.state.assignments(watch=self._on_assignments_changed,
+                                                 data_watch=self._on_assignments_changed)
         except KazooException as exc:
             log.warning("assignments-read-failed", error=type(exc).__name__)
             return  # keep the last good view
@@ -291,6 +343,13 @@ class Supervisor:
         hb_secs = None
         if hb is not None and hb.get("port") == slot.port and (slot.current is None or hb.get("topology_id") == slot.current.topology_id):
             hb_secs = float(hb.get("time_secs", 0))
+            try:
+                executors = [(int(s), int(e)) for s, e in hb.get("executors") or ()]
+            except (TypeError, ValueError):
+                executors = []
+            self._observed_beats[slot.port] = (slot.worker_id, hb_secs, executors)
+        else:
+            self._observed_beats.pop(slot.port, None)
         return Observation(
             now=self.clock.time(),
             assignment=desired,

@@ -9,6 +9,8 @@ port is published in the supervisor's ZooKeeper record, so nimbus's service disc
 ``gale_supervisor_worker_heartbeat_age_seconds`` age of each slot's worker heartbeat, by ``port``, ``topology``
 ``gale_supervisor_code_downloads_total``         topology code downloads, by ``result`` (ok, error)
 ``gale_supervisor_loop_errors_total``            supervisor loop iterations that crashed (a bug; see the log)
+``gale_zookeeper_connected``                     1 while the ZooKeeper session is connected (0: waiting, no quorum)
+``gale_zookeeper_wait_seconds``                  seconds waited for ZooKeeper at start
 ``gale_supervisor_uptime_seconds``, ``gale_supervisor_info``
 =============================================== ===========================================================
 
@@ -148,6 +150,13 @@ class _SlotCollector:
             uptime = GaugeMetricFamily("gale_supervisor_uptime_seconds", "Seconds since this supervisor started.")
             uptime.add_metric([], max(0.0, now - sup.started))
             yield uptime
+            connected = GaugeMetricFamily("gale_zookeeper_connected",
+                                          "1 while this daemon's ZooKeeper session is connected.")
+            connected.add_metric([], 1.0 if getattr(sup, "zk_state", None) == "CONNECTED" else 0.0)
+            yield connected
+            waited = GaugeMetricFamily("gale_zookeeper_wait_seconds", "Seconds this daemon waited for ZooKeeper at start.")
+            waited.add_metric([], float(getattr(sup, "zk_wait_secs", 0.0)))
+            yield waited
             info = GaugeMetricFamily("gale_supervisor_info", "This supervisor: id, host and version.",
                                      labels=["supervisor_id", "host", "version"])
             info.add_metric([sup.supervisor_id, sup.hostname, GALE_VERSION], 1.0)

@@ -26,7 +26,7 @@ def serve(conf: Mapping[str, Any], kill_workers_on_exit: bool = False) -> int:
     sup = Supervisor(dict(conf), metrics=metrics)
     if metrics is not None:
         sup.metrics_port = metrics.serve(conf.get("supervisor.metrics.port", 0), sup)
-    sup.start()
+    sup.start(signals.event)  # waits for ZooKeeper; a stop signal ends the wait
     sd_notify("READY=1")
     signum = signals.wait()
     sd_notify("STOPPING=1")

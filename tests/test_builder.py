@@ -8,7 +8,7 @@ from gale import TopologyBuilder
 from gale.errors import TopologyError
 from gale.topology.definition import (
     TopologyDef,
-    TopologyLayout,
+    TopologyTasks,
     compute_executors,
     partition_fixed,
     task_to_component,
@@ -102,12 +102,12 @@ def test_layout_adds_ackers_one_per_worker_by_default():
     b = base()
     b.set_bolt("x", Identity, 3, tasks=7).shuffle_grouping("src")
     topo = b.create_topology(conf={"topology.workers": 2})
-    layout = TopologyLayout(topo.definition, {"topology.workers": 2}, 2)
+    layout = TopologyTasks(topo.definition, {"topology.workers": 2}, 2)
     assert layout.parallelism == {"src": 1, "x": 3, "__acker": 2}
     assert len(layout.component_tasks("__acker")) == 2
     assert len(layout.component_executors["x"]) == 3
     assert len(layout.component_tasks("x")) == 7
-    none = TopologyLayout(topo.definition, {"topology.acker.executors": 0}, 2)
+    none = TopologyTasks(topo.definition, {"topology.acker.executors": 0}, 2)
     assert none.component_tasks("__acker") == []
 
 

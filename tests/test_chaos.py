@@ -21,7 +21,9 @@ from tests.components import requires
 from tests.chaos.report import RESULTS_MARKER, append_markdown, markdown
 from tests.chaos.run import RunResult, Sampler, run_chaos
 from tests.chaos.cluster import CONF
-from tests.chaos.schedule import KINDS, SLOW_MIN_SECS, bounded_plan, conflicts, soak_steps
+from tests.chaos.schedule import (
+    ENSEMBLE_KINDS, KINDS, SLOW_MIN_SECS, bounded_ensemble_plan, bounded_plan, conflicts, kinds_for, soak_steps,
+)
 from tests.chaos.workload import SinkReader, check
 
 needs_root = requires(os.geteuid() == 0 and shutil.which("ip") is not None,
@@ -75,6 +77,19 @@ def test_soak_steps_repeat_for_a_seed_and_deal_every_kind_per_bag():
     assert any(not s.wait_healthy for s in a) and any(s.wait_healthy for s in a)
     assert any(s.overlap for s in a) and len({s.seed for s in a}) == len(a)
     assert all(s.params["hold_secs"] >= SLOW_MIN_SECS for s in a if s.kind == "slow_bolt")
+
+
+def test_an_ensemble_run_deals_the_ensemble_faults_instead_of_the_single_server_restart():
+    assert kinds_for(1) == KINDS
+    three = kinds_for(3)
+    assert "zk_restart" not in three and set(ENSEMBLE_KINDS) <= set(three)
+    assert [s.kind for s in bounded_ensemble_plan()] == ["zk_follower_kill", "zk_leader_kill", "zk_ensemble_restart"]
+    steps = list(itertools.islice(soak_steps(random.Random(3), three), 3 * len(three)))
+    assert {s.kind for s in steps} == set(three)
+    # ZooKeeper faults never overlap each other, nor a session expiry they would hide
+    for kind in ENSEMBLE_KINDS:
+        assert conflicts(kind, ["zk_leader_kill"]) and conflicts(kind, ["supervisor_session_expiry"])
+    assert not conflicts("zk_follower_kill", ["slow_bolt"])
 
 
 def test_overlapping_faults_share_no_resource():
@@ -163,13 +178,59 @@ def test_bounded_chaos_run(tmp_path):
 
 @needs_root
 @pytest.mark.cluster
+@pytest.mark.timeout(600)
+def test_bounded_ensemble_chaos_run(tmp_path):
+    """The cluster on a ZooKeeper ensemble of three: kill -9 of a follower, of the leader, and of
+    every member at once — nothing lost, each fault took effect, recovery times reported."""
+    result = run_chaos(tmp_path / "chaos", mode="bounded", zookeepers=3)
+    print(markdown(result, "tests/test_chaos.py::test_bounded_ensemble_chaos_run"))
+    assert result.error is None
+    assert result.n > 500
+    assert result.lost == 0, f"lost ids: {result.lost_ids}"
+    assert result.unexpected == 0 and result.converged
+    assert [f.kind for f in result.faults] == ["zk_follower_kill", "zk_leader_kill", "zk_ensemble_restart"]
+    assert not [(f.kind, f.error, f.evidence) for f in result.faults if not f.injected]
+    follower = _fault(result, "zk_follower_kill").evidence
+    assert follower["leader_kept"] and follower["rejoined_after_restart_secs"] is not None
+    leader = _fault(result, "zk_leader_kill").evidence
+    assert leader["new_leader"] != leader["old_leader"] and leader["new_leader_after_secs"] is not None
+    assert leader["rejoined_as_follower_after_restart_secs"] is not None
+    restart = _fault(result, "zk_ensemble_restart").evidence
+    assert restart["quorum_after_restart_secs"] is not None
+    assert restart["supervisors_and_leader_back_after_secs"] is not None
+    for f in result.faults:
+        assert f.evidence["cluster_healthy_after_secs"] is not None, f.kind  # it recovered, in bounded time
+    assert result.convergence_secs < 180
+
+
+@needs_root
+@pytest.mark.cluster
 @pytest.mark.slow
 @pytest.mark.timeout(3600)
 def test_soak(tmp_path):
     duration = float(os.environ.get("GALE_CHAOS_SOAK_SECS", "900"))
     seed = int(os.environ.get("GALE_CHAOS_SOAK_SEED", "1"))
-    result = run_chaos(tmp_path / "chaos", mode="soak", duration=duration, seed=seed)
-    print(markdown(result, f"GALE_CHAOS_SOAK_SECS={duration:.0f} GALE_CHAOS_SOAK_SEED={seed} make soak"))
+    zookeepers = int(os.environ.get("GALE_CHAOS_SOAK_ZOOKEEPERS", "1"))
+    result = run_chaos(tmp_path / "chaos", mode="soak", duration=duration, seed=seed, zookeepers=zookeepers)
+    print(markdown(result, f"GALE_CHAOS_SOAK_SECS={duration:.0f} GALE_CHAOS_SOAK_SEED={seed} "
+                           f"GALE_CHAOS_SOAK_ZOOKEEPERS={zookeepers} make soak"))
+    assert result.error is None
+    assert result.lost == 0, f"lost ids: {result.lost_ids}"
+    assert result.unexpected == 0 and result.converged
+    assert not [(f.kind, f.error) for f in result.faults if not f.injected]
+
+
+@needs_root
+@pytest.mark.cluster
+@pytest.mark.slow
+@pytest.mark.timeout(3600)
+def test_ensemble_soak(tmp_path):
+    """A soak on a ZooKeeper ensemble of three: every fault kind, the ensemble's included."""
+    duration = float(os.environ.get("GALE_CHAOS_SOAK_SECS", "900"))
+    seed = int(os.environ.get("GALE_CHAOS_SOAK_SEED", "1"))
+    result = run_chaos(tmp_path / "chaos", mode="soak", duration=duration, seed=seed, zookeepers=3)
+    print(markdown(result, f"GALE_CHAOS_SOAK_SECS={duration:.0f} GALE_CHAOS_SOAK_SEED={seed} "
+                           "make soak (test_ensemble_soak)"))
     assert result.error is None
     assert result.lost == 0, f"lost ids: {result.lost_ids}"
     assert result.unexpected == 0 and result.converged

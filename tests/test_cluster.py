@@ -57,7 +57,7 @@ def all_running(cluster, name):
     return s
 
 
-def test_word_count_runs_exact_and_layout_matches_seeds(cluster, topologies, tmp_path):
+def test_word_count_runs_exact_and_layout_matches_storm(cluster, topologies, tmp_path):
     work = DurableInput(tmp_path, 3000)
     name, tid = topologies.submit(DURABLE_WC, "wc-exact", *work.overrides())
     assert tid.startswith(f"{name}-") and tid.count("-") >= 3
@@ -73,7 +73,7 @@ def test_word_count_runs_exact_and_layout_matches_seeds(cluster, topologies, tmp
         assert all(c["stats"].get("failed", 0) == 0 for c in st["components"].values()), st["components"]
 
     eventually(running_clean, 30)
-    # the seeds' layout, readable JSON
+    # Storm's layout (docs/storm-model.md §2), readable JSON
     zk = zk_for(cluster)
     try:
         root = cluster.root
@@ -82,8 +82,9 @@ def test_word_count_runs_exact_and_layout_matches_seeds(cluster, topologies, tmp
         assert base["name"] == name and base["status"] == "ACTIVE" and base["num_workers"] == 2
         assert base["component_executors"] == {"source": 2, "split": 4, "count": 4, "sink": 2, "__acker": 2}
         assignment = json.loads(zk.get(f"{root}/assignments/{tid}")[0])
-        slots = {(v["node"], v["port"]) for v in assignment["executor_node_port"].values()}
-        assert len(slots) == 2 and len(assignment["executor_start_time_secs"]) == 14
+        # version 2: executors grouped by worker slot, "start-end" tokens
+        slots = {(w["node"], w["port"]) for w in assignment["workers"]}
+        assert len(slots) == 2 and sum(len(w["executors"].split()) for w in assignment["workers"]) == 14
         assert set(assignment["node_host"].values()) == {"127.0.0.1"}
         assert sorted(zk.get_children(f"{root}/supervisors")) == sorted(cluster.supervisor_id(i) for i in range(2))
         sup = json.loads(zk.get(f"{root}/supervisors/{cluster.supervisor_id(0)}")[0])

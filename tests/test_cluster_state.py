@@ -89,9 +89,9 @@ def test_every_record_round_trips_through_zookeeper(zk):
     assert st.nimbus_summaries() == {"h:8080": ns}
 
     # znodes are readable JSON with a version field (what zkCli.sh get shows)
-    for path in [f"/storm/storms/{TID}", f"/storm/assignments/{TID}", "/storm/supervisors/sup-1",
-                 f"/storm/workerbeats/{TID}/sup-1-6700"]:
-        assert json.loads(zk.get(path)[0])["version"] == 1
+    for path, version in [(f"/storm/storms/{TID}", 1), (f"/storm/assignments/{TID}", 2),
+                          ("/storm/supervisors/sup-1", 1), (f"/storm/workerbeats/{TID}/sup-1-6700", 1)]:
+        assert json.loads(zk.get(path)[0])["version"] == version
 
 
 def test_workerbeat_not_created_for_removed_topology(zk):

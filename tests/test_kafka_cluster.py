@@ -47,7 +47,7 @@ def test_worker_holding_partitions_killed_nothing_lost(zk_server, tmp_path, kafk
         args = [x for k, v in overrides.items() for x in ("-c", f"{k}={v}")]
         cli(c, "submit", str(TOPOLOGY), "--name", "kafka-kill", "--wait", *args)
         until(lambda: len(seen(state)) > 500, 90)
-        # each spout task owns 2 partitions (range assignment, seed 004); kill the worker of one
+        # each spout task owns 2 partitions (range assignment, docs/storm-model.md §10); kill the worker of one
 
         def first_spout_worker():
             worker = json.loads(cli(c, "status", "kafka-kill", "--json").stdout)[

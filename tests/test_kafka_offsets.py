@@ -13,10 +13,12 @@ from gale.worker.connectors.kafka_offsets import (
     RETRY,
     SKIP,
     UNKNOWN,
+    EARLIEST,
+    LATEST,
     OffsetTracker,
     RetryPolicy,
-    out_of_range,
-    reset_position,
+    new_partitions,
+    plan_starts,
 )
 
 
@@ -146,16 +148,6 @@ def test_retry_policy_backoff():
     assert RetryPolicy(limit=3).allows(3) and not RetryPolicy(limit=3).allows(4)
 
 
-def test_out_of_range_and_reset_position():
-    assert out_of_range(5, 10, 20) and out_of_range(21, 10, 20)
-    assert not out_of_range(10, 10, 20) and not out_of_range(20, 10, 20)
-    assert not out_of_range(1000, None, None)
-    assert reset_position("earliest", 10, 20) == 10
-    assert reset_position("latest", 10, 20) == 20
-    with pytest.raises(ValueError, match="earliest, latest"):
-        reset_position("largest", 10, 20)
-
-
 # ------------------------------------------------------------------------------------ properties
 
 
@@ -256,3 +248,52 @@ def test_committed_never_passes_an_unacked_offset(start, limit, script):
     # every offset that exists below the end was emitted and is done
     assert {o for o in m.log_offsets if o < t.emit_position} <= m.emitted
     assert m.emitted <= m.acked | m.dropped
+
+
+# ---------------------------------------------------------------------------- where a new assignment starts
+
+
+A0, A1, A2, A3 = ("t", 0), ("t", 1), ("t", 2), ("t", 3)
+
+
+def test_retained_partitions_keep_their_trackers_and_new_ones_start_where_committed():
+    owned = frozenset({A0, A1, A2, A3})
+    plan = plan_starts(owned, retained=frozenset({A0}), current=[A0, ("t", 9)],
+                       stored={A1: 40, A2: None, A3: 5}, log_start={A1: 10, A2: 7, A3: 8}, policy=EARLIEST)
+    assert plan.keep == {A0}
+    assert plan.starts == {A1: 40, A2: 7, A3: 8}   # committed; never committed -> log start; below it -> log start
+    assert plan.validate == {A1: 40}               # only a stored offset may lie past the high watermark
+    assert plan.probe == frozenset() and plan.below_log_start == {A3: (5, 8)}
+
+
+def test_latest_probes_the_high_watermark_for_partitions_without_a_usable_offset():
+    owned = frozenset({A1, A2, A3})
+    plan = plan_starts(owned, frozenset(), current=[], stored={A1: 40, A3: 5}, log_start={A1: 0, A2: 0, A3: 8},
+                       policy=LATEST)
+    assert plan.starts == plan.validate == {A1: 40}
+    assert plan.probe == {A2, A3} and plan.below_log_start == {A3: (5, 8)}
+
+
+def test_a_partition_owned_before_but_not_retained_starts_afresh():
+    # owned in the previous generation, lost and won back during the rebalance: its in-flight state is stale
+    assert new_partitions(frozenset({A0, A1}), frozenset({A1}), [A0, A1]) == [A0]
+    plan = plan_starts(frozenset({A0, A1}), frozenset({A1}), [A0, A1], {A0: 3}, {A0: 0}, EARLIEST)
+    assert plan.keep == {A1} and plan.starts == {A0: 3}
+
+
+def test_an_unknown_reset_policy_is_named():
+    with pytest.raises(ValueError, match="'middle'.*earliest, latest"):
+        plan_starts(frozenset(), frozenset(), [], {}, {}, "middle")
+
+
+@given(st.dictionaries(st.integers(0, 7), st.one_of(st.none(), st.integers(0, 100))),
+       st.sets(st.integers(0, 7)), st.sets(st.integers(0, 7)), st.sampled_from([EARLIEST, LATEST]))
+def test_every_owned_partition_is_kept_started_or_probed_exactly_once(stored, current, retained, policy):
+    owned = frozenset(("t", p) for p in stored)
+    cur, ret = [("t", p) for p in current], frozenset(("t", p) for p in retained)
+    log_start = {tp: 50 for tp in new_partitions(owned, ret, cur)}
+    plan = plan_starts(owned, ret, cur, {("t", p): o for p, o in stored.items()}, log_start, policy)
+    parts = [*plan.keep, *plan.starts, *plan.probe]
+    assert sorted(parts) == sorted(owned)
+    assert all(o >= 50 for tp, o in plan.starts.items())  # nothing starts below the log start
+    assert set(plan.validate) <= set(plan.starts)

@@ -113,7 +113,7 @@ def settled(running, n_tasks_total=None):
 # ---------------------------------------------------------------------------------------------------
 
 
-def test_two_tasks_form_the_seed_consumer_group(kafka_broker, zk, zk_chroot, conf):
+def test_two_tasks_form_the_zookeeper_consumer_group(kafka_broker, zk, zk_chroot, conf):
     kafka_broker.create_topic("layout", PARTITIONS)
     with LocalCluster(conf) as cluster:
         running = cluster.submit_topology("layout", kafka_conf(kafka_broker, zk_chroot, "layout", "g1"),
@@ -416,10 +416,10 @@ def test_offset_reset_latest_without_a_commit_starts_at_the_end(kafka_broker, zk
         assert sorted(seen(running)) == [(0, 150), (0, 151), (1, 150), (1, 151)]
 
 
-def test_brokers_and_partitions_discovered_from_the_seed_zookeeper_layout(kafka_broker, zk, zk_chroot, conf):
+def test_brokers_and_partitions_discovered_from_kafkas_zookeeper_layout(kafka_broker, zk, zk_chroot, conf):
     kafka_broker.create_topic("disc", PARTITIONS)
     kafka_broker.produce("disc", [f"v{i}" for i in range(100)], partitions=PARTITIONS)
-    # what a ZooKeeper-mode Kafka cluster keeps (seed 004): /brokers/ids/<id>, /brokers/topics/<t>
+    # what a ZooKeeper-mode Kafka cluster keeps (docs/storm-model.md §10): /brokers/ids/<id>, /brokers/topics/<t>
     zk.create("/brokers/ids/1", json.dumps({
         "version": 4, "host": None, "port": -1, "jmx_port": -1, "timestamp": "1700000000000",
         "endpoints": [f"CLIENT://{kafka_broker.bootstrap}"],

@@ -298,7 +298,7 @@ def test_nimbus_local_cli_prints_stats_json():
 
 def test_spout_root_ids_are_steered_to_local_ackers():
     """With ackers in several workers, a spout picks root ids whose acker is in its own worker."""
-    from gale.topology.definition import TopologyLayout
+    from gale.topology.definition import TopologyTasks
     from gale.worker.runtime.runtime import WorkerRuntime
 
     class NoRemote:
@@ -310,7 +310,7 @@ def test_spout_root_ids_are_steered_to_local_ackers():
     b = chain(("sink", Sink, {}), spout_values=list(range(200)))
     topo = b.create_topology()
     conf = local_conf(topo, {"topology.acker.executors": 4})
-    layout = TopologyLayout(topo.definition, conf, 1)
+    layout = TopologyTasks(topo.definition, conf, 1)
     ackers = layout.component_executors["__acker"]
     mine = [ex for ex in layout.executors if layout.executor_to_component[ex] != "__acker"] + ackers[:1]
     rt = WorkerRuntime(topo, topology_id="t", conf=conf, layout=layout, executors=mine, remote=NoRemote())

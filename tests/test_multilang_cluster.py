@@ -56,9 +56,13 @@ def test_pystorm_bolts_on_a_cluster_with_failures_replayed(cluster, tmp_path):
         assert acked == list(range(n)), f"{len(acked)} of {n} acked"
         assert words_of(tmp_path) == Counter({**{f"s{i}": 1 for i in range(n)}, "alpha": n, "beta": n, "gamma": n})
     eventually(complete, 120)
-    st = status(cluster, "ml-pystorm")
-    assert st["components"]["flaky"]["stats"]["failed"] == n  # each sentence failed once in the child...
-    assert st["components"]["source"]["stats"]["acked"] == n  # ...and every one replayed to completion
+
+    def counted():
+        # the stats come from workerbeats, written every few seconds: later than the files above
+        st = status(cluster, "ml-pystorm")
+        assert st["components"]["flaky"]["stats"]["failed"] == n  # each sentence failed once in the child...
+        assert st["components"]["source"]["stats"]["acked"] == n  # ...and every one replayed to completion
+    eventually(counted, 60)
     cli(cluster, "kill", "ml-pystorm", "--wait", "0")
 
 

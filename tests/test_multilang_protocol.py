@@ -6,7 +6,7 @@ from __future__ import annotations
 import msgpack
 import pytest
 
-from gale.topology.definition import TopologyLayout
+from gale.topology.definition import TopologyTasks
 from gale.topology.tuple import Fields, Tuple
 from gale.worker.multilang import protocol as p
 from gale.worker.multilang.codec import JsonCodec, MsgpackCodec, ProtocolError, codec_for
@@ -106,7 +106,7 @@ def test_the_handshake_context_has_storms_eight_keys():
     b.set_bolt("count", ShellBolt, kwargs={"command": ["x"], "outputs": ["word", "n"]}).global_grouping("split")
     b.set_bolt("odd", ShellBolt, kwargs={"command": ["x"]}).all_grouping("split", "odd")
     defn = b.create_topology("t").definition
-    layout = TopologyLayout(defn, {}, 1)
+    layout = TopologyTasks(defn, {}, 1)
     ctx = p.storm_context(defn, layout.task_to_component, "split", 5)
     assert set(ctx) == {"task->component", "taskid", "componentid", "streams", "stream->outputfields",
                         "stream->target->grouping", "source->stream->grouping", "source->stream->fields"}

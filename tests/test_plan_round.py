@@ -6,10 +6,13 @@ from __future__ import annotations
 from dataclasses import replace
 
 from gale.config import defaults
-from gale.records import Assignment, ExecutorStats, StormBase, SupervisorInfo, TopologyStatus, WorkerHeartbeat, executor_key
+from gale.records import (
+    Assignment, ExecutorStats, StormBase, SupervisorInfo, SupervisorWorkerHeartbeat, TopologyStatus, WorkerHeartbeat,
+    encode_executors, executor_key,
+)
 from gale.topology.builder import TopologyBuilder
 from gale.topology.definition import component_parallelism
-from gale.nimbus.plan import RoundSnapshot, SchedulingTimeouts, TopologyInputs, plan_round
+from gale.nimbus.plan import RoundSnapshot, SchedulingTimeouts, TopologyInputs, plan_round, workerbeats_wanted
 from gale.nimbus.scheduler import HeartbeatCache
 from tests.topologies import Identity, ListSpout
 
@@ -56,6 +59,19 @@ def beat(tid: str, placements: dict, slot: tuple[str, int], time_secs: int, exec
 def beats(tid: str, a: Assignment, time_secs: int) -> dict:
     placements = a.executors()
     return {slot: beat(tid, placements, slot, time_secs) for slot in set(placements.values())}
+
+
+def reporting(a: Assignment, time_secs: int, *nodes: str, skip=(), executors=None) -> dict[str, SupervisorInfo]:
+    """Supervisors ``nodes`` (default a, b), each reporting the heartbeats of the workers ``a``
+    places on it (as read from their LocalState), except the slots in ``skip``."""
+    sups = supervisors(*(nodes or ("a", "b")))
+    out = {}
+    for node, info in sups.items():
+        hbs = [SupervisorWorkerHeartbeat(topology_id="t-1", port=port, time_secs=time_secs,
+                                         executors=encode_executors(executors if executors is not None else exs))
+               for port, exs in a.executors_on(node).items() if (node, port) not in skip]
+        out[node] = info.model_copy(update={"worker_heartbeats": hbs})
+    return out
 
 
 def first_assignment() -> Assignment:
@@ -183,3 +199,125 @@ def test_two_topologies_never_share_a_slot():
     by_id = {w.topology_id: set(w.assignment.executors().values()) for w in plan.writes}
     assert len(by_id["t-1"]) == 2 and len(by_id["t-2"]) == 1
     assert not by_id["t-1"] & by_id["t-2"]
+
+
+# ----------------------------------------------------------------------------- heartbeats from supervisors
+
+
+def test_supervisor_reported_heartbeats_keep_executors_alive_without_workerbeats():
+    """Live supervisors report their workers' heartbeats in their own znode: the round needs no
+    workerbeat to keep every executor where it is, long after the launch grace."""
+    a = first_assignment()
+    cache = HeartbeatCache()
+    for t in (NOW + 150, NOW + 175, NOW + 200):
+        plan = plan_round(snapshot({"t-1": topology()}, {"t-1": a}, sups=reporting(a, int(t)), now=t, cache=cache))
+        assert plan.writes == ()
+        cache = plan.cache
+    assert cache.last_change("t-1", (1, 1)) == NOW + 200
+
+
+def test_a_worker_its_supervisor_reports_stale_moves_after_the_timeout():
+    """A hung worker: its supervisor keeps reporting the last LocalState time it wrote; nimbus
+    moves its executors once that time has not changed for nimbus.task.timeout.secs (30 s)."""
+    a = first_assignment()
+    placements = a.executors()
+    hung = placements[(1, 1)]
+    t1 = NOW + 150
+    cache = plan_round(snapshot({"t-1": topology()}, {"t-1": a}, sups=reporting(a, int(t1)), now=t1)).cache
+    stale = {**reporting(a, int(t1) + 29, skip={hung})}
+    frozen = reporting(a, int(t1), hung[0])[hung[0]].worker_heartbeats
+    stale[hung[0]] = stale[hung[0]].model_copy(update={"worker_heartbeats": [
+        *stale[hung[0]].worker_heartbeats, *[b for b in frozen if b.port == hung[1]]]})
+    early = plan_round(snapshot({"t-1": topology()}, {"t-1": a}, sups=stale, now=t1 + 29, cache=cache))
+    assert early.writes == ()
+    late = plan_round(snapshot({"t-1": topology()}, {"t-1": a}, sups=stale, now=t1 + 31, cache=early.cache))
+    (w,) = late.writes
+    assert w.dead == {ex for ex, s in placements.items() if s == hung}
+
+
+def test_a_supervisor_reporting_executors_of_another_slot_is_not_trusted():
+    """A report names a port: executors the assignment places on another slot do not count."""
+    a = first_assignment()
+    placements = a.executors()
+    t1 = NOW + 150
+    every = list(placements)
+    sups = reporting(a, int(t1), executors=every)  # each worker claims every executor
+    plan = plan_round(snapshot({"t-1": topology()}, {"t-1": a}, sups=sups, now=t1))
+    assert plan.writes == ()
+    for ex, (node, port) in placements.items():
+        assert plan.cache.last_change("t-1", ex) == t1  # counted once, from its own slot
+    # only "b" reports (claiming everything): what runs on "a" is not kept alive by it
+    only_b = {"a": supervisors("a")["a"], "b": reporting(a, int(t1) + 31, executors=every)["b"]}
+    later = plan_round(snapshot({"t-1": topology()}, {"t-1": a}, sups=only_b, now=t1 + 31, cache=plan.cache))
+    (w,) = later.writes
+    assert w.dead == {ex for ex, s in placements.items() if s[0] == "a"}
+
+
+def test_a_dead_nodes_last_workerbeat_does_not_pass_for_a_new_beat():
+    """The node dies with its workers: its supervisor's last report said time T, the workers' own
+    last workerbeats say a bit earlier. When the supervisor's znode goes, the round reads those
+    workerbeats (orphaned slots): an older time is not a sign of life, so the executors move as
+    soon as the orphan grace since T is over — not one grace later."""
+    a = first_assignment()
+    placements = a.executors()
+    t1 = NOW + 150
+    cache = plan_round(snapshot({"t-1": topology()}, {"t-1": a}, sups=reporting(a, int(t1)), now=t1)).cache
+    on_a = {s for s in set(placements.values()) if s[0] == "a"}
+    stale = {slot: beat("t-1", placements, slot, int(t1) - 2) for slot in on_a}  # written before the report
+    topo = replace(topology(), heartbeats=stale)
+    plan = plan_round(snapshot({"t-1": topo}, {"t-1": a}, sups=reporting(a, int(t1) + 10, "b"), now=t1 + 10,
+                               cache=cache))
+    (w,) = plan.writes
+    assert w.dead == {ex for ex, s in placements.items() if s in on_a}
+    # a worker whose supervisor died but which still beats keeps its executors (a newer workerbeat)
+    alive = {slot: beat("t-1", placements, slot, int(t1) + 8) for slot in on_a}
+    kept = plan_round(snapshot({"t-1": replace(topology(), heartbeats=alive)}, {"t-1": a},
+                               sups=reporting(a, int(t1) + 10, "b"), now=t1 + 10, cache=cache))
+    assert kept.writes == ()
+
+
+def test_workerbeats_are_wanted_only_where_the_supervisors_do_not_vouch():
+    a = first_assignment()
+    slots = sorted(set(a.executors().values()))
+    t1 = NOW + 150
+    cache = plan_round(snapshot({"t-1": topology()}, {"t-1": a}, sups=reporting(a, int(t1)), now=t1)).cache
+    # every supervisor reports a newer beat for every slot: no workerbeat to read
+    assert workerbeats_wanted({"t-1": a}, reporting(a, int(t1) + 5), cache) == {}
+    # "a" reports nothing newer (its reports stopped): its slots are wanted; so are a gone node's
+    stalled = {**reporting(a, int(t1) + 5, "b"), "a": reporting(a, int(t1), "a")["a"]}
+    on_a = sorted(s for s in slots if s[0] == "a")
+    assert workerbeats_wanted({"t-1": a}, stalled, cache) == {"t-1": on_a}
+    assert workerbeats_wanted({"t-1": a}, reporting(a, int(t1) + 5, "b"), cache) == {"t-1": on_a}
+    # a slot its supervisor does not report at all (its worker has not beaten yet, or died)
+    quiet = reporting(a, int(t1) + 5, skip={slots[0]})
+    assert workerbeats_wanted({"t-1": a}, quiet, cache) == {"t-1": [slots[0]]}
+
+
+def test_a_node_that_dies_moves_at_the_first_round_after_its_session_expires():
+    """Rounds every 10 s; the node dies at t1+2 (its supervisor reported t1, its workers last
+    wrote workerbeats at t1+2); its session expires 20 s later. The round while it is still
+    registered reads its workerbeats (its reports stopped); the first round after expiry moves
+    its executors — not a round later."""
+    a = first_assignment()
+    placements = a.executors()
+    on_a = {s for s in set(placements.values()) if s[0] == "a"}
+    t1 = NOW + 150
+    cache = plan_round(snapshot({"t-1": topology()}, {"t-1": a}, sups=reporting(a, int(t1)), now=t1)).cache
+    last = {slot: beat("t-1", placements, slot, int(t1) + 2) for slot in on_a}
+    # t1+10: "a" still registered, its report unchanged; its workerbeats are read
+    frozen = {**reporting(a, int(t1) + 10, "b"), "a": reporting(a, int(t1), "a")["a"]}
+    wanted = workerbeats_wanted({"t-1": a}, frozen, cache)
+    assert set(wanted["t-1"]) == on_a
+    r2 = plan_round(snapshot({"t-1": replace(topology(), heartbeats=last)}, {"t-1": a}, sups=frozen, now=t1 + 10,
+                             cache=cache))
+    assert r2.writes == ()
+    # t1+20: "a" still registered (expiry at t1+22): nothing moves before the task timeout
+    r3 = plan_round(snapshot({"t-1": replace(topology(), heartbeats=last)}, {"t-1": a}, sups=frozen, now=t1 + 20,
+                             cache=r2.cache))
+    assert r3.writes == ()
+    # t1+30: its znode is gone; the same last workerbeats: dead now
+    gone = reporting(a, int(t1) + 30, "b")
+    r4 = plan_round(snapshot({"t-1": replace(topology(), heartbeats=last)}, {"t-1": a}, sups=gone, now=t1 + 30,
+                             cache=r3.cache))
+    (w,) = r4.writes
+    assert w.dead == {ex for ex, s in placements.items() if s in on_a}

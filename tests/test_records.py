@@ -35,9 +35,48 @@ def test_assignment_helpers():
     assert a.executors_on("n1") == {6700: [(1, 2), (4, 4)], 6701: [(3, 3)]}
     assert a.executors_on("n1", 6701) == {6701: [(3, 3)]}
     data = json.loads(a.encode())
-    assert data["version"] == 1
-    assert data["executor_node_port"]["1-2"] == {"node": "n1", "port": 6700}
-    assert Assignment.decode(a.encode(), "/p") == a
+    assert data["version"] == 2
+    # executors grouped by slot and start time, as "start-end" tokens
+    assert data["workers"] == [
+        {"node": "n1", "port": 6700, "start_time_secs": 5, "executors": "1-2"},
+        {"node": "n1", "port": 6700, "start_time_secs": 6, "executors": "4-4"},
+        {"node": "n1", "port": 6701, "start_time_secs": 5, "executors": "3-3"},
+    ]
+    back = Assignment.decode(a.encode(), "/p")
+    assert back == a
+    assert back.executors() == a.executors() and back.start_times() == {(1, 2): 5, (3, 3): 5, (4, 4): 6}
+    assert back.slots() == {("n1", 6700), ("n1", 6701)}
+
+
+def test_version_1_assignments_are_still_read():
+    v1 = {"version": 1, "master_code_dir": "/x", "code_checksum": "0" * 64, "node_host": {"n1": "h1"},
+          "executor_node_port": {"1-2": {"node": "n1", "port": 6700}, "3-3": {"node": "n1", "port": 6701}},
+          "executor_start_time_secs": {"1-2": 5, "3-3": 7}, "owner": "ana"}
+    a = Assignment.decode(json.dumps(v1).encode(), "/storm/assignments/t-1")
+    assert a.executors() == {(1, 2): ("n1", 6700), (3, 3): ("n1", 6701)}
+    assert a.start_times() == {(1, 2): 5, (3, 3): 7} and a.owner == "ana"
+    # equal to the version-2 record of the same placement: nimbus does not rewrite it for nothing
+    assert a == Assignment.build(master_code_dir="/x", code_checksum="0" * 64, node_host={"n1": "h1"},
+                                 executor_node_port=a.executors(), executor_start_time_secs=a.start_times(),
+                                 owner="ana")
+    bad = dict(v1, executor_node_port={"x-1": {"node": "n1", "port": 6700}})
+    with pytest.raises(CorruptRecordError, match="executor key 'x-1'"):
+        Assignment.decode(json.dumps(bad).encode(), "/storm/assignments/t-1")
+    with pytest.raises(CorruptRecordError, match="executor_node_port"):
+        Assignment.decode(json.dumps(dict(v1, executor_node_port={"1-1": 6700})).encode(), "/a")
+
+
+def test_assignment_of_2000_executors_is_compact():
+    """2,000 executors in 100 workers: one entry per slot, ~10 bytes an executor with real
+    (uuid-host) supervisor ids instead of ~100."""
+    nodes = [f"{i:08d}-aaaa-bbbb-cccc-dddddddddddd-node{i}.example.com" for i in range(50)]
+    placements = {(i, i): (nodes[i % 50], 6700 + i % 2) for i in range(1, 2001)}
+    a = Assignment.build(master_code_dir="/var/lib/gale/nimbus/stormdist/t-1-1", code_checksum="0" * 64,
+                         node_host={n: n.split("-")[-1] for n in nodes}, executor_node_port=placements,
+                         executor_start_time_secs={ex: 1_800_000_000 for ex in placements})
+    size = len(a.encode())
+    assert size < 40_000, size
+    assert Assignment.decode(a.encode(), "/a").executors() == placements
 
 
 @pytest.mark.parametrize(

@@ -9,7 +9,7 @@ from collections import Counter
 import pytest
 
 from gale import TopologyBuilder
-from gale.topology.definition import TopologyLayout
+from gale.topology.definition import TopologyTasks
 from gale.worker.local import LocalTopology, complete_topology, local_conf
 from gale.worker.spark.commit import BATCH_DIR_PREFIX, TEMP_DIR
 from gale.worker.spark.session import acquire_spark, find_marked, spark_settings
@@ -169,7 +169,7 @@ def test_sink_writes_every_row_exactly_once_despite_replays(spark, tmp_path):
     topo = b.create_topology()
     conf = {"topology.spark.batch.size": 40, "topology.spark.batch.millis": 200}
     # a crash in the middle of an earlier write left a partial batch of each sink task behind
-    for task in TopologyLayout(topo.definition, local_conf(topo, conf), 1).component_tasks("sink"):
+    for task in TopologyTasks(topo.definition, local_conf(topo, conf), 1).component_tasks("sink"):
         stale = out / TEMP_DIR / f"t{task}-0123-dead"
         stale.mkdir(parents=True)
         (stale / "part-00000.parquet").write_bytes(b"partial")

@@ -15,7 +15,7 @@ from gale.bundle import make_bundle
 from gale.config import defaults
 from gale.records import Assignment, ErrorInfo, ExecutorStats, StormBase, TopologyStatus
 from gale.topology.builder import TopologyBuilder
-from gale.topology.definition import TopologyLayout, component_parallelism
+from gale.topology.definition import TopologyTasks, component_parallelism
 from gale.topology.loader import load_topology_file
 from gale.nimbus.storm_api import build
 from tests.cluster import DURABLE_WC
@@ -40,7 +40,7 @@ def snapshot() -> build.TopologySnapshot:
     conf = {**defaults(), "topology.workers": 2, "topology.acker.executors": 1}
     defn = b.create_topology(name="t", conf={"topology.workers": 2}).definition
     parallelism = component_parallelism(defn, conf, 2)
-    layout = TopologyLayout(defn, conf, 2, parallelism)
+    layout = TopologyTasks(defn, conf, 2, parallelism)
     # tasks: __acker 1, split 2-3, words 4-5 (sorted component ids, numbered from 1)
     assert layout.component_executors == {"__acker": [(1, 1)], "split": [(2, 2), (3, 3)], "words": [(4, 4), (5, 5)]}
     placements = {(1, 1): ("n1", 6700), (2, 2): ("n1", 6700), (4, 4): ("n1", 6700), (3, 3): ("n2", 6701),

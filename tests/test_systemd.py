@@ -62,6 +62,8 @@ def test_units_keep_the_daemons_contract():
         assert service["Type"] == "notify"
         assert service["ExecStart"] == f"/opt/gale/venv/bin/{command} serve --config /etc/gale/gale.yaml"
         assert service["Restart"] == "on-failure"
+        # a daemon waits for ZooKeeper (or its quorum) as long as it takes: no start timeout to loop on
+        assert service["TimeoutStartSec"] == "infinity"
         assert service["EnvironmentFile"] == "-/etc/default/gale"
         assert "zookeeper.service" in u["Unit"]["After"] and "zookeeper.service" in u["Unit"]["Wants"]
         assert service["NoNewPrivileges"] == "yes" and service["ProtectSystem"] == "strict"

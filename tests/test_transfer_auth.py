@@ -404,3 +404,33 @@ def _assert(value):
 
 def _assert_count(transfer, key, n):
     assert transfer.stats[key] == n, {k: v for k, v in transfer.stats.items() if v}
+
+
+def test_a_stalled_destination_is_dropped_when_the_injected_clock_says_so():
+    """The stall timeout is judged by the transfer's clock: send rounds over twice ``stall_secs`` of
+    real time, with no simulated time passing, drop nothing; ``stall_secs`` of simulated time later
+    the destination is down."""
+    import time
+
+    from gale.clock import SimulatedClock
+    from tests.waiting import until
+
+    clock = SimulatedClock()
+    fields = Fields(["v"], "src:default")
+    t = Transfer(bind_host="127.0.0.1", port=free_port(), secret=SECRET, roles={7: TUPLE}, clock=clock,
+                 deliver=lambda *_: True, fields_for=lambda c, s: fields)
+    t.stall_secs = 0.2
+    t.start()
+    try:
+        nobody = f"127.0.0.1:{free_port()}"  # reserved, so nothing listens there
+        t.set_routes({9: nobody})
+        t.send_tuple(9, Tuple(["x"], fields, "src", "default", 1, {5: 6}))
+        until(lambda: t._held.get(nobody), 10, "the batch is held for the unreachable destination")
+        rounds, t0 = t._send_rounds, time.monotonic()
+        until(lambda: t._send_rounds > rounds + 20 and time.monotonic() - t0 > 2 * t.stall_secs, 10,
+              "the send loop went round with the batch held for twice the stall timeout of real time")
+        assert t.stats["dropped_messages"] == 0 and nobody not in t._down
+        clock.advance(t.stall_secs + 0.5)
+        eventually(lambda: (_assert_count(t, "dropped_messages", 1), _assert(nobody in t._down)), 10)
+    finally:
+        t.close(0.1)

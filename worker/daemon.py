@@ -38,13 +38,14 @@ from typing import Any
 from kazoo.exceptions import KazooException, NoNodeError
 
 from gale import log as glog
+from gale.clock import REAL_CLOCK
 from gale.cluster_state import ClusterState
 from gale.deadline import EXIT_SHARE, GRACEFUL_SHARE, Deadline, ExitDeadline, within
 from gale.errors import GaleError
 from gale.layout import Layout
 from gale.local_state import LocalState
 from gale.records import ErrorInfo, TopologyStatus, WorkerHeartbeat
-from gale.topology.definition import Topology, TopologyDef, TopologyLayout
+from gale.topology.definition import Topology, TopologyDef, TopologyTasks
 from gale.zk import start_client, stop_client
 from gale.worker.runtime.runtime import WorkerRuntime
 from gale.worker.transfer import Transfer
@@ -91,8 +92,12 @@ def topology_secret(stored_conf: dict[str, Any], where: str) -> bytes:
 
 
 class Worker:
-    def __init__(self, conf: dict[str, Any], topology_id: str, supervisor_id: str, port: int, worker_id: str):
+    def __init__(self, conf: dict[str, Any], topology_id: str, supervisor_id: str, port: int, worker_id: str,
+                 *, clock: Any = REAL_CLOCK):
+        """``clock`` stamps every heartbeat, workerbeat and error (the supervisor and nimbus judge
+        liveness by those stamps) and paces the runtime's timers."""
         self.conf = conf
+        self.clock = clock
         self.topology_id = topology_id
         self.supervisor_id = supervisor_id
         self.port = port
@@ -101,7 +106,7 @@ class Worker:
         self.worker_dir = self.local / "workers" / worker_id
         self.hb_state = LocalState(self.worker_dir / "heartbeats", keep=60, fsync=False)
         self.layout = Layout(conf["storm.zookeeper.root"])
-        self.started = time.time()
+        self.started = clock.time()
         self.stop_event = threading.Event()
         self.exit_code = EXIT_OK
         self.exit_reason = ""
@@ -123,7 +128,7 @@ class Worker:
 
     def write_local_heartbeat(self) -> None:
         self.hb_state.put(HEARTBEAT_KEY, {
-            "time_secs": time.time(), "topology_id": self.topology_id, "port": self.port,
+            "time_secs": self.clock.time(), "topology_id": self.topology_id, "port": self.port,
             "executors": [list(e) for e in self.executors], "pid": os.getpid(),
         }, cleanup=False)
         self.hb_state.cleanup(keep=5)
@@ -159,8 +164,8 @@ class Worker:
             first = next(iter(stats.values()))
             first.extra.update({f"transfer_{k}": float(v) for k, v in self.transfer.stats.items()})
         return WorkerHeartbeat(
-            storm_id=self.topology_id, executor_stats=stats, time_secs=int(time.time()),
-            uptime_secs=int(time.time() - self.started), start_time_secs=int(self.started), host=self.host,
+            storm_id=self.topology_id, executor_stats=stats, time_secs=int(self.clock.time()),
+            uptime_secs=int(self.clock.time() - self.started), start_time_secs=int(self.started), host=self.host,
             port=self.port, pid=os.getpid(), supervisor_id=self.supervisor_id, worker_id=self.worker_id,
             log_path=self.log_path, metrics_port=self.metrics.port if self.metrics is not None else None,
         )
@@ -172,7 +177,7 @@ class Worker:
 
     def error_sink(self, component: str, text: str) -> None:
         try:
-            self.errors.put_nowait((component, text, int(time.time())))
+            self.errors.put_nowait((component, text, int(self.clock.time())))
         except queue.Full:
             pass
 
@@ -275,7 +280,7 @@ class Worker:
         conf = dict(self.conf)
         conf.update(topo_conf)
         conf.pop("topology.secret", None)
-        layout = TopologyLayout(defn, conf, base.num_workers, base.component_executors)
+        layout = TopologyTasks(defn, conf, base.num_workers, base.component_executors)
         bind_host = slot_bind_host(self.conf)
         if not self.conf.get("storm.local.hostname") and not self.conf.get("worker.transfer.host") \
                 and ipaddress.ip_address(bind_host.split("%")[0]).is_loopback:
@@ -287,13 +292,13 @@ class Worker:
             port=self.port, secret=secret, deliver=self._deliver, fields_for=self._fields_for,
             batch_size=int(conf["topology.transfer.batch.size"]),
             flush_secs=float(conf["topology.transfer.flush.millis"]) / 1000.0,
-            max_tuple_bytes=int(conf["topology.transfer.max.tuple.bytes"]),
+            max_tuple_bytes=int(conf["topology.transfer.max.tuple.bytes"]), clock=self.clock,
         )
         self.transfer.set_routes(*self._routes(assignment))
         self.runtime = WorkerRuntime(
             Topology(defn), topology_id=self.topology_id, conf=conf, layout=layout, executors=self.executors,
             remote=self.transfer, error_sink=self.error_sink, worker_port=self.port,
-            local_dir=str(self.worker_dir), code_dir=str(code_dir), on_crash=self._crashed,
+            local_dir=str(self.worker_dir), code_dir=str(code_dir), on_crash=self._crashed, clock=self.clock,
         )
         self._fields = self.runtime._stream_fields
         self.transfer.set_roles(message_roles(self.runtime))
@@ -397,7 +402,7 @@ class Worker:
         try:
             self.state.report_error(self.topology_id, "__worker",
                                     ErrorInfo(error=f"worker setup failed: {type(exc).__name__}: {exc}",
-                                              error_time_secs=int(time.time()), host=self.host, port=self.port))
+                                              error_time_secs=int(self.clock.time()), host=self.host, port=self.port))
         except Exception:  # noqa: BLE001
             pass
 

@@ -26,7 +26,7 @@ from gale.errors import GaleError
 from gale.records import ExecutorStats
 from gale.stats_summary import component_summary
 from gale.topology.checkpointing import validate_checkpointing
-from gale.topology.definition import Topology, TopologyDef, TopologyLayout
+from gale.topology.definition import Topology, TopologyDef, TopologyTasks
 from gale.topology.components import Spout
 from gale.worker.runtime.runtime import WorkerRuntime
 
@@ -47,7 +47,7 @@ class LocalTopology:
         self.topology = topology
         self.conf = conf
         workers = int(conf.get("topology.workers", 1))
-        self.layout = TopologyLayout(topology.definition, conf, workers)
+        self.layout = TopologyTasks(topology.definition, conf, workers)
         self.runtime = WorkerRuntime(
             topology,
             topology_id=f"{name}-local",

@@ -39,6 +39,8 @@ from typing import Any
 import msgpack
 import zmq
 
+from gale.clock import REAL_CLOCK
+from gale.deadline import Deadline
 from gale.log import get_logger
 from gale.topology.tuple import Fields, Tuple
 from gale.worker.batch_auth import REJECT_REASONS, Opener, ReplayGuard, Sealer
@@ -68,6 +70,7 @@ class Transfer:
         flush_secs: float = 0.001,
         high_water: int = 20_000,
         max_tuple_bytes: int = 32 * 1024 * 1024,
+        clock: Any = REAL_CLOCK,
     ):
         if not secret:
             raise ValueError("the transfer needs the topology secret (topology.secret); there is no fallback key")
@@ -78,7 +81,9 @@ class Transfer:
         self.secret = secret
         self.deliver = deliver
         self.fields_for = fields_for
-        self.sealer = Sealer(secret)
+        #: judges stalled destinations (``stall_secs``), stamps sealed batches and the replay floor
+        self.clock = clock
+        self.sealer = Sealer(secret, clock=clock.time)
         self.opener: Opener | None = None  # made at start(): its replay floor is the moment we bind
         self.decoder = BatchDecoder(fields_for, roles)
         self._identities: dict[str, str] = {}
@@ -89,6 +94,7 @@ class Transfer:
         self.stall_secs = 2.0
         self._progress: dict[str, float] = {}
         self._down: set[str] = set()
+        self._send_rounds = 0  # rounds of the send loop (tests wait for the loop to get past a point)
         self.ctx = zmq.Context()
         self.routes: dict[int, str] = {}
         self.queues: dict[str, deque] = {}
@@ -105,7 +111,7 @@ class Transfer:
 
     def start(self) -> None:
         # batches sealed before this moment were meant for an earlier process on this port
-        self.opener = Opener(self.secret, self.identity, ReplayGuard(int(time.time() * 1000), MAX_SENDER_SESSIONS))
+        self.opener = Opener(self.secret, self.identity, ReplayGuard(int(self.clock.time() * 1000), MAX_SENDER_SESSIONS))
         self._pull = self.ctx.socket(zmq.PULL)
         self._pull.setsockopt(zmq.LINGER, 0)
         self._pull.setsockopt(zmq.RCVHWM, 1000)
@@ -120,9 +126,9 @@ class Transfer:
             self._threads.append(t)
 
     def close(self, flush_timeout: float = 2.0) -> None:
-        deadline = time.monotonic() + flush_timeout
-        while time.monotonic() < deadline and any(self.queues.values()):
-            time.sleep(0.01)
+        deadline = Deadline(flush_timeout)
+        while not deadline.expired() and any(self.queues.values()):
+            time.sleep(0.01)  # pacing while the sender drains the queues
         self._stop.set()
         for t in self._threads:
             t.join(2.0)
@@ -143,7 +149,7 @@ class Transfer:
         live = set(self.routes.values())
         for address in live:
             self.queues.setdefault(address, deque())
-            self._progress.setdefault(address, time.monotonic())
+            self._progress.setdefault(address, self.clock.monotonic())
         for address in [a for a in self.queues if a not in live]:
             # a worker that left the plan: what was queued for it is lost (and will replay)
             dropped = len(self.queues.pop(address)) + sum(n for _, n in self._held.pop(address, ()))
@@ -219,7 +225,7 @@ class Transfer:
                     sockets[address] = sock
                 held = self._held.setdefault(address, deque())
                 receiver = self._identities.get(address, address)
-                now = time.monotonic()
+                now = self.clock.monotonic()
                 while held:
                     payload, n = held[0]
                     try:
@@ -255,8 +261,9 @@ class Transfer:
             for address in [a for a in sockets if a not in self.queues]:
                 sockets.pop(address).close(0)
                 self.sealer.forget(self._identities.get(address, address))
+            self._send_rounds += 1
             if not sent_any:
-                time.sleep(self.flush_secs)
+                time.sleep(self.flush_secs)  # pacing, not a decision: real time whatever the clock
         for sock in sockets.values():
             sock.close(0)
 

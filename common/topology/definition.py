@@ -5,7 +5,7 @@ constructor arguments, their declared streams, their inputs with groupings, para
 counts, plus the topology's own config. Nimbus validates it, stores it with the code bundle,
 computes tasks and executors and schedules — all without importing user code.
 
-Tasks and executors follow Storm exactly (``reference/storm-internals.md`` §2 "Identifiers"):
+Tasks and executors follow Storm exactly (``docs/storm-model.md`` §1):
 components (including the system component ``__acker``) sorted by id, task ids numbered from 1,
 each component getting its task count; each component's tasks split into its executor count of
 contiguous ranges, bigger ranges first (10 tasks over 3 executors → 4, 3, 3).
@@ -295,7 +295,7 @@ def compute_executors(task_map: Mapping[int, str], parallelism: Mapping[str, int
     return out
 
 
-class TopologyLayout:
+class TopologyTasks:
     """Tasks and executors of one topology for a given worker count and executor overrides."""
 
     def __init__(

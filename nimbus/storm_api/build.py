@@ -3,7 +3,7 @@
 :func:`gather` reads everything one response needs from ZooKeeper once (the topology's base,
 assignment, definition, the executor stats of fresh workerbeats, errors); the ``*_view`` functions
 turn that :class:`TopologySnapshot` into Storm's field names and meanings
-(``reference/storm-ui-multilang-peers.md`` §5, Storm's ``docs/STORM-UI-REST-API.md``):
+(``docs/storm-model.md`` §8, from Storm's ``docs/STORM-UI-REST-API.md``):
 
 * emitted — tuples emitted; transferred — emitted tuples sent to at least one bolt;
 * acked / failed — for spouts tuple *trees* (completed / failed or timed out), for bolts tuples;
@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 from gale.errors import NotFoundError
 from gale.records import GALE_VERSION, Assignment, ErrorInfo, ExecutorStats, StormBase, executor_key
 from gale.stats_summary import WINDOWS, component_summary
-from gale.topology.definition import ACKER_COMPONENT, TopologyDef, TopologyLayout
+from gale.topology.definition import ACKER_COMPONENT, TopologyDef, TopologyTasks
 from gale.topology.state import CHECKPOINT_COMPONENT
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -86,7 +86,7 @@ class TopologySnapshot:
     assignment: Assignment | None
     defn: TopologyDef
     conf: dict[str, Any]
-    layout: TopologyLayout
+    layout: TopologyTasks
     #: executor key → (stats, node, port, worker info) from fresh workerbeats (see gale.nimbus.views)
     stats: dict[str, tuple[ExecutorStats, str, int, dict[str, Any]]]
     errors: dict[str, list[ErrorInfo]] = field(default_factory=dict)
@@ -121,7 +121,7 @@ def gather(nimbus: Nimbus, name_or_id: str, *, components: Iterable[str] | None 
     if base is None:
         raise NotFoundError(f"no topology {name_or_id!r} (it was removed); list them with GET /api/v1/topology/summary")
     defn, conf = nimbus.definition(tid)
-    layout = TopologyLayout(defn, conf, base.num_workers, base.component_executors)
+    layout = TopologyTasks(defn, conf, base.num_workers, base.component_executors)
     wanted = sorted(layout.component_executors) if components is None else list(components)
     errors = {c: state.errors(tid, c) for c in wanted if c != ACKER_COMPONENT}
     try:
@@ -135,10 +135,6 @@ def gather(nimbus: Nimbus, name_or_id: str, *, components: Iterable[str] | None 
 
 
 # ----------------------------------------------------------------------------- aggregation
-
-
-def _sum_window(m: Mapping[str, Mapping[str, float]], window: str, keep=lambda _k: True) -> dict[str, float]:
-    return {k: v for k, v in m.get(window, {}).items() if keep(k)}
 
 
 def per_stream(stats: Iterable[ExecutorStats], window: str, sys: bool) -> dict[str, dict[str, dict[str, float]]]:

@@ -254,12 +254,6 @@ class TopologyWorkers(_M):
     logviewerPort: int | None = None
 
 
-class StreamValue(_M):
-    stream_id: str
-    value: int | str
-    component_id: str | None = None
-
-
 class TopologyMetrics(_M):
     window: str
     windowHint: str

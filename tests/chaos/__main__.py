@@ -2,6 +2,7 @@
 
     .venv/bin/python -m tests.chaos --bounded --report docs/reliability.md
     .venv/bin/python -m tests.chaos --duration 600 --seed 1 --report docs/reliability.md
+    .venv/bin/python -m tests.chaos --bounded --zookeepers 3 --report docs/reliability.md
 
 Exit status 0 when nothing was lost, the run converged and every fault demonstrably took effect;
 1 otherwise. ``--json`` writes the full record (every fault's times and evidence).
@@ -33,6 +34,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--duration", type=float, default=600.0, help="soak: seconds of random faults")
     parser.add_argument("--seed", type=int, default=1, help="soak: random seed (fault kinds, parameters, targets)")
     parser.add_argument("--rate", type=float, default=40.0, help="messages published per second while faults run")
+    parser.add_argument("--zookeepers", type=int, default=1,
+                        help="ZooKeeper servers: 3 runs on an ensemble, with its faults (leader, follower, all)")
     parser.add_argument("--report", type=Path, help="append a results section to this Markdown file")
     parser.add_argument("--json", type=Path, help="write the full record of the run here")
     parser.add_argument("--keep", action="store_true", help="keep the run's directory (logs, sink files)")
@@ -46,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
     base = Path(tempfile.mkdtemp(prefix="gale-chaos-"))
     try:
         result = run_chaos(base, mode="bounded" if args.bounded else "soak", duration=args.duration,
-                           seed=args.seed, rate=args.rate)
+                           seed=args.seed, rate=args.rate, zookeepers=args.zookeepers)
     finally:
         if args.keep:
             print(f"run directory kept: {base}", file=sys.stderr)

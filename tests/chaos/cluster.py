@@ -1,7 +1,8 @@
 """The cluster under test: two "nodes" on this machine, and the observations faults rely on.
 
-* host node: ZooKeeper (the cluster's own server, so it can be restarted), RabbitMQ, two nimbuses
-  and ``HOST_SUPERVISORS`` supervisors, all bound to and advertising the veth host address;
+* host node: ZooKeeper (the cluster's own server, or an ensemble of three, so it can be restarted),
+  RabbitMQ, two nimbuses and ``HOST_SUPERVISORS`` supervisors, all bound to and advertising the
+  veth host address;
 * namespaced node: one supervisor (and so its workers) inside :class:`~tests.chaos.netns.NetNamespace`,
   advertising the namespace's address.
 
@@ -35,7 +36,7 @@ from kazoo.exceptions import NoNodeError
 
 from gale.layout import Layout
 from gale.records import Assignment
-from gale.zkserver import ZooKeeperServer, four_letter
+from gale.zkserver import ZooKeeperEnsemble, ZooKeeperServer, four_letter
 from gale.nimbus.client import NimbusClient
 from gale.nimbus.devcluster import DevCluster
 from tests.chaos.broker import ChaosRabbitMQ
@@ -118,7 +119,8 @@ _CONS = re.compile(r"/([0-9.]+):(\d+)\[\d+\]\(.*?sid=(0x[0-9a-f]+)")
 
 
 class ChaosCluster:
-    def __init__(self, base: Path, *, queue: str = "chaos-input"):
+    def __init__(self, base: Path, *, queue: str = "chaos-input", zookeepers: int = 1):
+        self.zookeepers = zookeepers
         self.base = Path(base)
         self.base.mkdir(parents=True, exist_ok=True)
         self.state_dir = self.base / "state"
@@ -126,7 +128,7 @@ class ChaosCluster:
         self.queue = queue
         self.ns = NetNamespace()
         self.host = self.ns.host_ip
-        self.zk: ZooKeeperServer | None = None
+        self.zk: ZooKeeperServer | ZooKeeperEnsemble | None = None
         self.rabbit: ChaosRabbitMQ | None = None
         self.dev: DevCluster | None = None
         self.observer: KazooClient | None = None
@@ -154,7 +156,11 @@ class ChaosCluster:
 
         rabbit_thread = threading.Thread(target=start_rabbit, name="chaos-rabbitmq-start", daemon=True)
         rabbit_thread.start()
-        self.zk = ZooKeeperServer(host=self.host, data_dir=self.base / "zookeeper", tick_time_ms=500)
+        if self.zookeepers > 1:
+            self.zk = ZooKeeperEnsemble(self.zookeepers, base_dir=self.base / "zookeeper", host=self.host,
+                                        tick_time_ms=500)
+        else:
+            self.zk = ZooKeeperServer(host=self.host, data_dir=self.base / "zookeeper", tick_time_ms=500)
         self.zk.start()
         self.dev = DevCluster(self.base / "cluster", supervisors=HOST_SUPERVISORS, slots=1, nimbuses=2,
                               zookeeper=self.zk, root="/storm", conf=CONF, advertise_host=self.host)
@@ -293,6 +299,22 @@ class ChaosCluster:
         self.guard()
         self.zk.start()
 
+    # ensemble members (zookeepers > 1)
+
+    def zk_members(self) -> list[ZooKeeperServer]:
+        return list(self.zk.servers) if isinstance(self.zk, ZooKeeperEnsemble) else [self.zk]
+
+    def kill_zk_member(self, i: int) -> None:
+        self.guard()
+        self.zk.kill(i)
+
+    def start_zk_member(self, i: int) -> None:
+        self.guard()
+        self.zk.start_server(i)
+
+    def zk_leader(self) -> int | None:
+        return self.zk.leader() if isinstance(self.zk, ZooKeeperEnsemble) else None
+
     def partition(self) -> None:
         self.guard()
         self.ns.partition()
@@ -345,13 +367,21 @@ class ChaosCluster:
         return int(data.decode() or 0)
 
     def zk_sessions(self) -> dict[tuple[str, int], str]:
-        """Client (ip, port) → session id, from ZooKeeper's ``cons``."""
-        out = four_letter(self.zk.host, self.zk.port, "cons", timeout=2.0)
-        return {(m.group(1), int(m.group(2))): m.group(3) for m in _CONS.finditer(out)}
+        """Client (ip, port) → session id, from ZooKeeper's ``cons`` (every running member's)."""
+        found = {}
+        for server in self.zk_members():
+            if not server.running():
+                continue
+            try:
+                out = four_letter(server.host, server.port, "cons", timeout=2.0)
+            except OSError:
+                continue
+            found.update({(m.group(1), int(m.group(2))): m.group(3) for m in _CONS.finditer(out)})
+        return found
 
     def zk_session_of(self, pid: int) -> str | None:
         """The session id of the ZooKeeper connection process ``pid`` holds, if any."""
-        mine = set(tcp_connections_to(pid, self.zk.port))
+        mine = {conn for server in self.zk_members() for conn in tcp_connections_to(pid, server.port)}
         if not mine:
             return None
         for addr, sid in self.zk_sessions().items():

@@ -8,7 +8,8 @@ Injectors never raise for a fault that did not take; they say so in the record, 
 on it. They always undo what they did (SIGCONT, link up, restart) in ``finally``.
 
 Kinds (``FAULTS``): ``worker_kill``, ``supervisor_kill``, ``nimbus_leader_kill``, ``zk_restart``,
-``supervisor_session_expiry``, ``worker_session_expiry``, ``partition``, ``slow_bolt``.
+``supervisor_session_expiry``, ``worker_session_expiry``, ``partition``, ``slow_bolt``; on a
+ZooKeeper ensemble also ``zk_leader_kill``, ``zk_follower_kill`` and ``zk_ensemble_restart``.
 """
 
 from __future__ import annotations
@@ -215,6 +216,104 @@ def zk_restart(ctx: Context, rec: FaultRecord, down_secs: float = 3.0) -> None:
     rec.injected = unreachable and rec.evidence["old_pid_dead"] and new_pid != old_pid
 
 
+# ---------------------------------------------------------------------------------- ZooKeeper ensemble
+
+
+def _ensemble_recovery(ctx: Context, t0: float) -> dict[str, Any]:
+    """How long after ``t0`` the cluster was whole again: every supervisor registered, a nimbus
+    leading, every executor running (None if not within two minutes)."""
+    healthy, _ = ctx.wait(lambda: not ctx.c.health_problems(), 120, interval=0.5)
+    return {"cluster_healthy_after_secs": round(time.monotonic() - t0, 2) if healthy else None}
+
+
+def zk_leader_kill(ctx: Context, rec: FaultRecord, down_secs: float = 10.0) -> None:
+    """kill -9 of the ensemble's leader; the followers elect a new one; the old leader starts
+    again after ``down_secs`` and rejoins as a follower."""
+    c = ctx.c
+    lead, _ = ctx.wait(lambda: (i := c.zk_leader()) is not None and (i,), 60)
+    if not lead:
+        rec.error = "the ensemble has no leader"
+        return
+    i = lead[0]
+    member = c.zk_members()[i]
+    old_pid = member.proc.pid
+    rec.target = f"ZooKeeper leader zk{i + 1} {member.address} (pid {old_pid})"
+    rec.start = ctx.now()
+    t0 = time.monotonic()
+    c.kill_zk_member(i)
+    new, elected_secs = ctx.wait(lambda: (j := c.zk_leader()) is not None and j != i and (j,), 60)
+    recovery = _ensemble_recovery(ctx, t0)
+    remaining = down_secs - (time.monotonic() - t0)
+    if remaining > 0:
+        ctx.sleep(remaining)
+    c.start_zk_member(i)
+    rec.healed = ctx.now()
+    rejoined, rejoined_secs = ctx.wait(lambda: member.mode() == "follower", 60)
+    rec.end = ctx.now()
+    rec.evidence = {"old_leader": f"zk{i + 1}", "new_leader": f"zk{new[0] + 1}" if new else None,
+                    "new_leader_after_secs": elected_secs if new else None, "old_pid_dead": not process_alive(old_pid),
+                    **recovery, "rejoined_as_follower_after_restart_secs": rejoined_secs if rejoined else None}
+    rec.injected = bool(new) and rec.evidence["old_pid_dead"]
+
+
+def zk_follower_kill(ctx: Context, rec: FaultRecord, down_secs: float = 10.0) -> None:
+    """kill -9 of a follower: the quorum (two of three) holds, the leader stays; the follower
+    starts again after ``down_secs`` and rejoins."""
+    c = ctx.c
+    lead = c.zk_leader()
+    followers = [j for j, m in enumerate(c.zk_members()) if m.running() and m.mode() == "follower"]
+    if lead is None or not followers:
+        rec.error = f"no follower to kill (leader {lead}, followers {followers})"
+        return
+    i = ctx.rng.choice(followers)
+    member = c.zk_members()[i]
+    old_pid = member.proc.pid
+    rec.target = f"ZooKeeper follower zk{i + 1} {member.address} (pid {old_pid})"
+    rec.start = ctx.now()
+    t0 = time.monotonic()
+    c.kill_zk_member(i)
+    ctx.sleep(1.0)
+    kept = c.zk_leader() == lead  # the same leader serves: no election
+    recovery = _ensemble_recovery(ctx, t0)
+    remaining = down_secs - (time.monotonic() - t0)
+    if remaining > 0:
+        ctx.sleep(remaining)
+    c.start_zk_member(i)
+    rec.healed = ctx.now()
+    rejoined, rejoined_secs = ctx.wait(lambda: member.mode() == "follower", 60)
+    rec.end = ctx.now()
+    rec.evidence = {"follower": f"zk{i + 1}", "leader_kept": kept, "old_pid_dead": not process_alive(old_pid),
+                    **recovery, "rejoined_after_restart_secs": rejoined_secs if rejoined else None}
+    rec.injected = kept and rec.evidence["old_pid_dead"]
+
+
+def zk_ensemble_restart(ctx: Context, rec: FaultRecord, down_secs: float = 3.0) -> None:
+    """kill -9 of every member; all start again after ``down_secs`` (same ports and data), elect a
+    leader, and the daemons' sessions resume (a restart shorter than the session timeout keeps them)."""
+    c = ctx.c
+    members = c.zk_members()
+    old_pids = [m.proc.pid for m in members if m.running()]
+    rec.target = f"ZooKeeper ensemble {c.zk.address} (pids {old_pids})"
+    rec.start = ctx.now()
+    t0 = time.monotonic()
+    for i in range(len(members)):
+        c.kill_zk_member(i)
+    unreachable = all(not m.running() for m in members)
+    ctx.sleep(down_secs)
+    c.guard()
+    c.zk.start()  # all members at once, then the quorum
+    rec.healed = ctx.now()
+    quorum, quorum_secs = ctx.wait(lambda: c.zk_leader() is not None, 60)
+    everyone, back_secs = ctx.wait(lambda: len(c.registered()) >= c.n_supervisors and c.leader_index() is not None, 60)
+    recovery = _ensemble_recovery(ctx, t0)
+    rec.end = ctx.now()
+    new_pids = [m.proc.pid for m in members if m.running()]
+    rec.evidence = {"old_pids": old_pids, "new_pids": new_pids, "unreachable_while_down": unreachable,
+                    "quorum_after_restart_secs": quorum_secs if quorum else None,
+                    "supervisors_and_leader_back_after_secs": back_secs if everyone else None, **recovery}
+    rec.injected = unreachable and bool(quorum) and not set(old_pids) & set(new_pids)
+
+
 # ---------------------------------------------------------------------------------- sessions
 
 
@@ -373,6 +472,9 @@ FAULTS: dict[str, Callable[..., None]] = {
     "zk_restart": zk_restart,
     "supervisor_kill": supervisor_kill,
     "slow_bolt": slow_bolt,
+    "zk_leader_kill": zk_leader_kill,
+    "zk_follower_kill": zk_follower_kill,
+    "zk_ensemble_restart": zk_ensemble_restart,
 }
 
 

@@ -139,10 +139,6 @@ class NetNamespace:
         self.exec("ip", "link", "set", self.ns_if, "up")
         self.partitioned = False
 
-    def link_up(self) -> bool:
-        out = self.exec("ip", "-o", "link", "show", self.ns_if, check=False).stdout
-        return "state UP" in out or ",UP" in out.split(">")[0]
-
     def pids(self) -> list[int]:
         """Processes running inside the namespace."""
         out = ip("netns", "pids", self.name, check=False).stdout

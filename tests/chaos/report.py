@@ -45,6 +45,15 @@ def _evidence(f: FaultRecord) -> str:
                               f"{e.get('executors_before')} executors moved after "
                               f"{e.get('executors_moved_after_secs')} s"),
         "slow_bolt": lambda: f"spout failed {e.get('spout_failed_before')}→{e.get('spout_failed_after')}",
+        "zk_leader_kill": lambda: (f"{e.get('new_leader')} leads after {e.get('new_leader_after_secs')} s, "
+                                   f"cluster whole after {e.get('cluster_healthy_after_secs')} s, old leader "
+                                   f"back as follower {e.get('rejoined_as_follower_after_restart_secs')} s after restart"),
+        "zk_follower_kill": lambda: (f"leader kept: {e.get('leader_kept')}, cluster whole after "
+                                     f"{e.get('cluster_healthy_after_secs')} s, rejoined "
+                                     f"{e.get('rejoined_after_restart_secs')} s after restart"),
+        "zk_ensemble_restart": lambda: (f"quorum {e.get('quorum_after_restart_secs')} s after the restart, daemons back "
+                                        f"after {e.get('supervisors_and_leader_back_after_secs')} s, cluster whole "
+                                        f"{e.get('cluster_healthy_after_secs')} s after the kill"),
     }.get(f.kind)
     text = pick() if pick else json.dumps(e)
     return text + (f"; error: {f.error}" if f.error else "")
@@ -54,6 +63,8 @@ def markdown(result: RunResult, command: str) -> str:
     m = machine()
     title = f"### {result.started_at} — {result.mode}" + (f", {result.duration:.0f} s, seed {result.seed}"
                                                             if result.mode == "soak" else "")
+    if result.zookeepers > 1:
+        title += f", ZooKeeper ensemble of {result.zookeepers}"
     lines = [
         title,
         "",

@@ -23,7 +23,7 @@ from typing import Any
 
 from tests.chaos.cluster import ChaosCluster, log
 from tests.chaos.faults import Context, FaultRecord, inject
-from tests.chaos.schedule import Step, bounded_plan, conflicts, soak_steps
+from tests.chaos.schedule import Step, bounded_ensemble_plan, bounded_plan, conflicts, kinds_for, soak_steps
 from tests.chaos.workload import Publisher, SinkReader, check
 
 
@@ -79,6 +79,7 @@ class RunResult:
     seed: int | None
     duration: float | None
     rate: float
+    zookeepers: int = 1
     n: int = 0
     lost: int = 0
     lost_ids: list[int] = field(default_factory=list)
@@ -137,13 +138,15 @@ def converge(c: ChaosCluster, sink: SinkReader, published: list[int], timeout: f
 
 
 def run_chaos(base: Path, *, mode: str = "bounded", duration: float = 600.0, seed: int = 1, rate: float = 40.0,
+              zookeepers: int = 1,
               converge_timeout: float = 300.0, plan: list[Step] | None = None) -> RunResult:
     """Run one chaos experiment in ``base`` (removed afterwards unless the run failed)."""
     rng = random.Random(seed)
     result = RunResult(mode=mode, seed=seed, duration=duration if mode == "soak" else None, rate=rate,
+                       zookeepers=zookeepers,
                        started_at=time.strftime("%Y-%m-%d %H:%M:%S"))
     t_start = time.monotonic()
-    c = ChaosCluster(base)
+    c = ChaosCluster(base, zookeepers=zookeepers)
     publisher = sampler = None
     running: list[tuple[threading.Thread, FaultRecord]] = []
     try:
@@ -157,7 +160,9 @@ def run_chaos(base: Path, *, mode: str = "bounded", duration: float = 600.0, see
         if not first:
             raise RuntimeError("the sink saw nothing within 60 s of publishing")
         log(f"workload flowing: {publisher.count} published, {sink.distinct} processed")
-        steps = iter(plan if plan is not None else bounded_plan()) if mode == "bounded" else soak_steps(rng)
+        default_plan = bounded_ensemble_plan() if zookeepers > 1 else bounded_plan()
+        steps = (iter(plan if plan is not None else default_plan) if mode == "bounded"
+                 else soak_steps(rng, kinds_for(zookeepers)))
         phase_start = ctx.now()
         for step in steps:
             if mode == "soak" and ctx.now() - phase_start >= duration:

@@ -1,7 +1,8 @@
 """Which faults a run injects, in what order and with what parameters (pure: no I/O, no clock).
 
 * :func:`bounded_plan`: every fault kind exactly once, in a fixed order, each after the cluster is
-  healthy again. The partition goes first, while the namespaced node surely hosts executors; the
+  healthy again. :func:`bounded_ensemble_plan`: the ZooKeeper ensemble's faults (leader, follower,
+  whole ensemble) once each, for a cluster on three ZooKeeper servers. The partition goes first, while the namespaced node surely hosts executors; the
   slow bolt goes last, so convergence includes draining the backlog it built up.
 * :func:`soak_steps`: the random faults of a soak, from a seeded :class:`random.Random` — the same
   seed gives the same sequence of kinds and parameters (each fault's targets come from a generator
@@ -30,6 +31,16 @@ KINDS = (
     "slow_bolt",
 )
 
+#: faults of a ZooKeeper ensemble (a run with zookeepers > 1 deals these instead of zk_restart)
+ENSEMBLE_KINDS = ("zk_leader_kill", "zk_follower_kill", "zk_ensemble_restart")
+
+
+def kinds_for(zookeepers: int) -> tuple[str, ...]:
+    """The fault kinds of a run on ``zookeepers`` ZooKeeper servers."""
+    if zookeepers <= 1:
+        return KINDS
+    return tuple(k for k in KINDS if k != "zk_restart") + ENSEMBLE_KINDS
+
 
 #: what each fault holds while it runs; two faults overlap only if they share nothing (a worker
 #: frozen by one must not be killed by another, a ZooKeeper restart would hide a session expiry, ...)
@@ -42,6 +53,9 @@ RESOURCES: dict[str, frozenset[str]] = {
     "zk_restart": frozenset({"zookeeper", "supervisors"}),
     "supervisor_kill": frozenset({"supervisors", "workers"}),
     "slow_bolt": frozenset({"bolt"}),
+    "zk_leader_kill": frozenset({"zookeeper"}),
+    "zk_follower_kill": frozenset({"zookeeper"}),
+    "zk_ensemble_restart": frozenset({"zookeeper", "supervisors"}),
 }
 MAX_CONCURRENT = 2
 
@@ -76,10 +90,21 @@ def bounded_plan() -> list[Step]:
     return [Step(kind, params[kind], seed=n) for n, kind in enumerate(KINDS)]
 
 
-def soak_steps(rng: random.Random) -> Iterator[Step]:
+def bounded_ensemble_plan() -> list[Step]:
+    """The ensemble's faults once each: a follower first (the quorum holds), then the leader
+    (an election), then every member at once."""
+    params: dict[str, dict[str, Any]] = {
+        "zk_follower_kill": {"down_secs": 8.0},
+        "zk_leader_kill": {"down_secs": 8.0},
+        "zk_ensemble_restart": {"down_secs": 3.0},
+    }
+    return [Step(kind, params[kind], seed=100 + n) for n, kind in enumerate(params)]
+
+
+def soak_steps(rng: random.Random, kinds: tuple[str, ...] = KINDS) -> Iterator[Step]:
     """Endless random steps; the same ``rng`` state gives the same steps."""
     while True:
-        bag = list(KINDS)
+        bag = list(kinds)
         rng.shuffle(bag)
         for kind in bag:
             yield soak_step(rng, kind)
@@ -96,6 +121,9 @@ def soak_step(rng: random.Random, kind: str) -> Step:
         "zk_restart": lambda: {"down_secs": r(1, 10)},
         "supervisor_kill": lambda: {"down_secs": r(8, 40)},
         "slow_bolt": lambda: {"hold_secs": r(25, 45), "delay_secs": r(0.5, 2.0)},
+        "zk_leader_kill": lambda: {"down_secs": r(3, 30)},
+        "zk_follower_kill": lambda: {"down_secs": r(3, 30)},
+        "zk_ensemble_restart": lambda: {"down_secs": r(1, 10)},
     }[kind]()
     return Step(kind, params, gap_secs=r(2, 20), wait_healthy=rng.random() < 0.6, overlap=rng.random() < 0.3,
                 seed=rng.randrange(2**32))

@@ -5,7 +5,7 @@ spout records acked ids and the bolts record counts and processed ids), ``test.w
 
 * DurableSpout: each task owns the ids with ``id % tasks == index``; acked ids are appended to
   ``acked-<index>.log``; on (re)start the task replays every owned id not acked yet — a durable
-  queue, like Kestrel or RabbitMQ in seed 003.
+  queue, like Kestrel or RabbitMQ in Storm's reliability model (docs/storm-model.md §11).
 * CountToFile: running word counts, written atomically to ``counts-<task>.json`` every second.
 * RecordSink: appends the sentence id of every tuple it processes to ``sink-<task>.log`` before
   acking it (at-least-once evidence: every id must appear at least once).

@@ -1,7 +1,7 @@
 """Kafka's ZooKeeper consumer group, the pure parts: znode paths and payloads, range assignment.
 
-Seed 004's layout (``reference/kafka-zookeeper.md`` §1–2), under a configurable root (``/`` by
-default, so the paths read as in the seed)::
+Kafka's ZooKeeper consumer layout (``docs/storm-model.md`` §10), under a configurable root (``/`` by
+default, so the paths read as Kafka's)::
 
     /consumers/<group>/ids/<consumerIdString>          EPHEMERAL  {"version":1,"subscription":{topic: threads},
                                                                     "pattern":"static","timestamp":"<ms>"}

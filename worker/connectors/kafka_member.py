@@ -1,4 +1,4 @@
-"""One member of a Kafka consumer group kept in ZooKeeper (seed 004): the ZooKeeper shell.
+"""One member of a Kafka consumer group kept in ZooKeeper (``docs/storm-model.md`` §10): the ZooKeeper shell.
 
 A :class:`GroupMember` is one Kafka spout task. It registers the ephemeral
 ``/consumers/<group>/ids/<consumerId>`` node, watches the group's members (and, with ZooKeeper
@@ -14,10 +14,10 @@ The spout's executor thread never waits for ZooKeeper, except for the bounded
 
 The spout and the member share :attr:`GroupMember.lock`. Under it the member sets ``paused`` (the
 spout stops emitting), takes the spout's committed offsets, and publishes a new
-:class:`Assignment`; under it the spout emits, acks and fails. The offsets are always safe to
+:class:`PartitionAssignment`; under it the spout emits, acks and fails. The offsets are always safe to
 commit: they are the lowest unacked offsets, which only move forward.
 
-A rebalance attempt (the old consumer's, ``reference/kafka-zookeeper.md`` §2):
+A rebalance attempt (the old consumer's, ``docs/storm-model.md`` §10):
 
 1. read the members (``ids``, watched) and the partitions, compute the assignment;
    if this member's share is unchanged and it still holds every owner node, stop here;
@@ -70,7 +70,7 @@ PartitionsSource = Callable[[str], "list[int]"]
 
 
 @dataclass(frozen=True)
-class Assignment:
+class PartitionAssignment:
     """What the member owns, published to the spout. ``start_offsets`` holds the committed offset
     of each partition (None: never committed); ``retained`` were owned without interruption in the
     previous generation too (the spout keeps their in-flight state)."""
@@ -118,7 +118,7 @@ class GroupMember:
         self.lock = threading.RLock()
         #: True while the spout must not emit (rebalancing, disconnected, not registered)
         self.paused = True
-        self.assignment = Assignment()
+        self.assignment = PartitionAssignment()
         # --- owned by the member thread
         self._events: queue.SimpleQueue = queue.SimpleQueue()
         self._owned: set[TopicPartition] = set()
@@ -388,7 +388,7 @@ class GroupMember:
                     starts[tp] = None
             self._owned = set(claimed)
             with self.lock:
-                self.assignment = Assignment(
+                self.assignment = PartitionAssignment(
                     generation=self.assignment.generation + 1,
                     partitions=frozenset(claimed),
                     start_offsets=starts,
@@ -467,7 +467,7 @@ class GroupMember:
             self.log.warning("kafka-group-leave-failed", error=str(exc))
         with self.lock:
             self.paused = True
-            self.assignment = Assignment(generation=self.assignment.generation + 1)
+            self.assignment = PartitionAssignment(generation=self.assignment.generation + 1)
         self._owned.clear()
         self._registered = False
         self.log.info("kafka-group-left")

@@ -2,7 +2,7 @@
 
 Pure logic, no I/O and no clock of its own (``now`` is passed in), so it is tested exhaustively.
 
-The rules are storm-kafka's (``reference/kafka-zookeeper.md`` §3):
+The rules are storm-kafka's (``docs/storm-model.md`` §10):
 
 * The committed offset — the value written to ``/consumers/<group>/offsets/<topic>/<partition>`` —
   is the **resume point**: the lowest offset that is not yet acked. Every offset emitted and still
@@ -15,12 +15,13 @@ The rules are storm-kafka's (``reference/kafka-zookeeper.md`` §3):
 * With a retry limit (off by default), an offset that failed more often than allowed is dropped:
   it counts as done for the commit, and :attr:`OffsetTracker.dropped` counts it.
 * An offset outside the broker's range (below the log start, or past the high watermark) is reset
-  by policy: ``earliest`` → the log start, ``latest`` → the high watermark
-  (:func:`out_of_range`, :func:`reset_position`, :meth:`OffsetTracker.reset`).
+  by policy: ``earliest`` → the log start, ``latest`` → the high watermark (:func:`plan_starts`
+  for a new assignment, :meth:`OffsetTracker.reset` for a partition being read).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 #: :meth:`OffsetTracker.on_record` verdicts
@@ -122,10 +123,6 @@ class OffsetTracker:
                 best = offset
         return best
 
-    def next_due(self) -> float | None:
-        """When the earliest failed offset becomes due (None with nothing failed)."""
-        return min(self.failed.values()) if self.failed else None
-
     # ------------------------------------------------------------------ events
 
     def on_record(self, offset: int, now: float) -> str:
@@ -194,17 +191,52 @@ class OffsetTracker:
         return lost
 
 
-def out_of_range(position: int, log_start: int | None, high_watermark: int | None) -> bool:
-    """Is ``position`` outside ``[log_start, high_watermark]`` (either bound may be unknown)?"""
-    if log_start is not None and position < log_start:
-        return True
-    return high_watermark is not None and position > high_watermark
+@dataclass(frozen=True)
+class StartPlan:
+    """Where each partition of a new assignment continues (:func:`plan_starts`)."""
+
+    #: owned before and retained: their trackers (in-flight and failed offsets) carry over
+    keep: frozenset
+    #: newly owned partitions that start at a known offset
+    starts: dict
+    #: of ``starts``, the stored (committed) offsets still to check against the high watermark the
+    #: first fetch reports (an offset past it is out of range too)
+    validate: dict
+    #: newly owned partitions under ``latest`` with no usable stored offset: they start at the
+    #: high watermark, read from the first fetch
+    probe: frozenset
+    #: stored offsets below the partition's log start: ``{tp: (stored, log_start)}``, reset by policy
+    below_log_start: dict
 
 
-def reset_position(policy: str, log_start: int, high_watermark: int) -> int:
-    """Where an out-of-range (or never committed) partition continues under ``policy``."""
-    if policy == EARLIEST:
-        return log_start
-    if policy == LATEST:
-        return high_watermark
-    raise ValueError(f"unknown offset reset policy {policy!r}; expected one of {', '.join(RESET_POLICIES)}")
+def new_partitions(owned: frozenset, retained: frozenset, current: Iterable) -> list:
+    """The partitions of an assignment that start afresh: owned, and not kept from ``current``."""
+    keep = set(current) & set(retained)
+    return sorted(set(owned) - keep)
+
+
+def plan_starts(owned: frozenset, retained: frozenset, current: Iterable, stored: Mapping,
+                log_start: Mapping, policy: str) -> StartPlan:
+    """Decide where every partition of an assignment continues. ``current``: the partitions tracked
+    now; ``stored``: committed offsets (None: never committed); ``log_start``: the broker's log start
+    of every partition in :func:`new_partitions`. A stored offset below the log start is reset by
+    ``policy`` (``earliest``: the log start; ``latest``: the high watermark, probed)."""
+    if policy not in RESET_POLICIES:
+        raise ValueError(f"unknown offset reset policy {policy!r}; expected one of {', '.join(RESET_POLICIES)}")
+    keep = frozenset(set(current) & set(retained) & set(owned))
+    starts: dict = {}
+    validate: dict = {}
+    probe: set = set()
+    below: dict = {}
+    for tp in new_partitions(owned, retained, current):
+        offset = stored.get(tp)
+        if offset is not None and offset < log_start[tp]:
+            below[tp] = (offset, log_start[tp])
+            offset = None
+        if offset is not None:
+            starts[tp] = validate[tp] = offset
+        elif policy == EARLIEST:
+            starts[tp] = log_start[tp]
+        else:
+            probe.add(tp)
+    return StartPlan(keep, starts, validate, frozenset(probe), below)

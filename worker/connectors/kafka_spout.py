@@ -1,4 +1,4 @@
-"""KafkaSpout: reads Kafka topics; its tasks form a ZooKeeper consumer group (seed 004).
+"""KafkaSpout: reads Kafka topics; its tasks form a ZooKeeper consumer group (``docs/storm-model.md`` §10).
 
 ::
 
@@ -59,8 +59,10 @@ from gale.worker.connectors.kafka_group import (
     consumer_id_string,
     parse_topic_partitions,
 )
-from gale.worker.connectors.kafka_member import Assignment, GroupMember
-from gale.worker.connectors.kafka_offsets import DROP, EARLIEST, EMIT_RETRY, SKIP, OffsetTracker
+from gale.worker.connectors.kafka_member import GroupMember, PartitionAssignment
+from gale.worker.connectors.kafka_offsets import (
+    DROP, EARLIEST, EMIT_RETRY, SKIP, OffsetTracker, new_partitions, plan_starts,
+)
 from gale.worker.connectors.metrics import TaskCounters
 
 log = get_logger("connectors.kafka.spout")
@@ -439,44 +441,36 @@ class KafkaSpout(Spout):
                          log_start=log_start, high_watermark=high_watermark, policy=policy, reset_to=target,
                          lost_failed=lost)
 
-    def _apply(self, a: Assignment, now: float) -> None:
+    def _apply(self, a: PartitionAssignment, now: float) -> None:
         """Take over a new assignment: drop lost partitions, position the new ones."""
         from kafka import TopicPartition as KTP
         from kafka.errors import KafkaError
 
         self._apply_retry_at = now + APPLY_RETRY_SECS  # if anything below fails, try again later
-        keep = {tp: t for tp, t in self._trackers.items() if tp in a.retained}
-        fresh = sorted(a.partitions - set(keep))
+        policy = self.settings.offset_reset
+        fresh = new_partitions(a.partitions, a.retained, self._trackers)
         ends: dict = {}
         try:
-            if set(self._trackers) - set(keep):
-                # forget the consumer's state (high watermark) of every partition we did not keep
-                self.consumer.assign([KTP(*tp) for tp in sorted(keep)])
-            self.consumer.assign([KTP(*tp) for tp in sorted(a.partitions)])
-            starts: dict[TopicPartition, int] = {}
-            probe, validate = set(), {}
+            log_start = {}
             if fresh:
                 ktps = [KTP(*tp) for tp in fresh]
                 log_start = {(k.topic, k.partition): v for k, v in self.consumer.beginning_offsets(ktps, 5000).items()}
-                for tp in fresh:
-                    stored = a.start_offsets.get(tp)
-                    if stored is not None and stored < log_start[tp]:
-                        self.counters.incr("kafka_offset_out_of_range")
-                        self.log.warning("kafka-offset-out-of-range", topic=tp[0], partition=tp[1], offset=stored,
-                                         log_start=log_start[tp], policy=self.settings.offset_reset)
-                        stored = None
-                    if stored is not None:
-                        starts[tp] = stored
-                        validate[tp] = stored
-                    elif self.settings.offset_reset == EARLIEST:
-                        starts[tp] = log_start[tp]
-                    else:
-                        probe.add(tp)
-                if probe:
-                    ends = self.consumer.end_offsets([KTP(*tp) for tp in sorted(probe)], 5000)
+            plan = plan_starts(a.partitions, a.retained, self._trackers, a.start_offsets, log_start, policy)
+            if set(self._trackers) - plan.keep:
+                # forget the consumer's state (high watermark) of every partition we did not keep
+                self.consumer.assign([KTP(*tp) for tp in sorted(plan.keep)])
+            self.consumer.assign([KTP(*tp) for tp in sorted(a.partitions)])
+            if plan.probe:
+                ends = self.consumer.end_offsets([KTP(*tp) for tp in sorted(plan.probe)], 5000)
         except KafkaError as exc:
             self.log.warning("kafka-assign-failed", error=f"{type(exc).__name__}: {exc}")
             return
+        for tp, (stored, start) in plan.below_log_start.items():
+            self.counters.incr("kafka_offset_out_of_range")
+            self.log.warning("kafka-offset-out-of-range", topic=tp[0], partition=tp[1], offset=stored,
+                             log_start=start, policy=policy)
+        keep = {tp: self._trackers[tp] for tp in plan.keep}
+        starts, probe, validate = plan.starts, set(plan.probe), dict(plan.validate)
         trackers = dict(keep)
         for tp, offset in starts.items():
             trackers[tp] = OffsetTracker(offset, self.settings.retry)
@@ -547,7 +541,3 @@ class KafkaSpout(Spout):
     @property
     def member(self) -> GroupMember:
         return self._member
-
-    def committed_offsets(self) -> dict[TopicPartition, int]:
-        with self._member.lock:
-            return {tp: t.committed() for tp, t in self._trackers.items()}

@@ -1,4 +1,5 @@
-"""RabbitMQSpout: consumes a RabbitMQ queue with manual acknowledgements (seed 003's Kestrel model).
+"""RabbitMQSpout: consumes a RabbitMQ queue with manual acknowledgements (Storm's Kestrel model,
+``docs/storm-model.md`` §11).
 
 ::
 

@@ -26,7 +26,6 @@ from collections import deque
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from gale.topology.tuple import Tuple
 from gale.worker.multilang import protocol as p
 from gale.worker.multilang.codec import Codec, ProtocolError, codec_for
 from gale.worker.multilang.process import ChildProcess, Exited, child_env, resolve_command, stop_children

@@ -1,7 +1,7 @@
 """Storm's multi-lang protocol for one shell task, as pure state machines (no I/O, time passed in).
 
 A :class:`BoltSession` or :class:`SpoutSession` is one subprocess's conversation with its task
-(``reference/storm-ui-multilang-peers.md`` §3, Storm's ``ShellBolt``/``ShellSpout``):
+(``docs/storm-model.md`` §9, Storm's ``ShellBolt``/``ShellSpout``):
 
 * **handshake** — :meth:`Session.handshake` is the first message: ``{"conf", "pidDir", "context"}``
   with the 8 context keys of Storm's ``TopologyContext.toJSONString`` (:func:`storm_context`). The

@@ -1,4 +1,4 @@
-"""Storm's acker (seed 003), with a compact pending table.
+"""Storm's acker (``docs/storm-model.md`` §6), with a compact pending table.
 
 For every tracked spout tuple the acker keeps the spout task and one 64-bit "ack val": the XOR of
 every tuple id created or acked in the tuple tree. ``init(root, xor of edge ids, spout task)`` comes
@@ -6,7 +6,7 @@ from the spout, ``ack(root, own id XOR ids of tuples anchored to it)`` from bolt
 reaches 0 the tree is complete and the spout task is told ``ack``. ``fail`` anywhere marks the tree
 failed and the spout is told at once. Acks may arrive before the init (the entry is created with
 an unknown spout task). Entries not completed within three rotations are dropped silently; the
-spout times the tuple out on its own (``reference/storm-internals.md`` §6.1).
+spout times the tuple out on its own (``docs/storm-model.md`` §6).
 
 :class:`AckerTable` is two generations. Recent trees live in a small dict and take messages one
 at a time with exactly Storm's semantics (most trees complete there within milliseconds). Trees that

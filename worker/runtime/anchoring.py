@@ -1,6 +1,6 @@
 """Storm's anchoring arithmetic, once, as pure functions — the reference for the collectors.
 
-Reliability rests on one invariant (``reference/storm-internals.md`` §6.3–6.4): for every tracked
+Reliability rests on one invariant (``docs/storm-model.md`` §6): for every tracked
 spout tuple (a *root*), the acker XORs together every edge id it is told about, and each edge id is
 told exactly twice — once when the tuple carrying it is created, once when that tuple is acked — so
 the value reaches 0 exactly when every tuple of the tree has been acked. The pieces:

@@ -181,7 +181,7 @@ class SpoutOutputCollector(_Collector):
         self._executor.emitted_this_round += 1
         if self._capture is not None:
             self._capture(self.component, stream, values)
-        fields, component, task, send = route.fields, self.component, self.task, self._send_tuple
+        fields, task, send = route.fields, self.task, self._send_tuple
         if msg_id is not None and self._acking:
             rand = self._rand
             root = rand(64) | 2  # anchoring.new_root_id
@@ -289,8 +289,7 @@ class BoltOutputCollector(_Collector):
         return self._emit_anchored(route, targets, values, anchors)
 
     def _emit_anchored(self, route: StreamRoute, targets: list[int], values: Sequence[Any], anchors: Any) -> list[int]:
-        stream = route.stream
-        fields, component, task, send = route.fields, self.component, self.task, self._send_tuple
+        fields, task, send = route.fields, self.task, self._send_tuple
         if anchors is not None and self._acking:
             rand = self._rand
             if isinstance(anchors, Tuple):

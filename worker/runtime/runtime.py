@@ -17,7 +17,7 @@ from typing import Any, Protocol
 from gale.clock import REAL_CLOCK
 from gale.log import get_logger
 from gale.records import ExecutorStats, executor_key
-from gale.topology.definition import ACKER_COMPONENT, Topology, TopologyLayout
+from gale.topology.definition import ACKER_COMPONENT, Topology, TopologyTasks
 from gale.topology.components import TopologyContext
 from gale.topology.state import CHECKPOINT_COMPONENT
 from gale.topology.tuple import Fields
@@ -101,7 +101,7 @@ class WorkerRuntime:
         *,
         topology_id: str,
         conf: Mapping[str, Any],
-        layout: TopologyLayout,
+        layout: TopologyTasks,
         executors: Iterable[tuple[int, int]],
         clock: Any = REAL_CLOCK,
         remote: RemoteSender | None = None,

@@ -121,13 +121,8 @@ class SparkComponent(Bolt):
 
 class SparkBolt(SparkComponent):
     """A bolt whose work is a DataFrame transform over micro-batches. Override :meth:`transform`
-    and declare the output fields (``output_fields = [...]`` or ``declare_output_fields``)."""
-
-    output_fields: Sequence[str] = ()
-
-    def declare_output_fields(self, declarer) -> None:
-        if self.output_fields:
-            declarer.declare(list(self.output_fields))
+    and declare the output fields as any component does (``output_fields = [...]`` or
+    ``declare_output_fields``)."""
 
     def transform(self, df: Any) -> Any:  # pragma: no cover - abstract
         """Return a DataFrame with (at least) the declared output fields as columns."""

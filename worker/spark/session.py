@@ -15,6 +15,12 @@ Settings come from the topology config:
   defaults (UI off, console progress off, Arrow on, WARN log level, Python workers on this
   interpreter, shuffle partitions = local cores).
 
+The topology's code reaches Spark's executors through Spark's own mechanism: in a cluster worker
+the topology's code directory (the bundle the supervisor unpacked) is zipped and added with
+``SparkContext.addPyFile``, so Python functions from the topology's modules — UDFs, and whatever
+they import from the bundle — run on executors of any master (``spark://``, YARN, Kubernetes)
+whose Python workers never saw the worker's ``sys.path``.
+
 No orphans: the driver JVM is a child of the worker reading its stdin; it exits when the pipe
 closes, which the kernel does when the worker dies, even by SIGKILL. The JVM's Python workers
 (``pyspark.daemon``) exit when the JVM closes their stdin. :meth:`SparkApplication.stop` does all
@@ -35,9 +41,11 @@ import sys
 import threading
 import time
 import uuid
+import zipfile
 from collections.abc import Mapping
 from concurrent.futures import Future
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import psutil
@@ -85,21 +93,24 @@ class SparkSettings:
     master: str
     conf: tuple[tuple[str, str], ...]
     app_name: str = "gale"
+    #: zips or .py files added with SparkContext.addPyFile (the topology's code in a cluster worker)
+    py_files: tuple[str, ...] = ()
 
     @property
     def connect(self) -> bool:
         return self.master.startswith(CONNECT_PREFIX)
 
     @property
-    def identity(self) -> tuple[str, tuple[tuple[str, str], ...]]:
+    def identity(self) -> tuple[str, tuple[tuple[str, str], ...], tuple[str, ...]]:
         """Two handles may share an application when their identities are equal."""
-        return (self.master, self.conf)
+        return (self.master, self.conf, self.py_files)
 
     def conf_dict(self) -> dict[str, str]:
         return dict(self.conf)
 
 
-def spark_settings(conf: Mapping[str, Any], app_name: str = "gale", local_dir: str = "") -> SparkSettings:
+def spark_settings(conf: Mapping[str, Any], app_name: str = "gale", local_dir: str = "",
+                   py_files: tuple[str, ...] = ()) -> SparkSettings:
     """The settings for a topology config (pure: no Spark, no environment)."""
     master = str(conf.get("topology.spark.master") or "local[2]").strip()
     user = {str(k): _conf_text(v) for k, v in dict(conf.get("topology.spark.conf") or {}).items()}
@@ -120,7 +131,41 @@ def spark_settings(conf: Mapping[str, Any], app_name: str = "gale", local_dir: s
         if local_dir:
             base["spark.local.dir"] = os.path.join(local_dir, "spark")
     merged = {**base, **user}
-    return SparkSettings(master, tuple(sorted(merged.items())), app_name)
+    return SparkSettings(master, tuple(sorted(merged.items())), app_name,
+                         tuple(py_files) if not master.startswith(CONNECT_PREFIX) else ())
+
+
+#: what a code archive leaves out (as bundles do)
+_SKIP_DIRS = {"__pycache__", ".git", ".venv", "venv", ".mypy_cache", ".pytest_cache", ".hypothesis"}
+
+
+def code_archive(code_dir: str | os.PathLike[str], out: str | os.PathLike[str]) -> str:
+    """Zip ``code_dir`` (the topology's modules and data files, at the zip's root) into ``out``
+    for ``SparkContext.addPyFile``; returns its path. Written to a temporary name and renamed, so
+    a reader never sees half a zip."""
+    root, target = Path(code_dir), Path(out)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_name(target.name + f".{os.getpid()}.tmp")
+    with zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as zf:
+        for dirpath, dirnames, filenames in os.walk(root):
+            dirnames[:] = sorted(d for d in dirnames if d not in _SKIP_DIRS and not d.startswith("."))
+            for name in sorted(filenames):
+                if name.endswith((".pyc", ".pyo")) or name.startswith("."):
+                    continue
+                path = Path(dirpath) / name
+                # a fixed date: bundles are unpacked with mtime 0, which zip cannot store
+                entry = zipfile.ZipInfo(path.relative_to(root).as_posix(), date_time=(1980, 1, 1, 0, 0, 0))
+                entry.compress_type = zipfile.ZIP_DEFLATED
+                entry.external_attr = 0o644 << 16
+                zf.writestr(entry, path.read_bytes())
+    os.replace(tmp, target)
+    return str(target)
+
+
+def topology_code_dir(conf: Mapping[str, Any], topology_id: str) -> Path:
+    """Where a cluster worker's topology code is: ``<storm.local.dir>/supervisor/stormdist/<id>/code``
+    (the supervisor's localizer unpacks the bundle there; the worker imports from it)."""
+    return Path(str(conf.get("storm.local.dir") or "storm-local")) / "supervisor" / "stormdist" / topology_id / "code"
 
 
 # ------------------------------------------------------------------------------ the application
@@ -170,7 +215,7 @@ class SparkApplication:
                 log.error("spark-start-failed", master=self.settings.master, error=text)
                 error = SparkStartError(f"Spark failed to start (master {self.settings.master!r}): {_first_lines(text)}")
             try:
-                self._teardown(None)
+                self._teardown(None, Deadline(DEFAULT_STOP_SECS))
             finally:
                 self.failed_at = time.monotonic()
                 self.future.set_exception(error)
@@ -222,6 +267,9 @@ class SparkApplication:
             proc = getattr(gateway, "proc", None)
             if proc is not None:
                 self.jvm_pid = proc.pid
+        for path in settings.py_files:
+            # the topology's code for the executors' Python workers (Spark ships it to every executor)
+            session.sparkContext.addPyFile(path)
         return session
 
     def retry_delay(self, base_secs: float) -> float:
@@ -510,4 +558,15 @@ def start_spark_for(runtime: Any) -> SparkHandle:
     name = f"gale-{runtime.topology_id}"
     if getattr(runtime, "worker_port", 0):
         name += f"-{runtime.worker_port}"
-    return acquire_spark(spark_settings(runtime.conf, app_name=name, local_dir=getattr(runtime, "local_dir", "")))
+    local_dir = getattr(runtime, "local_dir", "")
+    py_files: tuple[str, ...] = ()
+    code = topology_code_dir(runtime.conf, runtime.topology_id)
+    master = str(runtime.conf.get("topology.spark.master") or "")
+    if code.is_dir() and not master.startswith(CONNECT_PREFIX):
+        # a cluster worker (local mode has no unpacked bundle: its code is on the driver's path)
+        out = Path(local_dir or code.parent) / "spark" / "topology-code.zip"
+        try:
+            py_files = (code_archive(code, out),)
+        except (OSError, ValueError) as exc:  # Spark still starts; UDFs from the bundle would fail on executors
+            log.error("spark-code-archive-failed", code_dir=str(code), error=str(exc))
+    return acquire_spark(spark_settings(runtime.conf, app_name=name, local_dir=local_dir, py_files=py_files))

@@ -1,0 +1,279 @@
+"""Gale against its peers on one workload: sentences → split → keyed running count (issue 15).
+
+Run: ``.venv/bin/python -m benchmarks.bench_peers [--sentences N] [--runs R] [--engines ...]``
+
+The workload: N sentences of 10 words over a vocabulary of N + 8 words, built in memory before the
+clock starts; split each into words; keep a running count per word and emit every update. One core
+for every engine. Engines, measured in alternation (run 1 of each, then run 2 of each, ...) so a
+change in the machine's load hits them alike:
+
+* ``plain`` — a Python loop, no framework: split, count in a dict, append every update to a list;
+* ``xor_loop`` — the same loop doing Storm's XOR acking by hand (a random root and edge ids per
+  sentence and word, the ack values folded into a pending dict, the tree completed) with no queues:
+  what reliability costs with no framework around it;
+* ``bytewax`` — Bytewax (pinned :data:`BYTEWAX_VERSION`; installed by this script into its own
+  virtual environment under ``--venv``), one worker, ``TestingSource`` → ``flat_map`` →
+  ``key_on`` → ``stateful_map`` → a counting sink; no per-record acking, recovery off;
+* ``gale_acking`` / ``gale_noacking`` — Gale local mode (LocalCluster, one executor thread,
+  parallelism 1 per component, one acker or none), the spout emitting the pre-built sentences with
+  a message id, split anchored, count fields-grouped on the word, emitting every update anchored.
+
+Prints ``name: value unit`` lines — each engine's sentences/s per run and the best, and the ratios
+of Gale's best to Bytewax's best (the issue's targets: acking on ≥ 1.2×, acking off ≥ 2×).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from gale import Bolt, Spout, TopologyBuilder
+from gale.log import configure
+
+BYTEWAX_VERSION = "0.21.1"
+ENGINES = ("plain", "xor_loop", "bytewax", "gale_acking", "gale_noacking")
+DEFAULT_VENV = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "gale-bench-peers" / "venv"
+
+
+def sentences(n: int) -> list[str]:
+    """N sentences of 10 words over a vocabulary of N + 8 words (word i is ``w<i>``)."""
+    vocab = n + 8
+    return [" ".join(f"w{(k + j) % vocab}" for j in range(10)) for k in range(n)]
+
+
+# ----------------------------------------------------------------------------- plain Python loops
+
+
+def run_plain(data: list[str]) -> float:
+    t0 = time.perf_counter()
+    counts: dict[str, int] = {}
+    out = []
+    append = out.append
+    for s in data:
+        for w in s.split():
+            c = counts.get(w, 0) + 1
+            counts[w] = c
+            append((w, c))
+    dt = time.perf_counter() - t0
+    assert len(out) == 10 * len(data)
+    return dt
+
+
+def run_xor_loop(data: list[str]) -> float:
+    rand = random.Random(7).getrandbits
+    t0 = time.perf_counter()
+    counts: dict[str, int] = {}
+    out = []
+    append = out.append
+    pending: dict[int, int] = {}
+    completed = 0
+    for s in data:
+        root = rand(64) | 2
+        edge = rand(64) or 1
+        pending[root] = edge  # spout: init with the sentence's edge
+        words = s.split()
+        xor = 0
+        edges = []
+        for _ in words:  # split: one anchored edge per word
+            e = rand(64) or 1
+            edges.append(e)
+            xor ^= e
+        pending[root] ^= edge ^ xor  # split acks the sentence with the ids it anchored
+        for w, e in zip(words, edges):
+            c = counts.get(w, 0) + 1
+            counts[w] = c
+            out_edge = rand(64) or 1  # count's anchored emit (no consumer) ...
+            append((w, c, out_edge))
+            pending[root] ^= e  # ... then its ack of the word
+        if pending[root] == 0:
+            del pending[root]
+            completed += 1
+    dt = time.perf_counter() - t0
+    assert completed == len(data) and not pending
+    return dt
+
+
+# ----------------------------------------------------------------------------- Bytewax
+
+BYTEWAX_SCRIPT = textwrap.dedent(
+    """
+    import json, sys, time
+    from bytewax.dataflow import Dataflow
+    import bytewax.operators as op
+    from bytewax.outputs import DynamicSink, StatelessSinkPartition
+    from bytewax.testing import TestingSource, run_main
+
+    n = int(sys.argv[1])
+    vocab = n + 8
+    data = [" ".join(f"w{(k + j) % vocab}" for j in range(10)) for k in range(n)]
+    seen = [0]
+
+    class _Part(StatelessSinkPartition):
+        def write_batch(self, items):
+            seen[0] += len(items)
+
+    class CountingSink(DynamicSink):
+        def build(self, step_id, worker_index, worker_count):
+            return _Part()
+
+    def count(state, word):
+        state = (state or 0) + 1
+        return state, state
+
+    flow = Dataflow("peers")
+    s = op.input("in", flow, TestingSource(data, batch_size=1000))
+    words = op.flat_map("split", s, str.split)
+    keyed = op.key_on("key", words, lambda w: w)
+    counted = op.stateful_map("count", keyed, count)
+    op.output("out", counted, CountingSink())
+    t0 = time.perf_counter()
+    run_main(flow)
+    dt = time.perf_counter() - t0
+    assert seen[0] == 10 * n, seen[0]
+    print(json.dumps({"secs": dt}))
+    """
+)
+
+
+def bytewax_python(venv: Path) -> Path:
+    """The interpreter of a virtual environment with Bytewax :data:`BYTEWAX_VERSION`, made if missing."""
+    python = venv / "bin" / "python"
+    probe = [str(python), "-c", "import importlib.metadata as m; print(m.version('bytewax'))"]
+    if python.exists():
+        found = subprocess.run(probe, capture_output=True, text=True)
+        if found.returncode == 0 and found.stdout.strip() == BYTEWAX_VERSION:
+            return python
+    print(f"# installing bytewax=={BYTEWAX_VERSION} into {venv}", file=sys.stderr)
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    subprocess.run([str(python), "-m", "pip", "install", "-q", f"bytewax=={BYTEWAX_VERSION}"], check=True)
+    return python
+
+
+def run_bytewax(n: int, python: Path) -> float:
+    out = subprocess.run([str(python), "-c", BYTEWAX_SCRIPT, str(n)], capture_output=True, text=True, check=False)
+    if out.returncode != 0:
+        raise RuntimeError(f"the Bytewax run failed:\n{out.stderr[-3000:]}")
+    return float(json.loads(out.stdout.strip().splitlines()[-1])["secs"])
+
+
+# ----------------------------------------------------------------------------- Gale
+
+
+class SentenceSpout(Spout):
+    """Emits the pre-built sentences once each, tracked by message id."""
+
+    output_fields = ["sentence"]
+
+    def __init__(self, data: list[str]):
+        self.data = data
+
+    def open(self, conf, context, collector):
+        super().open(conf, context, collector)
+        self.i = 0
+
+    def next_tuple(self):
+        if self.i < len(self.data):
+            self.collector.emit([self.data[self.i]], msg_id=self.i)
+            self.i += 1
+
+
+class Split(Bolt):
+    output_fields = ["word"]
+
+    def execute(self, tup):
+        emit = self.collector.emit
+        for w in tup[0].split():
+            emit([w], anchors=tup)
+        self.collector.ack(tup)
+
+
+class Count(Bolt):
+    output_fields = ["word", "count"]
+
+    def prepare(self, conf, context, collector):
+        super().prepare(conf, context, collector)
+        self.counts: dict[str, int] = {}
+
+    def execute(self, tup):
+        w = tup[0]
+        c = self.counts.get(w, 0) + 1
+        self.counts[w] = c
+        self.collector.emit([w, c], anchors=tup)
+        self.collector.ack(tup)
+
+
+def run_gale(data: list[str], acking: bool) -> float:
+    from gale import LocalCluster
+
+    builder = TopologyBuilder()
+    builder.set_spout("sentences", SentenceSpout, 1, args=(data,))
+    builder.set_bolt("split", Split, 1).shuffle_grouping("sentences")
+    builder.set_bolt("count", Count, 1).fields_grouping("split", ["word"])
+    conf = {"topology.worker.executor.threads": 1, "topology.max.spout.pending": 5000,
+            "topology.acker.executors": 1 if acking else 0}
+    with LocalCluster() as cluster:
+        t0 = time.perf_counter()
+        running = cluster.submit_topology("peers", conf, builder.create_topology())
+        executors = list(running.runtime.executors.values())
+        spouts = [ex for ex in executors if ex.component == "sentences"]
+        counts = [ex for ex in executors if ex.component == "count"]
+        while True:
+            # cheap counters only: a full stats roll would steal the GIL from the executor thread
+            acked = sum(sum(ex.stats.acked.values()) for ex in spouts)
+            executed = sum(sum(ex.stats.executed.values()) for ex in counts)
+            if acked >= len(data) and executed >= 10 * len(data):
+                break
+            time.sleep(0.01)  # the benchmark's own polling, not synchronisation of a test
+        return time.perf_counter() - t0
+
+
+# ----------------------------------------------------------------------------- main
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sentences", type=int, default=100_000)
+    parser.add_argument("--runs", type=int, default=2)
+    parser.add_argument("--engines", default=",".join(ENGINES), help=f"comma-separated, of {', '.join(ENGINES)}")
+    parser.add_argument("--venv", type=Path, default=DEFAULT_VENV, help="Bytewax's virtual environment")
+    args = parser.parse_args()
+    engines = [e for e in args.engines.split(",") if e]
+    unknown = sorted(set(engines) - set(ENGINES))
+    if unknown:
+        parser.error(f"unknown engines {unknown}; known: {', '.join(ENGINES)}")
+    configure(fmt="console", level="WARNING")
+    data = sentences(args.sentences)
+    runners: dict[str, Callable[[], float]] = {
+        "plain": lambda: run_plain(data),
+        "xor_loop": lambda: run_xor_loop(data),
+        "gale_acking": lambda: run_gale(data, True),
+        "gale_noacking": lambda: run_gale(data, False),
+    }
+    if "bytewax" in engines:
+        python = bytewax_python(args.venv)
+        runners["bytewax"] = lambda: run_bytewax(args.sentences, python)
+    rates: dict[str, list[float]] = {e: [] for e in engines}
+    for run in range(1, args.runs + 1):
+        for engine in engines:
+            rate = args.sentences / runners[engine]()
+            rates[engine].append(rate)
+            print(f"peers_{engine}_run{run}_sentences_per_sec: {rate:.0f} sentences/s", flush=True)
+    best = {e: max(r) for e, r in rates.items()}
+    for engine in engines:
+        print(f"peers_{engine}_sentences_per_sec: {best[engine]:.0f} sentences/s")
+    if "bytewax" in best:
+        for engine in ("gale_acking", "gale_noacking", "xor_loop", "plain"):
+            if engine in best:
+                print(f"peers_{engine}_vs_bytewax: {best[engine] / best['bytewax']:.2f} x")
+
+
+if __name__ == "__main__":
+    main()
