@@ -160,3 +160,22 @@ def test_counts_survive_a_rebalance_of_the_counting_bolt(cluster, topologies, re
     eventually(rebalanced, 90)
     work.wait_all_acked(180)
     at_least_once(committed_counts(redis_server, name), work.expected_words(), in_flight_sentences=2 * 200)
+
+
+def test_the_state_demo_kills_the_counting_worker_and_the_counts_go_on(tmp_path):
+    """``make demo-state``: a dev cluster with Redis; the demo kill -9s the worker holding the counts
+    at 20 s and reports the committed total after it against the total before."""
+    import subprocess
+    import sys
+
+    proc = subprocess.run(
+        [sys.executable, "-m", "gale.nimbus.cli", "dev-cluster", "--demo-state", "--demo-duration", "40",
+         "--http-port", "0", "--dir", str(tmp_path / "dev")],
+        capture_output=True, text=True, timeout=240, cwd=Path(__file__).resolve().parent.parent,
+    )
+    out = proc.stdout
+    assert proc.returncode == 0, out[-3000:] + proc.stderr[-3000:]
+    assert re.search(r"kill -9 \d+ \(the worker holding count\)", out), out[-3000:]
+    after = re.findall(r"after kill -9 of \d+: (\d+) counted, (\d+) before: (.*)", out)
+    assert after, out[-3000:]
+    assert all(int(now) >= int(before) and verdict == "resumed from the checkpoint" for now, before, verdict in after)
