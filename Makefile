@@ -7,7 +7,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.gale-installed
 
-.PHONY: demo test test-fast bench deps system-deps system-deps-test clean soak
+.PHONY: demo demo-state test test-fast bench deps system-deps system-deps-test clean soak
 
 deps: system-deps $(STAMP)
 
@@ -29,6 +29,9 @@ $(STAMP): pyproject.toml
 
 demo: deps
 	$(BIN)/nimbus dev-cluster --demo $(DEMO_ARGS)
+
+demo-state: deps
+	$(BIN)/nimbus dev-cluster --demo-state $(DEMO_ARGS)
 
 # every real component is installed here, so a test that would skip for a missing one fails instead
 test: system-deps system-deps-test $(STAMP)

@@ -16,6 +16,7 @@ import click
 
 from gale import config as gconfig
 from gale.errors import GaleError
+from gale.topology.state import CHECKPOINT_COMPONENT
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
@@ -255,6 +256,9 @@ def status(name: str, config: str | None, as_json: bool, window: str) -> None:
                    f"{s.get('transferred', 0):>11} {s.get('acked', 0):>10} {s.get('failed', 0):>8} "
                    f"{s.get('complete_latency_ms', 0):>11.3f} {s.get('execute_latency_ms', 0):>10.3f} "
                    f"{s.get('capacity', 0):>8.3f}")
+    line = checkpoint_line(detail["components"], time.time())
+    if line:
+        click.echo(line)
     click.echo("executors:")
     for comp, c in detail["components"].items():
         places = {}
@@ -273,6 +277,22 @@ def status(name: str, config: str | None, as_json: bool, window: str) -> None:
             when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(e["error_time_secs"]))
             first = e["error"].strip().splitlines()[-1] if e["error"].strip() else ""
             click.echo(f"  {comp} {when} {e['host']}:{e['port']}: {first}")
+
+
+def checkpoint_line(components: dict, now: float) -> str | None:
+    """One line on a stateful topology's checkpoints (docs/state.md "Operations"), or None."""
+    cp = components.get(CHECKPOINT_COMPONENT)
+    if cp is None:
+        return None
+    extra = (cp.get("stats") or {}).get("extra", {})
+    stateful = [c for c in components.values() if "state_bytes_written" in ((c.get("stats") or {}).get("extra", {}))]
+    written = sum(c["stats"]["extra"]["state_bytes_written"] for c in stateful)
+    committed = extra.get("checkpoint_commit_time_secs")
+    age = f"{now - committed:.1f}s ago" if committed else "never"
+    return (f"checkpoints: txid {int(extra.get('checkpoint_txid_max', 0))} committed {age}, "
+            f"{int(extra.get('checkpoints_committed', 0))} committed, last took "
+            f"{extra.get('checkpoint_duration_ms', 0):.0f} ms, {int(extra.get('checkpoint_failures', 0))} failed; "
+            f"state written {written} bytes")
 
 
 @main.command()
@@ -522,11 +542,15 @@ def local(topology_file: str, duration: float, overrides: tuple[str, ...], as_js
               help="Working directory (default: a new temp directory).")
 @click.option("--http-port", type=int, default=8080, show_default=True, help="nimbus HTTP port (0: any free).")
 @click.option("--demo", is_flag=True, help="Submit the flagship demo topology and show its results live.")
-@click.option("--demo-duration", type=float, default=0, help="With --demo: stop after this many seconds (0: Ctrl-C).")
+@click.option("--demo-state", is_flag=True,
+              help="Submit the stateful word count with its counts in Redis, and kill -9 its counting worker "
+                   "at 20 s: the counts survive (docs/state.md).")
+@click.option("--demo-duration", type=float, default=0,
+              help="With --demo or --demo-state: stop after this many seconds (0: Ctrl-C).")
 @click.option("--zookeepers", type=int, default=1, show_default=True,
               help="ZooKeeper servers: 1, or an ensemble of 3 (or 5) on loopback.")
 def dev_cluster(supervisors: int, slots: int, base_dir: str | None, http_port: int, demo: bool,
-                demo_duration: float, zookeepers: int) -> None:
+                demo_state: bool, demo_duration: float, zookeepers: int) -> None:
     """Start a real ZooKeeper, a nimbus and N supervisors with M slots each; Ctrl-C stops all.
 
     \b
@@ -537,7 +561,8 @@ def dev_cluster(supervisors: int, slots: int, base_dir: str | None, http_port: i
     from gale.nimbus.devcluster import run_dev_cluster
 
     try:
-        sys.exit(run_dev_cluster(supervisors, slots, base_dir, http_port, demo, demo_duration, zookeepers))
+        sys.exit(run_dev_cluster(supervisors, slots, base_dir, http_port, demo, demo_duration, zookeepers,
+                                 demo_state))
     except GaleError as exc:
         fail(str(exc))
 

@@ -38,6 +38,7 @@ from gale.errors import ConfigError, CorruptRecordError, GaleError, NotFoundErro
 from gale.layout import Layout
 from gale.log import bind, get_logger
 from gale.records import Assignment, NimbusSummary, StormBase, TopologyStatus
+from gale.topology.checkpointing import validate_checkpointing
 from gale.topology.definition import TopologyDef, TopologyTasks, component_parallelism
 from gale.topology.windowing import validate_windows
 from gale.zk import connect, stop_client
@@ -287,6 +288,7 @@ class Nimbus:
             validate_windows(defn.components, conf)  # with the effective config (docs/windows.md)
         except ConfigError as exc:
             raise TopologyError(str(exc)) from None
+        validate_checkpointing(defn, conf)
         num_workers = int(conf["topology.workers"])
         component_executors = component_parallelism(defn, conf, num_workers)
         self.check_assignment_size(name, defn, conf, num_workers, component_executors, "submit")

@@ -412,7 +412,7 @@ class DevCluster:
 
 
 def run_dev_cluster(supervisors: int, slots: int, base_dir: str | None, http_port: int, demo: bool,
-                    demo_duration: float, zookeepers: int = 1) -> int:
+                    demo_duration: float, zookeepers: int = 1, demo_state: bool = False) -> int:
     import click
 
     if zookeepers < 1 or zookeepers % 2 == 0:
@@ -436,6 +436,10 @@ def run_dev_cluster(supervisors: int, slots: int, base_dir: str | None, http_por
             click.echo(f"supervisor {cluster.supervisor_id(i)} slots {cluster.supervisor_confs[i]['supervisor.slots.ports']}")
         click.echo(f"logs       {cluster.base / 'logs'}")
         click.echo(f"client config: export GALE_CONFIG={config_path}")
+        if demo_state:
+            from gale.nimbus.demo_state import run_state_demo
+
+            return run_state_demo(cluster, config_path, demo_duration, stop)
         if demo:
             from gale.nimbus.demo import run_demo
 

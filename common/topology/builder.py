@@ -20,7 +20,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from gale import config as gconfig
 from gale.errors import TopologyError
+from gale.topology.checkpointing import add_checkpointing, validate_checkpointing
 from gale.topology.components import Bolt, Component, OutputFieldsDeclarer, Spout
 from gale.topology.definition import (
     ComponentDef,
@@ -33,6 +35,7 @@ from gale.topology.definition import (
     resolve_class,
     validate,
 )
+from gale.topology.state import StatefulBolt
 from gale.topology.tuple import DEFAULT_STREAM
 
 
@@ -181,8 +184,11 @@ class TopologyBuilder:
                 inputs=spec.inputs,
                 spark=bool(getattr(spec.cls, "uses_spark", False)),
             )
+        if any(issubclass(spec.cls, StatefulBolt) for spec in self._specs.values()):
+            add_checkpointing(components)
         defn = TopologyDef(name=name, conf=conf, components=components)
         validate(defn)
+        validate_checkpointing(defn, {**gconfig.defaults(), **conf})
         return Topology(defn, {cid: spec.cls for cid, spec in self._specs.items()})
 
     @staticmethod

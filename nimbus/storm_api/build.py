@@ -32,6 +32,7 @@ from gale.errors import NotFoundError
 from gale.records import GALE_VERSION, Assignment, ErrorInfo, ExecutorStats, StormBase, executor_key
 from gale.stats_summary import WINDOWS, component_summary
 from gale.topology.definition import ACKER_COMPONENT, TopologyDef, TopologyTasks
+from gale.topology.state import CHECKPOINT_COMPONENT
 
 if TYPE_CHECKING:  # pragma: no cover
     from gale.nimbus.daemon import Nimbus
@@ -362,6 +363,31 @@ def topology_view(snap: TopologySnapshot, window: str, sys: bool = False) -> dic
         "workers": [worker_view(snap, s) for s in worker_slots(snap)],
         "configuration": {k: v for k, v in sorted(snap.conf.items())
                           if k.startswith("topology.") and k not in SECRET_KEYS},
+        "checkpoints": topology_checkpoints(snap),
+    }
+
+
+def topology_checkpoints(snap: TopologySnapshot) -> dict[str, Any] | None:
+    """Gale's extension of the topology page: a stateful topology's checkpoints (docs/state.md)."""
+    if CHECKPOINT_COMPONENT not in snap.defn.components:
+        return None
+    summaries = {c: component_summary(snap.component_stats(c, True), ":all-time").get(c, {})
+                 for c in snap.defn.components}
+    return checkpoint_view(summaries, snap.now)
+
+
+def checkpoint_view(summaries: Mapping[str, Mapping[str, Any]], now: float) -> dict[str, Any]:
+    """Checkpoint figures from the components' all-time summaries (their ``extra`` counters)."""
+    cp = summaries.get(CHECKPOINT_COMPONENT, {}).get("extra", {})
+    committed_at = cp.get("checkpoint_commit_time_secs")
+    return {
+        "txid": int(cp.get("checkpoint_txid_max", 0)),
+        "committed": int(cp.get("checkpoints_committed", 0)),
+        "failures": int(cp.get("checkpoint_failures", 0)),
+        "lastDurationMs": f3(cp.get("checkpoint_duration_ms", 0.0)),
+        "lastCommitTime": committed_at,
+        "lastCommitAgeSecs": max(0, int(now - committed_at)) if committed_at else None,
+        "stateBytesWritten": int(sum(s.get("extra", {}).get("state_bytes_written", 0) for s in summaries.values())),
     }
 
 

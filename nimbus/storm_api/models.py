@@ -107,6 +107,9 @@ class TopologyPage(_M):
     workers: list[WorkerRow]
     configuration: dict[str, Any]
     pendingAction: dict[str, Any] | None = None
+    checkpoints: dict[str, Any] | None = Field(
+        default=None, description="Gale: a stateful topology's checkpoints (txid, committed, failures, lastDurationMs, "
+                                  "lastCommitTime, lastCommitAgeSecs, stateBytesWritten); null without state")
 
 
 class ComponentError(_M):

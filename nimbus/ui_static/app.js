@@ -344,6 +344,14 @@
         ["Uptime", topo.uptime], ["Workers", topo.workersTotal], ["Executors", topo.executorsTotal],
         ["Running executors", topo.executorsRunning], ["Tasks", topo.tasksTotal],
         ["Message timeout (s)", topo.msgTimeout], ["Replication", topo.replicationCount]]);
+      const cp = topo.checkpoints;
+      $("checkpoints-box").hidden = !cp;
+      if (cp) {
+        keyValues("topology-checkpoints", [["Last committed txid", cp.txid], ["Checkpoints committed", num(cp.committed)],
+          ["Last commit", cp.lastCommitAgeSecs === null ? "never" : cp.lastCommitAgeSecs + " s ago"],
+          ["Last duration (ms)", cp.lastDurationMs], ["Failures", num(cp.failures)],
+          ["State bytes written", num(cp.stateBytesWritten)]]);
+      }
       renderActions(topo);
       windowLinks(windowParam);
       setHints(topo.windowHint);

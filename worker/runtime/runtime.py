@@ -19,6 +19,7 @@ from gale.log import get_logger
 from gale.records import ExecutorStats, executor_key
 from gale.topology.definition import ACKER_COMPONENT, Topology, TopologyTasks
 from gale.topology.components import TopologyContext
+from gale.topology.state import CHECKPOINT_COMPONENT
 from gale.topology.tuple import Fields
 from gale.topology.windowing import WindowedBolt
 from gale.worker.runtime.collector import StreamRoute
@@ -149,6 +150,9 @@ class WorkerRuntime:
             for sid, s in comp.streams.items()
         }
         self._component_conf: dict[str, dict[str, Any]] = {}
+        # managed state (gale.worker.state): a topology with a stateful bolt has a checkpoint spout
+        self.checkpointing = CHECKPOINT_COMPONENT in self.defn.components
+        self.state_prefix = self.conf.get("topology.name") or self.defn.name or topology_id
         self.executors: dict[tuple[int, int], Executor] = {}
         self._local: dict[int, Executor] = {}
         for ex_id in sorted(executors):
@@ -190,7 +194,11 @@ class WorkerRuntime:
             cls = self.topology.component_class(component)
             factory = getattr(cls, "executor_class", None)
             if factory is None and issubclass(cls, WindowedBolt):
-                factory = WindowedBoltExecutor
+                factory = WindowedBoltExecutor  # not with checkpoints: refused at submit (validate_checkpointing)
+            if factory is None and self.checkpointing:
+                from gale.worker.state.executor import bolt_executor_for
+
+                factory = bolt_executor_for(cls)
             ex = (factory or BoltExecutor)(self, ex_id, component)
             ex.budget = 1024
         return ex
@@ -233,6 +241,11 @@ class WorkerRuntime:
                              random.Random(self.rng.random()), builtin_hash=self.builtin_hash)
                 for cid, g in subscribers[sid]
             ]
+            if self.checkpointing:
+                from gale.worker.state.routing import keyed_grouper
+
+                groupers = [keyed_grouper(self, cid, g, fields) or grouper
+                            for (cid, g), grouper in zip(subscribers[sid], groupers)]
             routes[sid] = StreamRoute(sid, fields, groupers, stream.direct)
         return routes
 
@@ -307,6 +320,11 @@ class WorkerRuntime:
         ``gale.worker.spark``); the handle lands in ``resources["spark"]`` and is visible to tasks as
         ``context.resources["spark"]``. Resources with a ``close()`` are closed by :meth:`stop`.
         """
+        if self.checkpointing and "state" not in self.resources:
+            from gale.worker.state.provider import open_provider
+
+            self.resources["state"] = open_provider(self.conf)
+            self.resources["state_prefix"] = self.state_prefix
         if "spark" not in self.resources and self.defn.uses_spark(self.local_components()):
             from gale.worker.spark.session import start_spark_for
 

@@ -1,0 +1,123 @@
+"""Components of the managed-state tests (module level: workers import them by path)."""
+
+from __future__ import annotations
+
+import gale
+from gale import Bolt, ReliableSpout, StatefulBolt
+
+WORDS = ["storm", "gale", "state", "kafka", "redis", "spark", "nimbus", "bolt", "spout", "acker"]
+
+
+def sentence(i: int) -> str:
+    return " ".join(WORDS[(i * 7 + k * 3) % len(WORDS)] for k in range(1 + i % 4))
+
+
+class NumberedSentences(ReliableSpout):
+    """Sentences ``0 .. n-1`` (``[index, sentence]``), replayed on failure; ``n`` from the conf key
+    ``test.sentences`` (split among the tasks)."""
+
+    output_fields = ["index", "sentence"]
+
+    def open(self, conf, context, collector):
+        super().open(conf, context, collector)
+        n = int(conf.get("test.sentences", 100))
+        idx, tasks = context.this_task_index, len(context.this_component_tasks)
+        self._todo = iter(range(idx, n, tasks))
+        self.acked_ids: set[int] = set()
+
+    def next_message(self):
+        i = next(self._todo, None)
+        if i is not None:
+            self.emit([i, sentence(i)], msg_id=i)
+
+    def on_acked(self, msg_id, values):
+        self.acked_ids.add(msg_id)
+
+
+class FlakySplit(Bolt):
+    """Splits sentences; fails the first attempt of every ``test.fail.every``-th sentence before
+    emitting anything (a replay that must not change the counts)."""
+
+    output_fields = ["word"]
+
+    def prepare(self, conf, context, collector):
+        super().prepare(conf, context, collector)
+        self.every = int(conf.get("test.fail.every", 0))
+        self.seen: set[int] = set()
+
+    def execute(self, tup):
+        i = tup["index"]
+        if self.every and i % self.every == 0 and i not in self.seen:
+            self.seen.add(i)
+            self.collector.fail(tup)
+            return
+        for w in tup["sentence"].split():
+            self.collector.emit([w], anchors=tup)
+        self.collector.ack(tup)
+
+
+class StatefulCount(StatefulBolt):
+    """The issue's word count. ``test.fail.prepare`` = k: each task's k-th prepare raises once (the
+    checkpoint fails, the topology rolls back and replays)."""
+
+    output_fields = ["word", "count"]
+
+    def prepare(self, conf, context, collector):
+        super().prepare(conf, context, collector)
+        self.fail_prepare = int(conf.get("test.fail.prepare", 0))
+        self.prepares = 0
+        self.rollbacks = 0
+
+    def init_state(self, state):
+        self.counts = state
+
+    def execute(self, tup):
+        w = tup["word"]
+        c = self.counts.get(w, 0) + 1
+        self.counts.put(w, c)
+        self.collector.emit([w, c], anchors=tup)
+        self.collector.ack(tup)
+
+    def pre_prepare(self, txid):
+        self.prepares += 1
+        if self.prepares == self.fail_prepare:
+            raise RuntimeError(f"injected prepare failure at txid {txid}")
+
+    def pre_rollback(self):
+        self.rollbacks += 1
+
+
+class Sink(gale.BasicBolt):
+    def execute(self, tup):
+        pass
+
+
+class BadValueCount(StatefulBolt):
+    def init_state(self, state):
+        self.state = state
+
+    def execute(self, tup):
+        self.state.put(tup["word"], object())
+        self.collector.ack(tup)
+
+
+class TaskTotals(StatefulBolt):
+    """Per-task state (shuffle grouping): the number of words this task saw, under the key 'total'."""
+
+    def init_state(self, state):
+        self.state = state
+
+    def execute(self, tup):
+        self.state.put("total", self.state.get("total", 0) + 1)
+        self.collector.ack(tup)
+
+
+class ForeignKeyCount(StatefulBolt):
+    """Puts a key that is not the grouping value: refused (another task may own it)."""
+
+    def init_state(self, state):
+        self.state = state
+
+    def execute(self, tup):
+        self.state.put("total:" + tup["word"], 1)
+        self.collector.ack(tup)

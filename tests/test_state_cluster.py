@@ -1,0 +1,181 @@
+"""Managed state on a real cluster: real ZooKeeper, nimbus, supervisors, worker processes and a real
+Redis server; counts read back from Redis must be exact after faults."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+from pathlib import Path
+
+import pytest
+
+from gale.redisserver import RedisServer
+from gale.worker.state.inspect import read_committed
+from gale.worker.state.redis_provider import RedisStateProvider
+from tests.cluster import CORPUS, DurableInput, Topologies, api, cli, make_cluster, status
+from tests.waiting import eventually
+
+pytestmark = [pytest.mark.cluster, pytest.mark.timeout(300)]
+
+STATEFUL_WC = Path(__file__).resolve().parent / "cluster_topologies" / "stateful_wc.py"
+
+
+@pytest.fixture(scope="module")
+def redis_server():
+    with RedisServer() as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def cluster(zk_server, tmp_path_factory):
+    c = make_cluster(zk_server, tmp_path_factory.mktemp("state"), supervisors=2, slots=2)
+    c.start()
+    yield c
+    c.cleanup()
+
+
+@pytest.fixture
+def topologies(cluster):
+    with Topologies(cluster) as t:
+        yield t
+        logs = [p for name in t.names
+                for p in cluster.base.glob(f"supervisor-*/logs/workers-artifacts/{name}-*/*/worker.log*")]
+    # a worker whose executor thread crashed is restarted and at-least-once hides it: look for it
+    assert logs or not t.names, "no worker log found to check"
+    crashed = [str(p) for p in logs if "executor-thread-crashed" in p.read_text(errors="replace")]
+    assert not crashed, f"executor threads crashed: {crashed}"
+
+
+def submit(topologies, redis_server, work, base):
+    return topologies.submit(STATEFUL_WC, base, *work.overrides(**{
+        "topology.state.provider": "redis", "topology.state.redis.url": redis_server.url,
+    }))
+
+
+def committed_counts(redis_server, name):
+    return read_committed(RedisStateProvider(redis_server.url), name, "count", key_groups=128)
+
+
+def test_counts_exact_in_redis(cluster, topologies, redis_server, tmp_path):
+    work = DurableInput(tmp_path, 2000)
+    name, tid = submit(topologies, redis_server, work, "state-exact")
+    work.wait_all_acked(120)
+    # every sentence acked: its words are in a committed checkpoint (acks wait for the commit)
+    assert committed_counts(redis_server, name) == dict(work.expected_words())
+
+    def reported():  # the checkpoint figures reach nimbus status with the workers' heartbeats
+        out = cli(cluster, "status", name).stdout
+        assert re.search(r"checkpoints: txid [1-9]\d* committed [\d.]+s ago", out), out
+        assert not re.search(r"state written 0 bytes", out), out
+        cp = api(cluster, f"/api/v1/topology/{tid}")["checkpoints"]  # the UI's topology page reads this
+        assert cp["txid"] >= 1 and cp["lastCommitAgeSecs"] is not None and cp["stateBytesWritten"] > 0, cp
+
+    eventually(reported, 60)
+
+
+def at_least_once(counts, expected, in_flight_sentences):
+    """Storm's at-least-once state after a fault: nothing lost (every word at least its true count,
+    so the restarted task started from the committed checkpoint, not from zero) and the excess no
+    more than the words of the sentences that can have been in flight (max.spout.pending per spout
+    task): those whose effects reached a committed checkpoint on one task and were replayed."""
+    lost = {w: expected[w] - counts.get(w, 0) for w in expected if counts.get(w, 0) < expected[w]}
+    assert not lost, f"lost counts: {lost}"
+    assert set(counts) == set(expected)
+    over = sum(counts.values()) - sum(expected.values())
+    assert over <= in_flight_sentences * max(len(s.split()) for s in CORPUS), f"over-counted by {over}"
+    return over
+
+
+def worker_pid(cluster, name, component):
+    worker = status(cluster, name)["components"][component]["executor_list"][0]["worker"]
+    assert worker and worker["pid"], f"the {component} executor's worker has not reported yet"
+    return worker["pid"]
+
+
+@pytest.mark.parametrize("component", ["count", "$checkpointspout"])
+def test_counts_survive_kill_minus_9_of_a_worker(cluster, topologies, redis_server, tmp_path, component):
+    """kill -9 of the worker holding a counting task, or the checkpoint spout (which recovers from
+    the transaction state it recorded in Redis)."""
+    work = DurableInput(tmp_path, 6000)
+    name, _ = submit(topologies, redis_server, work, "state-kill")
+    work.wait_acked_beyond(500, 90)
+    pid = eventually(lambda: worker_pid(cluster, name, component), 30)
+
+    def some_commit():
+        counts = committed_counts(redis_server, name)
+        assert sum(counts.values()) > 0, "nothing committed yet"
+
+    eventually(some_commit, 30)
+    os.kill(pid, signal.SIGKILL)
+    work.wait_all_acked(180)
+    # every sentence acked: its words are in a committed checkpoint
+    over = at_least_once(committed_counts(redis_server, name), work.expected_words(), in_flight_sentences=2 * 200)
+    print(f"kill -9 of the {component} worker: over-counted by {over} words")
+
+    def restarted():
+        pids = {e["worker"]["pid"] for e in status(cluster, name)["components"][component]["executor_list"]
+                if e["worker"]}
+        assert pids and pid not in pids, pids
+
+    eventually(restarted, 60)
+
+
+def test_redis_down_fails_checkpoints_then_processing_resumes(cluster, topologies, redis_server, tmp_path):
+    """The provider unreachable: checkpoints fail (shown in the checkpoint spout's stats and errors),
+    nothing is committed in part, and once Redis is back the topology rolls back and completes."""
+    work = DurableInput(tmp_path, 4000)
+    name, _ = submit(topologies, redis_server, work, "state-redis")
+    work.wait_acked_beyond(300, 90)
+    redis_server.kill()
+    try:
+        def checkpoints_failing():
+            cp = status(cluster, name)["components"]["$checkpointspout"]
+            assert cp["stats"]["extra"].get("checkpoint_failures", 0) >= 1, cp["stats"]
+            return cp
+
+        eventually(checkpoints_failing, 60)
+    finally:
+        redis_server.start()
+    work.wait_all_acked(180)
+    at_least_once(committed_counts(redis_server, name), work.expected_words(), in_flight_sentences=2 * 200)
+
+
+def test_counts_survive_a_rebalance_of_the_counting_bolt(cluster, topologies, redis_server, tmp_path):
+    """``nimbus rebalance -e count=4`` (4 tasks, from 2 executors to 4, on one worker instead of two):
+    every task loads the key groups it owns from Redis wherever it runs after the rebalance."""
+    work = DurableInput(tmp_path, 8000)
+    name, _ = topologies.submit(STATEFUL_WC, "state-rebal", *work.overrides(**{
+        "topology.state.provider": "redis", "topology.state.redis.url": redis_server.url,
+        "test.count.tasks": 4, "test.count.parallelism": 2,
+    }))
+    work.wait_acked_beyond(500, 90)
+    cli(cluster, "rebalance", name, "-n", "1", "-e", "count=4", "--wait", "1")
+
+    def rebalanced():
+        s = status(cluster, name)
+        assert s["executors_running"] == s["executors"], s
+        assert (s["status"], s["workers"], s["components"]["count"]["executors"]) == ("ACTIVE", 1, 4)
+
+    eventually(rebalanced, 90)
+    work.wait_all_acked(180)
+    at_least_once(committed_counts(redis_server, name), work.expected_words(), in_flight_sentences=2 * 200)
+
+
+def test_the_state_demo_kills_the_counting_worker_and_the_counts_go_on(tmp_path):
+    """``make demo-state``: a dev cluster with Redis; the demo kill -9s the worker holding the counts
+    at 20 s and reports the committed total after it against the total before."""
+    import subprocess
+    import sys
+
+    proc = subprocess.run(
+        [sys.executable, "-m", "gale.nimbus.cli", "dev-cluster", "--demo-state", "--demo-duration", "40",
+         "--http-port", "0", "--dir", str(tmp_path / "dev")],
+        capture_output=True, text=True, timeout=240, cwd=Path(__file__).resolve().parent.parent,
+    )
+    out = proc.stdout
+    assert proc.returncode == 0, out[-3000:] + proc.stderr[-3000:]
+    assert re.search(r"kill -9 \d+ \(the worker holding count\)", out), out[-3000:]
+    after = re.findall(r"after kill -9 of \d+: (\d+) counted, (\d+) before: (.*)", out)
+    assert after, out[-3000:]
+    assert all(int(now) >= int(before) and verdict == "resumed from the checkpoint" for now, before, verdict in after)

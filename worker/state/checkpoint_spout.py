@@ -1,0 +1,92 @@
+"""``$checkpointspout``: the shell of the checkpoint :class:`Coordinator`.
+
+It reads the recorded transaction state (the provider's meta record ``<topology>/__state``) in
+``open``, then feeds the coordinator the clock on every ``next_tuple`` and the acks and fails of its
+checkpoint tuples, and performs what comes out: :class:`Save` writes the record (before the emit
+that follows it), :class:`Emit` sends ``(txid, action)`` on ``$checkpoint`` with the message id
+``(txid, action)``. A failed save counts as a failed step (recovery, retried with a delay).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+from gale.log import get_logger
+from gale.topology.components import Spout
+from gale.topology.state import CHECKPOINT_FIELDS, CHECKPOINT_STREAM
+from gale.worker.state.coordinator import Committed, Coordinator, Emit, Save, TxState
+
+log = get_logger("checkpoint")
+
+
+class CheckpointSpout(Spout):
+    def __init__(self, clock: Any = time.monotonic):
+        self._now = clock
+
+    def declare_output_fields(self, declarer) -> None:
+        declarer.declare_stream(CHECKPOINT_STREAM, list(CHECKPOINT_FIELDS))
+
+    def open(self, conf, context, collector) -> None:
+        super().open(conf, context, collector)
+        self.provider = context.resources["state"]
+        prefix = context.resources["state_prefix"]
+        self.meta_name = f"{prefix}/__state"
+        self.coordinator = Coordinator(conf["topology.state.checkpoint.interval.ms"] / 1000.0)
+        collector.declare_metrics(["checkpoints_committed", "checkpoint_failures"])
+        # levels (latest values) beside the counters; gale's own component, so it may hold the dict
+        self._levels = collector._stats.extra
+        self._opened = False
+        self._retry_at = float("-inf")
+
+    def _start(self) -> None:
+        now = self._now()
+        if now < self._retry_at:
+            return
+        try:
+            raw = self.provider.get_meta(self.meta_name)
+            saved = TxState.from_record(json.loads(raw) if raw else None)
+        except Exception as exc:  # noqa: BLE001 - provider unreachable, record unreadable
+            self.collector.report_error(f"cannot read the checkpoint state {self.meta_name}: {exc}")
+            self._retry_at = now + self.coordinator.interval  # not on every next_tuple call
+            return
+        self._opened = True
+        log.info("checkpoint-recovery", txid=saved.txid, state=saved.phase)
+        self._perform(self.coordinator.start(saved, self._now()))
+
+    def next_tuple(self) -> None:
+        if not self._opened:
+            self._start()
+            return
+        self._perform(self.coordinator.tick(self._now()))
+
+    def ack(self, msg_id: Any) -> None:
+        txid, action = msg_id
+        self._perform(self.coordinator.acked(txid, action, self._now()))
+
+    def fail(self, msg_id: Any) -> None:
+        txid, action = msg_id
+        if self.coordinator.in_flight == (txid, action):
+            self.collector.incr_metric("checkpoint_failures")
+            log.warning("checkpoint-failed", txid=txid, action=action)
+        self._perform(self.coordinator.failed(txid, action, self._now()))
+
+    def _perform(self, actions: list) -> None:
+        while actions:
+            action, actions = actions[0], actions[1:]
+            if isinstance(action, Save):
+                try:
+                    self.provider.put_meta(self.meta_name, json.dumps(action.state.to_record()).encode())
+                except Exception as exc:  # noqa: BLE001 - the provider is unreachable
+                    self.collector.report_error(f"cannot record checkpoint state {action.state}: {exc}")
+                    self.collector.incr_metric("checkpoint_failures")
+                    actions = self.coordinator.save_failed(self._now())
+            elif isinstance(action, Emit):
+                self.collector.emit([action.txid, action.action], msg_id=(action.txid, action.action),
+                                    stream=CHECKPOINT_STREAM)
+            elif isinstance(action, Committed):
+                self.collector.incr_metric("checkpoints_committed")
+                self._levels["checkpoint_txid_max"] = action.txid
+                self._levels["checkpoint_duration_ms"] = round(action.duration * 1000.0, 3)
+                self._levels["checkpoint_commit_time_secs"] = round(time.time(), 3)
