@@ -12,7 +12,9 @@ executors when given). For each size the benchmark starts, from scratch:
   run Gale's worker coordination code (assignment watch, workerbeats with real executor stats that
   change every beat; one ZooKeeper session per node, or per worker with ``--worker-sessions own``)
   but no executors; slots = W / (0.9 S), so losing 10% of the supervisors leaves room for their
-  workers. Supervisor ids are as long as real ones (uuid-hostname).
+  workers. Supervisor ids are as long as real ones (uuid-hostname). They run at niceness ``--nice``
+  (10): they stand for other machines, so on this one they yield the CPU to nimbus and ZooKeeper
+  rather than compete with them (``--nice 0`` measures the crowded case).
 
 Storm's default timing keys throughout (``nimbus.monitor.freq.secs`` 10, ``task.heartbeat.frequency.secs``
 3, ``supervisor.heartbeat.frequency.secs`` 5, ``storm.zookeeper.session.timeout`` 20 s ...) unless
@@ -159,7 +161,7 @@ class NodeProcesses:
     """The processes hosting the simulated supervisors, and the thread collecting their events."""
 
     def __init__(self, size: Size, conf: dict[str, Any], base: Path, procs: int, tracker: Tracker,
-                 worker_sessions: str, tuples_per_sec: float):
+                 worker_sessions: str, tuples_per_sec: float, niceness: int = 0):
         self.ctx = mp.get_context("spawn")
         self.tracker = tracker
         self.procs: list[Any] = []
@@ -178,7 +180,7 @@ class NodeProcesses:
             reader, writer = self.ctx.Pipe(duplex=False)
             ctl_r, ctl_w = self.ctx.Pipe(duplex=False)
             proc = self.ctx.Process(target=_node_process, args=(specs[p], conf, writer, ctl_r, worker_sessions,
-                                                                 tuples_per_sec), name=f"scale-nodes-{p}", daemon=True)
+                                                                 tuples_per_sec, niceness), name=f"scale-nodes-{p}", daemon=True)
             proc.start()
             writer.close()
             self.procs.append(proc)
@@ -229,7 +231,11 @@ class NodeProcesses:
         self._stop.set()
 
 
-def _node_process(specs, conf, writer, control, worker_sessions, tuples_per_sec) -> None:
+def _node_process(specs, conf, writer, control, worker_sessions, tuples_per_sec, niceness=0) -> None:
+    if niceness:
+        # the simulated nodes stand for other machines: on this one they yield the CPU to what is
+        # measured (nimbus, ZooKeeper), as they would not compete with them on a real cluster
+        os.nice(niceness)
     lock = threading.Lock()
 
     class Events:
@@ -387,7 +393,8 @@ def run_size(size: Size, args, overrides: dict[str, Any]) -> dict[str, Any]:
         client_conf = cluster.client_conf()
         node_conf = cluster.base_conf()
         node_conf = gconfig.daemon_config(overrides=node_conf)
-        nodes = NodeProcesses(size, node_conf, base, args.procs, tracker, args.worker_sessions, args.tuples_per_sec)
+        nodes = NodeProcesses(size, node_conf, base, args.procs, tracker, args.worker_sessions, args.tuples_per_sec,
+                              args.nice)
         nodes.wait_up(300)
         until(lambda: len(cluster.cluster()["supervisors"]) >= size.supervisors, 120, "supervisors registered")
         log(f"{size.label}: {size.supervisors} supervisors x {size.slots_per_supervisor()} slots up")
@@ -524,6 +531,8 @@ def main() -> int:
     parser.add_argument("--sizes", default="10:10:10,100:10:10,1000:100:100:2000",
                         help="comma-separated WORKERS:SUPERVISORS:TOPOLOGIES[:LARGEST_EXECUTORS]")
     parser.add_argument("--procs", type=int, default=10, help="processes hosting the simulated supervisors")
+    parser.add_argument("--nice", type=int, default=10,
+                        help="niceness of the simulated nodes (they stand for other machines; 0: compete with nimbus)")
     parser.add_argument("--executors-per-worker", type=int, default=4)
     parser.add_argument("--worker-sessions", choices=("own", "node"), default="node",
                         help="one ZooKeeper session per node for its simulated workers (default: 3 threads a "
