@@ -33,12 +33,18 @@ demo: deps
 demo-state: deps
 	$(BIN)/nimbus dev-cluster --demo-state $(DEMO_ARGS)
 
+# Test files run in TEST_WORKERS processes (pytest-xdist; a file's tests stay together, so module-wide
+# clusters are shared as written); most tests wait on clusters, so two processes halve the time even
+# on two cores. TEST_WORKERS=0 runs everything in this process.
+TEST_WORKERS ?= 2
+XDIST := $(if $(filter 0,$(TEST_WORKERS)),-p no:xdist,-n $(TEST_WORKERS) --dist loadfile)
+
 # every real component is installed here, so a test that would skip for a missing one fails instead
 test: system-deps system-deps-test $(STAMP)
-	GALE_REQUIRE_COMPONENTS=1 $(BIN)/python -m pytest $(PYTEST_ARGS)
+	GALE_REQUIRE_COMPONENTS=1 $(BIN)/python -m pytest $(XDIST) $(PYTEST_ARGS)
 
 test-fast: deps
-	$(BIN)/python -m pytest -m "not cluster and not spark" $(PYTEST_ARGS)
+	$(BIN)/python -m pytest $(XDIST) -m "not cluster and not spark" $(PYTEST_ARGS)
 
 soak: system-deps system-deps-test $(STAMP)
 	$(BIN)/python -m pytest -m slow --run-slow $(PYTEST_ARGS)

@@ -39,7 +39,7 @@ def spark_processes(worker_pid: int) -> list[psutil.Process]:
         try:
             cmd = " ".join(p.info["cmdline"] or [])
             if ("org.apache.spark" in cmd or "pyspark" in cmd) and p.info["pid"] != worker_pid:
-                if worker_pid in {a.pid for a in p.parents()} or str(worker_pid) in p.environ().get("GALE_WORKER_PID", ""):
+                if worker_pid in {a.pid for a in p.parents()} or p.environ().get("GALE_WORKER_PID") == str(worker_pid):
                     out.append(p)
         except (psutil.NoSuchProcess, psutil.AccessDenied):
             continue

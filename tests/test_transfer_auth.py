@@ -53,7 +53,8 @@ def test_a_sealed_batch_opens_once_at_its_receiver_only():
     assert opener(receiver="sup2-127.0.0.1:6700").open(frames)[0] == BAD_MAC  # sealed for another worker
 
 
-@pytest.mark.parametrize("key", [b"wrong-secret", b"topology-1-1700000000", os.urandom(32)])
+@pytest.mark.parametrize("key", [b"wrong-secret", b"topology-1-1700000000", os.urandom(32)],
+                         ids=["wrong-secret", "the-topology-id", "random-32-bytes"])
 def test_a_batch_sealed_with_another_key_is_refused(key):
     frames = Sealer(key, clock=Clock()).seal(RECEIVER, b"x")
     assert opener().open(frames) == (BAD_MAC, b"")
