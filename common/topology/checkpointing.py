@@ -60,16 +60,6 @@ def validate_checkpointing(defn: TopologyDef, conf: Mapping[str, Any]) -> None:
     the inputs whose acks wait for it, would time out before it could commit)."""
     if not has_checkpointing(defn):
         return
-    from gale.topology.windowing import WINDOW_KEYS
-
-    windowed = sorted(cid for cid, comp in defn.components.items()
-                      if any(comp.conf.get(k) is not None for k in WINDOW_KEYS))
-    if windowed:
-        raise TopologyError(
-            f"windowed bolts ({', '.join(windowed)}) in a topology with stateful bolts are not supported yet: a "
-            "windowed bolt does not forward the $checkpoint stream, so checkpoints would never complete; run the "
-            "windows and the managed state in separate topologies (windows kept in managed state: docs/windows.md)"
-        )
     interval_ms = conf.get("topology.state.checkpoint.interval.ms", 1000)
     timeout_s = conf.get("topology.message.timeout.secs", 30)
     if interval_ms >= timeout_s * 1000:
