@@ -121,3 +121,41 @@ class ForeignKeyCount(StatefulBolt):
     def execute(self, tup):
         self.state.put("total:" + tup["word"], 1)
         self.collector.ack(tup)
+
+
+class NumberedItems(ReliableSpout):
+    """Items ``test.items.first .. test.items.stop - 1`` (``[i]``), in order, replayed on failure
+    (``failed`` and ``replayed`` count them)."""
+
+    output_fields = ["i"]
+
+    def open(self, conf, context, collector):
+        super().open(conf, context, collector)
+        first, stop = int(conf.get("test.items.first", 0)), int(conf.get("test.items.stop", 100))
+        idx, tasks = context.this_task_index, len(context.this_component_tasks)
+        self._todo = iter(range(first + idx, stop, tasks))
+        self.acked_ids: set[int] = set()
+
+    def next_message(self):
+        i = next(self._todo, None)
+        if i is not None:
+            self.emit([i], msg_id=i)
+
+    def on_acked(self, msg_id, values):
+        self.acked_ids.add(msg_id)
+
+
+class PersistentTens(gale.WindowedBolt):
+    """Persistent tumbling windows of ``length`` items; records each window's items."""
+
+    output_fields = ["items"]
+
+    def __init__(self, length: int = 10):
+        super().__init__()
+        self.with_tumbling_window(gale.Count.of(length)).with_persistence()
+        self.windows: list[list[int]] = []
+
+    def execute(self, window):
+        items = [t["i"] for t in window.get()]
+        self.windows.append(items)
+        self.collector.emit([items])

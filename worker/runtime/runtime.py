@@ -196,7 +196,7 @@ class WorkerRuntime:
             if factory is None and self.checkpointing:
                 from gale.worker.state.executor import bolt_executor_for
 
-                factory = bolt_executor_for(cls)
+                factory = bolt_executor_for(cls, self.component_conf(component))
             if factory is None and issubclass(cls, WindowedBolt):
                 factory = WindowedBoltExecutor
             ex = (factory or BoltExecutor)(self, ex_id, component)

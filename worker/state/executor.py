@@ -239,11 +239,15 @@ class CheckpointWindowedBoltExecutor(CheckpointBoltExecutor, WindowedBoltExecuto
     checkpoint input task (:class:`CheckpointBoltExecutor`); it has no state to checkpoint."""
 
 
-def bolt_executor_for(cls: type) -> type[BoltExecutor]:
-    """The executor class of a bolt in a topology with checkpoints."""
+def bolt_executor_for(cls: type, conf: Any = None) -> type[BoltExecutor]:
+    """The executor class of a bolt in a topology with checkpoints (``conf``: the component's)."""
     from gale.topology.state import StatefulBolt
-    from gale.topology.windowing import WindowedBolt
+    from gale.topology.windowing import PERSISTENT, WindowedBolt
 
     if issubclass(cls, WindowedBolt):
+        if conf and conf.get(PERSISTENT):
+            from gale.worker.state.windows import PersistentWindowedBoltExecutor
+
+            return PersistentWindowedBoltExecutor
         return CheckpointWindowedBoltExecutor
     return StatefulBoltExecutor if issubclass(cls, StatefulBolt) else CheckpointBoltExecutor

@@ -1,0 +1,129 @@
+"""Persistent windows (``WindowedBolt.with_persistence()``) in local mode: the real runtime, acker
+and checkpoint protocol over the memory provider."""
+
+from __future__ import annotations
+
+import pytest
+
+import gale
+from gale import TopologyBuilder
+from gale.errors import TopologyError
+from gale.topology.state import CHECKPOINT_COMPONENT
+from gale.worker.local import LocalCluster, LocalTopology, local_conf
+from tests.state_topologies import NumberedItems, PersistentTens, Sink
+from tests.waiting import eventually
+
+
+def items_topology(first: int, stop: int, name: str = "pw", extra: dict | None = None):
+    b = TopologyBuilder()
+    b.set_spout("items", NumberedItems, 1)
+    b.set_bolt("windows", PersistentTens, 1).global_grouping("items")
+    b.set_bolt("sink", Sink, 1).shuffle_grouping("windows")
+    conf = {"test.items.first": first, "test.items.stop": stop, "topology.state.checkpoint.interval.ms": 50,
+            **(extra or {})}
+    return b.create_topology(name, conf)
+
+
+def of(running, component, attr):
+    return [x for ex in running.runtime.executors.values() if ex.component == component
+            for x in getattr(ex, attr, {}).values()]
+
+
+def test_a_persistent_window_gets_checkpoints_and_acks_its_tuples_when_they_commit():
+    topo = items_topology(0, 100)
+    assert CHECKPOINT_COMPONENT in topo.definition.components
+    with LocalCluster() as cluster:
+        running = cluster.submit_topology("pw", {}, topo)
+
+        def all_acked():
+            (spout,) = of(running, "items", "spouts")
+            assert len(spout.acked_ids) == 100
+            return spout
+
+        spout = eventually(all_acked, timeout=60)
+        (runner,) = of(running, "windows", "bolts")
+        windows = list(runner.bolt.windows)
+        committed = running.component_stats()[CHECKPOINT_COMPONENT]["extra"]["checkpoints_committed"]
+        errors = dict(running.errors)
+    assert windows == [list(range(s, s + 10)) for s in range(0, 100, 10)]
+    assert spout.failed == 0 and spout.replayed == 0
+    assert committed >= 1
+    assert not errors
+
+
+class _LongWindow(gale.WindowedBolt):
+    def __init__(self, persistent: bool):
+        super().__init__()
+        self.with_tumbling_window(gale.Duration.seconds(120))
+        if persistent:
+            self.with_persistence()
+
+    def execute(self, window):
+        pass
+
+
+class _BigCountWindow(gale.WindowedBolt):
+    def __init__(self, persistent: bool):
+        super().__init__()
+        self.with_tumbling_window(gale.Count.of(5000))
+        if persistent:
+            self.with_persistence()
+
+    def execute(self, window):
+        pass
+
+
+@pytest.mark.parametrize("bolt,rule", [(_LongWindow, "window duration <= topology.message.timeout.secs"),
+                                        (_BigCountWindow, "window count <= topology.max.spout.pending")])
+def test_the_submit_rules_are_lifted_for_persistent_windows_and_the_error_says_so(bolt, rule):
+    def build(persistent):
+        b = TopologyBuilder()
+        b.set_spout("items", NumberedItems, 1)
+        b.set_bolt("w", bolt, 1, kwargs={"persistent": persistent}).global_grouping("items")
+        return b.create_topology("rules", {"topology.max.spout.pending": 100})
+
+    with pytest.raises(TopologyError) as err:
+        build(False)
+    assert rule in str(err.value) and "with_persistence()" in str(err.value)
+    topo = build(True)  # no error: acked at commit, not when the window fires
+    assert CHECKPOINT_COMPONENT in topo.definition.components
+
+
+def test_a_restart_with_the_same_provider_continues_the_window_in_progress():
+    """Run 1 feeds items 0..24 (windows 0-9 and 10-19 fire; 20..24 wait in the window, acked once
+    their checkpoint committed); run 2, on the same provider, feeds 25..49: the window in progress
+    continues from the state — the results equal the offline reference, and nothing is replayed."""
+    reference = [list(range(s, s + 10)) for s in range(0, 50, 10)]
+    first_topo = items_topology(0, 25)
+    with LocalCluster() as cluster:
+        first = cluster.submit_topology("pw", {}, first_topo)
+        eventually(lambda: _assert_eq(len(of(first, "items", "spouts")[0].acked_ids), 25), timeout=60)
+        (runner,) = of(first, "windows", "bolts")
+        windows = list(runner.bolt.windows)
+        (spout1,) = of(first, "items", "spouts")
+        provider = first.runtime.resources["state"]
+        first.runtime.resources.pop("state")  # keep it open across the restart (as Redis outlives a worker)
+        cluster.kill_topology("pw")
+    assert windows == reference[:2]
+
+    second_topo = items_topology(25, 50)
+    second = LocalTopology("pw", second_topo, local_conf(second_topo), start=False)
+    second.runtime.resources["state"] = provider
+    second.runtime.resources["state_prefix"] = second.runtime.state_prefix
+    second.runtime.start(active=True)
+    try:
+        eventually(lambda: _assert_eq(len(of(second, "items", "spouts")[0].acked_ids), 25), timeout=60)
+        (runner2,) = of(second, "windows", "bolts")
+        windows += runner2.bolt.windows
+        (spout2,) = of(second, "items", "spouts")
+        errors = dict(second.errors)
+    finally:
+        second.kill()
+    assert windows == reference
+    assert spout1.replayed == spout2.replayed == 0 and spout1.failed == spout2.failed == 0
+    assert not errors
+
+
+def _assert_eq(actual, expected):
+    assert actual == expected
+    return actual
