@@ -127,3 +127,13 @@ def test_a_restart_with_the_same_provider_continues_the_window_in_progress():
 def _assert_eq(actual, expected):
     assert actual == expected
     return actual
+
+
+def test_persistence_set_by_configuration_without_checkpoints_is_refused_naming_the_bolt():
+    b = TopologyBuilder()
+    b.set_spout("items", NumberedItems, 1)
+    b.set_bolt("w", _LongWindow, 1, kwargs={"persistent": False}).global_grouping("items")
+    topo = b.create_topology("cfg", {"topology.message.timeout.secs": 300})
+    with LocalCluster() as cluster, pytest.raises(TopologyError, match=r"windowed bolts \(w\) have "
+                                                  r"topology.bolts.window.persistent set by configuration"):
+        cluster.submit_topology("cfg", {"topology.bolts.window.persistent": True}, topo)
