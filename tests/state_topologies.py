@@ -159,3 +159,23 @@ class PersistentTens(gale.WindowedBolt):
         items = [t["i"] for t in window.get()]
         self.windows.append(items)
         self.collector.emit([items])
+
+
+class EventTimeTenths(gale.WindowedBolt):
+    """Tumbling event-time windows of 1 s over ``ts = i * 100`` (10 items a window), persistent or
+    not; a long idle timeout, so windows fire only as the input's timestamps advance."""
+
+    output_fields = ["items"]
+
+    def __init__(self, persistent: bool = True):
+        super().__init__()
+        self.with_tumbling_window(gale.Duration.seconds(1)).with_timestamp_extractor(lambda t: t["i"] * 100)
+        self.with_idle_timeout(gale.Duration.seconds(600))
+        if persistent:
+            self.with_persistence()
+        self.windows: list[list[int]] = []
+
+    def execute(self, window):
+        items = [t["i"] for t in window.get()]
+        self.windows.append(items)
+        self.collector.emit([items])

@@ -10,7 +10,7 @@ from gale import TopologyBuilder
 from gale.errors import TopologyError
 from gale.topology.state import CHECKPOINT_COMPONENT
 from gale.worker.local import LocalCluster, LocalTopology, local_conf
-from tests.state_topologies import NumberedItems, PersistentTens, Sink
+from tests.state_topologies import EventTimeTenths, NumberedItems, PersistentTens, Sink, TaskTotals
 from tests.waiting import eventually
 
 
@@ -137,3 +137,83 @@ def test_persistence_set_by_configuration_without_checkpoints_is_refused_naming_
     with LocalCluster() as cluster, pytest.raises(TopologyError, match=r"windowed bolts \(w\) have "
                                                   r"topology.bolts.window.persistent set by configuration"):
         cluster.submit_topology("cfg", {"topology.bolts.window.persistent": True}, topo)
+
+
+def test_a_fields_grouped_persistent_window_keeps_per_task_state_and_acks_tuples_of_unfired_windows():
+    """Any grouping is allowed: the state is per task (its keys are arrival ordinals, so key groups do
+    not apply). Tuples of a last window that never fills are acked too (at their checkpoint)."""
+    n = 203
+    b = TopologyBuilder()
+    b.set_spout("items", NumberedItems, 1)
+    b.set_bolt("windows", PersistentTens, 2).fields_grouping("items", ["i"])
+    topo = b.create_topology("pwf", {"test.items.first": 0, "test.items.stop": n,
+                                     "topology.state.checkpoint.interval.ms": 50})
+    with LocalCluster() as cluster:
+        running = cluster.submit_topology("pwf", {}, topo)
+        eventually(lambda: _assert_eq(len(of(running, "items", "spouts")[0].acked_ids), n), timeout=60)
+        runners = of(running, "windows", "bolts")
+        per_task = {r.collector.task: (list(r.bolt.windows), len(r.core)) for r in runners}
+        namespaces = sorted(ns for ex in running.runtime.executors.values() if ex.component == "windows"
+                            for s in ex.states.values() for ns in s.namespaces)
+        errors = dict(running.errors)
+    assert namespaces == ["pwf/windows/task0", "pwf/windows/task1"]
+    fired = [i for windows, _ in per_task.values() for w in windows for i in w]
+    assert all(len(w) == 10 for windows, _ in per_task.values() for w in windows)
+    assert len(fired) == len(set(fired)) and set(fired) <= set(range(n))
+    assert len(fired) + sum(waiting for _, waiting in per_task.values()) == n
+    assert not errors
+
+
+def event_time_topology(first, stop, persistent=True, name="pet"):
+    b = TopologyBuilder()
+    b.set_spout("items", NumberedItems, 1)
+    b.set_bolt("windows", EventTimeTenths, 1, kwargs={"persistent": persistent}).global_grouping("items")
+    if not persistent:  # checkpoints come from a stateful bolt elsewhere in the topology
+        b.set_bolt("count", TaskTotals, 1).shuffle_grouping("windows")
+    return b.create_topology(name, {"test.items.first": first, "test.items.stop": stop,
+                                    "topology.state.checkpoint.interval.ms": 50,
+                                    "topology.message.timeout.secs": 600})
+
+
+def test_the_checkpoint_spout_does_not_hold_back_the_watermark_of_an_event_time_window():
+    """A windowed bolt reading a spout also reads the checkpoint spout's $checkpoint stream: that
+    task sends no data, and must not count as a silent input (it would stall the watermark for the
+    idle timeout, here 600 s)."""
+    with LocalCluster() as cluster:
+        running = cluster.submit_topology("pet", {}, event_time_topology(0, 50, persistent=False))
+        (runner,) = of(running, "windows", "bolts")
+        eventually(lambda: _assert_eq(runner.bolt.windows[:4], [list(range(s, s + 10)) for s in range(0, 40, 10)]),
+                   timeout=30)
+        errors = dict(running.errors)
+    assert not errors
+
+
+def test_a_restart_continues_an_event_time_window_in_progress_with_its_watermark():
+    """Run 1: items 0..24 at ts = i * 100 ms: windows [0, 1 s) and [1 s, 2 s) fire; 20..24 wait in
+    [2 s, 3 s) with the watermark at 2.4 s. Run 2 (same provider): 25..59; the window in progress
+    fires with 20..29 once the watermark passes 3 s, and so on (the last window waits for input)."""
+    reference = [list(range(s, s + 10)) for s in range(0, 50, 10)]
+    with LocalCluster() as cluster:
+        first = cluster.submit_topology("pet", {}, event_time_topology(0, 25))
+        eventually(lambda: _assert_eq(len(of(first, "items", "spouts")[0].acked_ids), 25), timeout=60)
+        (runner,) = of(first, "windows", "bolts")
+        eventually(lambda: _assert_eq(runner.bolt.windows, reference[:2]), timeout=30)
+        watermark = runner.core.watermark
+        provider = first.runtime.resources["state"]
+        first.runtime.resources.pop("state")
+        cluster.kill_topology("pet")
+    assert watermark == 2400
+    topo = event_time_topology(25, 60)
+    second = LocalTopology("pet", topo, local_conf(topo), start=False)
+    second.runtime.resources["state"] = provider
+    second.runtime.resources["state_prefix"] = second.runtime.state_prefix
+    second.runtime.start(active=True)
+    try:
+        eventually(lambda: _assert_eq(len(of(second, "items", "spouts")[0].acked_ids), 35), timeout=60)
+        (runner2,) = of(second, "windows", "bolts")
+        eventually(lambda: _assert_eq(runner2.bolt.windows, reference[2:]), timeout=30)
+        (spout2,) = of(second, "items", "spouts")
+        errors = dict(second.errors)
+    finally:
+        second.kill()
+    assert spout2.replayed == 0 and not errors

@@ -20,6 +20,7 @@ from __future__ import annotations
 from typing import Any
 
 from gale.errors import ConfigError
+from gale.topology.state import CHECKPOINT_STREAM
 from gale.topology.tuple import Tuple
 from gale.topology.windowing import LATE_TUPLE_FIELD, PERSISTENT, TupleWindow, WindowSpec, check_limits
 from gale.worker.runtime.collector import BoltOutputCollector
@@ -224,7 +225,9 @@ class WindowedBoltExecutor(BoltExecutor):
     def prepare(self) -> None:
         routes = self.runtime.routes_for(self.component)
         defn = self.runtime.defn
-        inputs = defn.components[self.component].inputs
+        # the data inputs: not the $checkpoint subscriptions of a topology with checkpoints (the
+        # checkpoint spout sends no data and would hold the watermark back until its idle timeout)
+        inputs = [i for i in defn.components[self.component].inputs if i.stream != CHECKPOINT_STREAM]
         input_tasks = sorted({t for inp in inputs for t in self.runtime.layout.component_tasks(inp.component)})
         for task in self.tasks:
             bolt = self.runtime.instantiate(self.component)
