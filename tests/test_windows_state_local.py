@@ -217,3 +217,24 @@ def test_a_restart_continues_an_event_time_window_in_progress_with_its_watermark
     finally:
         second.kill()
     assert spout2.replayed == 0 and not errors
+
+
+def test_nimbus_effective_config_check_lifts_the_rules_for_persistent_windows_only():
+    """What nimbus runs at submit (validate_windows with the effective configuration): a -c override
+    shortening the message timeout refuses the plain window naming with_persistence(), not the
+    persistent one."""
+    from gale import config as gconfig
+    from gale.errors import ConfigError
+    from gale.topology.windowing import validate_windows
+
+    def defn(persistent):
+        b = TopologyBuilder()
+        b.set_spout("items", NumberedItems, 1)
+        b.set_bolt("w", _LongWindow, 1, kwargs={"persistent": persistent}).global_grouping("items")
+        return b.create_topology("eff", {"topology.message.timeout.secs": 600}).definition
+
+    effective = {**gconfig.defaults(), "topology.message.timeout.secs": 10}
+    validate_windows(defn(True).components, effective)
+    with pytest.raises(ConfigError, match=r"windowed bolt 'w': rule 'window duration <= topology.message.timeout"
+                                          r".secs'.*with_persistence\(\)"):
+        validate_windows(defn(False).components, effective)

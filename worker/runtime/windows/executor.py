@@ -244,8 +244,9 @@ class WindowedBoltExecutor(BoltExecutor):
             bolt.prepare(conf, self.context(task), collector)
 
     def make_store(self, task: int, spec: WindowSpec) -> WindowStore:
-        """The buffer of ``task``'s window: in memory. A store over managed state (issue 13) is
-        returned here; a non-empty one is restored into the core (``core.restore``)."""
+        """The buffer of ``task``'s window: in memory (a non-empty store would be restored into the
+        core, ``core.restore``). Persistent windows run ``gale.worker.state.windows``'s executor,
+        whose store is the task's managed state, restored at INITSTATE."""
         return InMemoryWindowStore()
 
     def on_timer(self, now: float) -> None:
