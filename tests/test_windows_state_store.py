@@ -97,3 +97,16 @@ def test_mixed_windows_restored_from_a_checkpoint_continue_identically(length, s
     cut = data.draw(st.integers(0, len(items)))
     check(lambda s: CountEveryDuration(length, slide, True, s), items, cut)
     check(lambda s: DurationEveryCount(length * 5, min(slide, 6), True, s), items, cut)
+
+
+def test_a_tuple_that_cannot_be_serialized_is_refused_naming_its_source_and_field():
+    import pytest
+
+    from gale.topology.state import StateError
+
+    store = StateWindowStore(KeyValueState(), fields_of)
+    bad = Tuple([1, {1, 2}], FIELDS, "src", "default", 3)
+    with pytest.raises(StateError, match=r"a tuple from src:default cannot be kept in a persistent window .*not: "
+                                         r"word: set"):
+        store.put(Entry(0, 0, bad))
+    assert len(store) == 0 and len(store.state) == 0

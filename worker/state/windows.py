@@ -24,7 +24,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from gale.topology.checkpointing import data_inputs
-from gale.topology.state import KeyValueState
+from gale.topology.state import KeyValueState, StateError, pack
 from gale.topology.tuple import Fields, Tuple
 from gale.topology.windowing import WindowSpec, check_limits
 from gale.worker.runtime.windows.executor import METRICS, WindowRunner, make_core
@@ -34,6 +34,14 @@ from gale.worker.state.executor import DeferringCollector, StatefulBoltExecutor
 from gale.worker.state.task_state import TaskState
 
 META_KEY = "__meta"
+
+
+def _serializable(value: Any) -> bool:
+    try:
+        pack(value)
+    except (TypeError, ValueError, OverflowError):
+        return False
+    return True
 
 
 class StateWindowStore:
@@ -58,7 +66,16 @@ class StateWindowStore:
 
     def put(self, entry: Entry) -> None:
         t = entry.item
-        self.state.put(entry.seq, [entry.ts, entry.key, list(t.values), t.fields.component, t.fields.stream, t.task])
+        try:
+            self.state.put(entry.seq, [entry.ts, entry.key, list(t.values), t.fields.component, t.fields.stream,
+                                       t.task])
+        except StateError as exc:
+            bad = [f"{name}: {type(v).__qualname__}" for name, v in zip(t.fields.names, t.values)
+                   if not _serializable(v)]
+            raise StateError(
+                f"a tuple from {t.fields.source_key} cannot be kept in a persistent window (with_persistence()): "
+                f"its values must be serializable by the state (None, bool, int, float, str, bytes, lists, tuples "
+                f"and dicts of those); not: {', '.join(bad) or exc}") from None
         self._entries[entry.seq] = entry
 
     def remove(self, entries: Iterable[Entry]) -> None:
