@@ -17,7 +17,8 @@ Prints ``name: value unit`` lines:
 * ``window_buffer_bytes_per_tuple`` — what the window adds per buffered tuple (its entry, the store's
   slot, the pane's slot), by tracemalloc over 200,000 buffered tuples (the tuples themselves excluded:
   they exist without a window too), and ``window_buffer_with_tuple_bytes_per_tuple`` including a
-  two-field tuple;
+  two-field tuple; ``window_buffer_persistent_bytes_per_tuple`` the same for a persistent window
+  (the state's working dict and the not yet checkpointed change as well);
 * ``windows_anchor_emit_per_sec_{100,10000}_tuple_window`` — emits anchored to a whole window of that
   size (every output carries one edge per window tuple).
 """
@@ -119,17 +120,20 @@ def core_throughput(n: int) -> float:
     return n / (time.perf_counter() - t0)
 
 
-def buffer_bytes(n: int = 200_000) -> tuple[float, float]:
+def buffer_bytes(n: int = 200_000, persistent: bool = False) -> tuple[float, float]:
+    from gale.topology.state import KeyValueState
     from gale.topology.tuple import Fields, new_tuple
     from gale.worker.runtime.windows.core import TimeWindows
     from gale.worker.runtime.windows.store import Entry
+    from gale.worker.state.windows import StateWindowStore
 
     fields = Fields(["key", "ts"], "src:default")
     tracemalloc.start()
     base = tracemalloc.get_traced_memory()[0]
     tuples = [new_tuple([f"k{i % N_KEYS}", i], fields, 1, {i: i}, i) for i in range(n)]
     with_tuples = tracemalloc.get_traced_memory()[0]
-    core = TimeWindows(10 * n, 1000)
+    # persistent: the state's working dict and the changes not yet checkpointed (packed) as well
+    core = TimeWindows(10 * n, 1000, store=StateWindowStore(KeyValueState(), None) if persistent else None)
     for i, t in enumerate(tuples):
         core.add(Entry(i, i, t))
     after = tracemalloc.get_traced_memory()[0]
@@ -188,6 +192,8 @@ def main() -> None:
     overhead, total = buffer_bytes()
     print(f"window_buffer_bytes_per_tuple: {overhead:.1f} bytes")
     print(f"window_buffer_with_tuple_bytes_per_tuple: {total:.1f} bytes")
+    overhead, _ = buffer_bytes(persistent=True)
+    print(f"window_buffer_persistent_bytes_per_tuple: {overhead:.1f} bytes (before its checkpoint)")
     for size in (100, 10_000):
         print(f"windows_anchor_emit_per_sec_{size}_tuple_window: {anchor_emits(size, 2000 if size == 100 else 20):.0f} "
               "emits/s")
