@@ -179,3 +179,24 @@ class EventTimeTenths(gale.WindowedBolt):
         items = [t["i"] for t in window.get()]
         self.windows.append(items)
         self.collector.emit([items])
+
+
+class FailingPrepare(StatefulBolt):
+    """Acks everything; its ``test.fail.prepare``-th prepare raises once (every stateful task of the
+    topology then rolls back)."""
+
+    def prepare(self, conf, context, collector):
+        super().prepare(conf, context, collector)
+        self.fail_prepare = int(conf.get("test.fail.prepare", 0))
+        self.prepares = 0
+
+    def init_state(self, state):
+        self.state = state
+
+    def execute(self, tup):
+        self.collector.ack(tup)
+
+    def pre_prepare(self, txid):
+        self.prepares += 1
+        if self.prepares == self.fail_prepare:
+            raise RuntimeError(f"injected prepare failure at txid {txid}")

@@ -10,7 +10,7 @@ from gale import TopologyBuilder
 from gale.errors import TopologyError
 from gale.topology.state import CHECKPOINT_COMPONENT
 from gale.worker.local import LocalCluster, LocalTopology, local_conf
-from tests.state_topologies import EventTimeTenths, NumberedItems, PersistentTens, Sink, TaskTotals
+from tests.state_topologies import EventTimeTenths, FailingPrepare, NumberedItems, PersistentTens, Sink, TaskTotals
 from tests.waiting import eventually
 
 
@@ -238,3 +238,33 @@ def test_nimbus_effective_config_check_lifts_the_rules_for_persistent_windows_on
     with pytest.raises(ConfigError, match=r"windowed bolt 'w': rule 'window duration <= topology.message.timeout"
                                           r".secs'.*with_persistence\(\)"):
         validate_windows(defn(False).components, effective)
+
+
+def test_a_rollback_reloads_the_window_and_replays_what_it_discarded():
+    """A failed checkpoint (another bolt's prepare raises) rolls every stateful task back, the
+    persistent window too: it reloads its committed contents and the inputs since then fail and
+    replay. Nothing is lost: every item is in a fired window (a window that fired after the commit
+    may fire again), every spout tuple is acked."""
+    n = 300
+    b = TopologyBuilder()
+    b.set_spout("items", NumberedItems, 1)
+    b.set_bolt("windows", PersistentTens, 1).global_grouping("items")
+    b.set_bolt("flaky", FailingPrepare, 1).shuffle_grouping("items")
+    topo = b.create_topology("prb", {"test.items.first": 0, "test.items.stop": n, "test.fail.prepare": 3,
+                                     "topology.state.checkpoint.interval.ms": 50, "topology.max.spout.pending": 40})
+    with LocalCluster() as cluster:
+        running = cluster.submit_topology("prb", {}, topo)
+        eventually(lambda: _assert_eq(len(of(running, "items", "spouts")[0].acked_ids), n), timeout=60)
+        (runner,) = of(running, "windows", "bolts")
+        windows = list(runner.bolt.windows)
+        (spout,) = of(running, "items", "spouts")
+        errors = dict(running.errors)
+        failures = running.component_stats()[CHECKPOINT_COMPONENT]["extra"]["checkpoint_failures"]
+    assert failures >= 1 and any("injected prepare failure" in e for e in errors["flaky"])
+    assert spout.replayed >= 1  # the rollback failed the inputs whose acks it held
+    assert runner.restores >= 2  # the window was loaded at INITSTATE and reloaded by the rollback
+    assert all(len(w) == 10 and len(set(w)) == 10 for w in windows)
+    fired = {i for w in windows for i in w}
+    # every item in a fired window, except those still waiting in the last, unfilled one
+    assert fired | {e.item["i"] for e in runner.core.store.entries()} == set(range(n))
+    assert "windows" not in errors

@@ -112,6 +112,7 @@ class PersistentRunner(WindowRunner):
         self.seq = self.core.next_seq()
         self.reset_mark = self.seq
         self.initialized = True
+        self.restores = getattr(self, "restores", 0) + 1  # INITSTATE, then each ROLLBACK
 
     def pre_prepare(self, txid: int) -> None:
         pass
