@@ -103,6 +103,10 @@ class PersistentRunner(WindowRunner):
     """A :class:`WindowRunner` over managed state; the stateful executor calls the hooks of a
     stateful bolt on it."""
 
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.restores = 0  # INITSTATE, then each ROLLBACK
+
     def init_state(self, state: KeyValueState) -> None:
         """The task's state was loaded (INITSTATE) or reloaded (ROLLBACK): the window continues from it."""
         store = StateWindowStore(state, self.executor.fields_of)
@@ -111,8 +115,7 @@ class PersistentRunner(WindowRunner):
             self.core.restore()
         self.seq = self.core.next_seq()
         self.reset_mark = self.seq
-        self.initialized = True
-        self.restores = getattr(self, "restores", 0) + 1  # INITSTATE, then each ROLLBACK
+        self.restores += 1
 
     def pre_prepare(self, txid: int) -> None:
         pass
@@ -143,7 +146,6 @@ class PersistentWindowedBoltExecutor(StatefulBoltExecutor):
             spec = WindowSpec.from_conf(conf, where=where)
             check_limits(spec, conf, where)
             runner = PersistentRunner(self, bolt, collector, spec, input_tasks, InMemoryWindowStore(), conf)
-            runner.initialized = False
             self.bolts[task] = runner
             self.collectors[task] = collector
             self.basic[task] = False
