@@ -10,11 +10,15 @@ Prints ``name: value unit`` lines:
   windowed bolt counting per window, one acker; one executor thread), best of ``--repeat``. Count:
   tumbling windows of 1000 tuples; time: 1 s event-time windows (1000 tuples each), sliding ones every
   250 ms; sessions: 200 keys with 50 ms gaps;
+* ``windows_{count,time}_tumbling_persistent_tuples_per_sec`` — the same two windows with
+  ``with_persistence()`` (the buffer in managed state, memory provider, 100 ms checkpoints; a tuple
+  counts when its spout was told ``ack``, i.e. when the checkpoint holding it committed);
 * ``windows_core_time_sliding_tuples_per_sec`` — the pure core alone (add + advance, no runtime);
 * ``window_buffer_bytes_per_tuple`` — what the window adds per buffered tuple (its entry, the store's
   slot, the pane's slot), by tracemalloc over 200,000 buffered tuples (the tuples themselves excluded:
   they exist without a window too), and ``window_buffer_with_tuple_bytes_per_tuple`` including a
-  two-field tuple;
+  two-field tuple; ``window_buffer_persistent_bytes_per_tuple`` the same for a persistent window
+  (the state's working dict and the not yet checkpointed change as well);
 * ``windows_anchor_emit_per_sec_{100,10000}_tuple_window`` — emits anchored to a whole window of that
   size (every output carries one edge per window tuple).
 """
@@ -59,6 +63,9 @@ class TimedSpout(Spout):
 class CountPerWindow(WindowedBolt):
     def __init__(self, kind):
         super().__init__()
+        if kind.endswith("_persistent"):
+            self.with_persistence()
+            kind = kind[: -len("_persistent")]
         if kind == "count_tumbling":
             self.with_tumbling_window(Count(1000))
         elif kind == "time_tumbling":
@@ -81,12 +88,14 @@ def run_topology(kind: str, n: int) -> float:
     b.set_spout("src", TimedSpout, 1, kwargs={"n": n})
     b.set_bolt("win", CountPerWindow, 1, kwargs={"kind": kind}).global_grouping("src")
     topo = b.create_topology(name=f"bench-{kind}", conf={"topology.max.spout.pending": 20000,
-                                                          "topology.acker.executors": 1})
+                                                          "topology.acker.executors": 1,
+                                                          "topology.state.checkpoint.interval.ms": 100})
     conf = local_conf(topo, {})
     t0 = time.perf_counter()
     lt = LocalTopology(kind, topo, conf)
-    spout = next(s for ex in lt.runtime.executors.values() if hasattr(ex, "spouts") for s in ex.spouts.values())
+    spout = next(s for ex in lt.runtime.executors.values() if ex.component == "src" for s in ex.spouts.values())
     # the count window's last partial window never fires: those tuples stay buffered
+    # (persistent windows ack them at their checkpoint)
     target = n - (n % 1000 if kind == "count_tumbling" else 0)
     try:
         while spout.acked < target:
@@ -111,17 +120,20 @@ def core_throughput(n: int) -> float:
     return n / (time.perf_counter() - t0)
 
 
-def buffer_bytes(n: int = 200_000) -> tuple[float, float]:
+def buffer_bytes(n: int = 200_000, persistent: bool = False) -> tuple[float, float]:
+    from gale.topology.state import KeyValueState
     from gale.topology.tuple import Fields, new_tuple
     from gale.worker.runtime.windows.core import TimeWindows
     from gale.worker.runtime.windows.store import Entry
+    from gale.worker.state.windows import StateWindowStore
 
     fields = Fields(["key", "ts"], "src:default")
     tracemalloc.start()
     base = tracemalloc.get_traced_memory()[0]
     tuples = [new_tuple([f"k{i % N_KEYS}", i], fields, 1, {i: i}, i) for i in range(n)]
     with_tuples = tracemalloc.get_traced_memory()[0]
-    core = TimeWindows(10 * n, 1000)
+    # persistent: the state's working dict and the changes not yet checkpointed (packed) as well
+    core = TimeWindows(10 * n, 1000, store=StateWindowStore(KeyValueState(), None) if persistent else None)
     for i, t in enumerate(tuples):
         core.add(Entry(i, i, t))
     after = tracemalloc.get_traced_memory()[0]
@@ -167,9 +179,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tuples", type=int, default=100_000)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--only", nargs="*", help="run only these topology kinds (e.g. count_tumbling_persistent)")
     args = parser.parse_args()
     configure(level="WARNING")
-    for kind in ("count_tumbling", "time_tumbling", "time_sliding", "session"):
+    kinds = ("count_tumbling", "time_tumbling", "count_tumbling_persistent", "time_tumbling_persistent",
+             "time_sliding", "session")
+    for kind in args.only or kinds:
         best = max(run_topology(kind, args.tuples) for _ in range(args.repeat))
         print(f"windows_{kind}_tuples_per_sec: {best:.0f} tuples/s")
     print(f"windows_core_time_sliding_tuples_per_sec: {max(core_throughput(200_000) for _ in range(args.repeat)):.0f} "
@@ -177,6 +192,8 @@ def main() -> None:
     overhead, total = buffer_bytes()
     print(f"window_buffer_bytes_per_tuple: {overhead:.1f} bytes")
     print(f"window_buffer_with_tuple_bytes_per_tuple: {total:.1f} bytes")
+    overhead, _ = buffer_bytes(persistent=True)
+    print(f"window_buffer_persistent_bytes_per_tuple: {overhead:.1f} bytes (before its checkpoint)")
     for size in (100, 10_000):
         print(f"windows_anchor_emit_per_sec_{size}_tuple_window: {anchor_emits(size, 2000 if size == 100 else 20):.0f} "
               "emits/s")

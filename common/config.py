@@ -285,6 +285,9 @@ KEYS: dict[str, Key] = {
             "one fires it again as an update, ms"),
         Key("topology.bolts.watermark.idle.timeout.ms", 10000, _POS,
             "Gale: event time: an input task silent this long stops holding the watermark back, ms"),
+        Key("topology.bolts.window.persistent", False, Bool(),
+            "Gale: set by with_persistence(): the window's contents live in managed state (checkpointed), and "
+            "its tuples are acked when their checkpoint commits"),
         # Managed state (docs/state.md)
         Key("topology.state.checkpoint.interval.ms", 1000, _POS,
             "period of state checkpoints; must be below topology.message.timeout.secs"),

@@ -121,3 +121,82 @@ class ForeignKeyCount(StatefulBolt):
     def execute(self, tup):
         self.state.put("total:" + tup["word"], 1)
         self.collector.ack(tup)
+
+
+class NumberedItems(ReliableSpout):
+    """Items ``test.items.first .. test.items.stop - 1`` (``[i]``), in order, replayed on failure
+    (``failed`` and ``replayed`` count them)."""
+
+    output_fields = ["i"]
+
+    def open(self, conf, context, collector):
+        super().open(conf, context, collector)
+        first, stop = int(conf.get("test.items.first", 0)), int(conf.get("test.items.stop", 100))
+        idx, tasks = context.this_task_index, len(context.this_component_tasks)
+        self._todo = iter(range(first + idx, stop, tasks))
+        self.acked_ids: set[int] = set()
+
+    def next_message(self):
+        i = next(self._todo, None)
+        if i is not None:
+            self.emit([i], msg_id=i)
+
+    def on_acked(self, msg_id, values):
+        self.acked_ids.add(msg_id)
+
+
+class PersistentTens(gale.WindowedBolt):
+    """Persistent tumbling windows of ``length`` items; records each window's items."""
+
+    output_fields = ["items"]
+
+    def __init__(self, length: int = 10):
+        super().__init__()
+        self.with_tumbling_window(gale.Count.of(length)).with_persistence()
+        self.windows: list[list[int]] = []
+
+    def execute(self, window):
+        items = [t["i"] for t in window.get()]
+        self.windows.append(items)
+        self.collector.emit([items])
+
+
+class EventTimeTenths(gale.WindowedBolt):
+    """Tumbling event-time windows of 1 s over ``ts = i * 100`` (10 items a window), persistent or
+    not; a long idle timeout, so windows fire only as the input's timestamps advance."""
+
+    output_fields = ["items"]
+
+    def __init__(self, persistent: bool = True):
+        super().__init__()
+        self.with_tumbling_window(gale.Duration.seconds(1)).with_timestamp_extractor(lambda t: t["i"] * 100)
+        self.with_idle_timeout(gale.Duration.seconds(600))
+        if persistent:
+            self.with_persistence()
+        self.windows: list[list[int]] = []
+
+    def execute(self, window):
+        items = [t["i"] for t in window.get()]
+        self.windows.append(items)
+        self.collector.emit([items])
+
+
+class FailingPrepare(StatefulBolt):
+    """Acks everything; its ``test.fail.prepare``-th prepare raises once (every stateful task of the
+    topology then rolls back)."""
+
+    def prepare(self, conf, context, collector):
+        super().prepare(conf, context, collector)
+        self.fail_prepare = int(conf.get("test.fail.prepare", 0))
+        self.prepares = 0
+
+    def init_state(self, state):
+        self.state = state
+
+    def execute(self, tup):
+        self.collector.ack(tup)
+
+    def pre_prepare(self, txid):
+        self.prepares += 1
+        if self.prepares == self.fail_prepare:
+            raise RuntimeError(f"injected prepare failure at txid {txid}")

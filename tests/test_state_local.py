@@ -57,20 +57,52 @@ def test_checkpoint_interval_not_below_the_message_timeout_is_refused():
         cluster.submit_topology("wc", {"topology.state.checkpoint.interval.ms": 6000}, topo)
 
 
-class _Windowed(gale.WindowedBolt):
+class WordWindows(gale.WindowedBolt):
+    """Tumbling windows of 10 words; records each window's words (local mode: read back from the runner)."""
+
+    output_fields = ["n"]
+
     def __init__(self):
         super().__init__()
         self.with_tumbling_window(gale.Count.of(10))
+        self.windows: list[list[str]] = []
 
     def execute(self, window):
-        pass
+        self.windows.append([t["word"] for t in window.get()])
+        self.collector.emit([len(window)])
 
 
-def test_a_windowed_bolt_in_a_topology_with_state_is_refused_naming_it():
-    b = word_count()
-    b.set_bolt("windows", _Windowed, 1).shuffle_grouping("split")
-    with pytest.raises(TopologyError, match=r"windowed bolts \(windows\) in a topology with stateful bolts"):
-        b.create_topology("wc")
+def test_a_windowed_bolt_forwards_checkpoints_in_a_topology_with_state():
+    """A windowed bolt between a stateful bolt's upstream and a sink: checkpoints only complete if it
+    forwards them (the sink reads its $checkpoint stream); its windows fire as without state."""
+    n = 400
+    words = [w for i in range(n) for w in sentence(i).split()]
+    assert len(words) % 10 == 0  # every window fills, so every sentence is acked
+    b = word_count(sink=False)
+    b.set_bolt("windows", WordWindows, 1).global_grouping("split")
+    b.set_bolt("sink", Sink, 1).shuffle_grouping("windows")
+    conf = {"test.sentences": n, "topology.state.checkpoint.interval.ms": 50, "topology.max.spout.pending": 50}
+    topo = b.create_topology("wc", conf)
+    assert [i.component for i in topo.definition.components["sink"].inputs if i.stream == CHECKPOINT_STREAM] == [
+        "windows"]
+    with LocalCluster() as cluster:
+        running = cluster.submit_topology("wc-windows", {}, topo)
+
+        def all_acked_and_committed():
+            acked = set().union(*(s.acked_ids for s in spouts_of(running, "sentences")))
+            assert len(acked) == n, f"{len(acked)} of {n} sentences acked"
+            stats = running.component_stats()
+            assert stats[CHECKPOINT_COMPONENT]["extra"]["checkpoints_committed"] >= 2
+            return counts_in(running)
+
+        counts = eventually(all_acked_and_committed, timeout=60)
+        windows = [w for r in bolts_of(running, "windows") for w in r.bolt.windows]
+        errors = dict(running.errors)
+    assert counts == dict(Counter(words))
+    # as the reference: consecutive windows of 10 words, together every word once
+    assert [len(w) for w in windows] == [10] * (len(words) // 10)
+    assert Counter(w for window in windows for w in window) == Counter(words)
+    assert not errors
 
 
 def counts_in(running, component="count"):

@@ -36,6 +36,7 @@ from gale.topology.definition import (
     validate,
 )
 from gale.topology.state import StatefulBolt
+from gale.topology.windowing import PERSISTENT
 from gale.topology.tuple import DEFAULT_STREAM
 
 
@@ -184,7 +185,8 @@ class TopologyBuilder:
                 inputs=spec.inputs,
                 spark=bool(getattr(spec.cls, "uses_spark", False)),
             )
-        if any(issubclass(spec.cls, StatefulBolt) for spec in self._specs.values()):
+        if any(issubclass(spec.cls, StatefulBolt) for spec in self._specs.values()) or any(
+                comp.conf.get(PERSISTENT) for comp in components.values()):
             add_checkpointing(components)
         defn = TopologyDef(name=name, conf=conf, components=components)
         validate(defn)

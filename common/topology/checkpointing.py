@@ -57,19 +57,21 @@ def data_inputs(defn: TopologyDef, component: str) -> list[InputDef]:
 
 def validate_checkpointing(defn: TopologyDef, conf: Mapping[str, Any]) -> None:
     """Refuse a checkpoint interval not below the message timeout (a checkpoint's tuple tree, and
-    the inputs whose acks wait for it, would time out before it could commit)."""
+    the inputs whose acks wait for it, would time out before it could commit), and a persistent
+    window in a topology without checkpoints (the key set by configuration, not by the builder)."""
     if not has_checkpointing(defn):
-        return
-    from gale.topology.windowing import WINDOW_KEYS
+        from gale.topology.windowing import PERSISTENT, WINDOW_KEYS
 
-    windowed = sorted(cid for cid, comp in defn.components.items()
-                      if any(comp.conf.get(k) is not None for k in WINDOW_KEYS))
-    if windowed:
-        raise TopologyError(
-            f"windowed bolts ({', '.join(windowed)}) in a topology with stateful bolts are not supported yet: a "
-            "windowed bolt does not forward the $checkpoint stream, so checkpoints would never complete; run the "
-            "windows and the managed state in separate topologies (windows kept in managed state: docs/windows.md)"
-        )
+        persistent = sorted(cid for cid, comp in defn.components.items()
+                            if any(comp.conf.get(k) is not None for k in WINDOW_KEYS)
+                            and {**conf, **comp.conf}.get(PERSISTENT))
+        if persistent:
+            raise TopologyError(
+                f"windowed bolts ({', '.join(persistent)}) have {PERSISTENT} set by configuration, but the topology "
+                "was built without checkpoints: call with_persistence() in the bolt's __init__, so that the builder "
+                "adds them (docs/windows.md, \"Persistent windows\")"
+            )
+        return
     interval_ms = conf.get("topology.state.checkpoint.interval.ms", 1000)
     timeout_s = conf.get("topology.message.timeout.secs", 30)
     if interval_ms >= timeout_s * 1000:

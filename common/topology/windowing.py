@@ -46,6 +46,8 @@ SESSION_GAP_MS = "topology.bolts.window.session.gap.ms"
 SESSION_KEY_FIELD = "topology.bolts.window.session.key.field"
 ALLOWED_LATENESS_MS = "topology.bolts.window.allowed.lateness.ms"
 IDLE_TIMEOUT_MS = "topology.bolts.watermark.idle.timeout.ms"
+#: Gale: set by with_persistence (Storm's withPersistence): the window's contents live in managed state
+PERSISTENT = "topology.bolts.window.persistent"
 #: Gale: set by with_timestamp_extractor (the extractor itself lives on the instance)
 TIMESTAMP_EXTRACTOR = "topology.bolts.tuple.timestamp.extractor"
 
@@ -232,8 +234,10 @@ def check_limits(spec: WindowSpec, conf: Mapping[str, Any], where: str) -> None:
     """Storm's ``BaseWindowedBolt`` validation at submit: a window must be able to hold its tuples
     without them timing out (``topology.message.timeout.secs``) or stalling the spouts
     (``topology.max.spout.pending``). Raises :class:`ConfigError` naming the rule."""
-    exempt = ("; windows whose contents are kept in managed state are exempt from this rule, which is "
-              "not yet available in this version")
+    if conf.get(PERSISTENT):
+        return  # acked when their checkpoint commits, not when they leave the window: no limit
+    exempt = ("; or call with_persistence() on the bolt: a window kept in managed state acks its tuples when "
+              "their checkpoint commits, which lifts this rule (docs/windows.md)")
     timeout_secs = conf.get("topology.message.timeout.secs", 30)
     timeouts = conf.get("topology.enable.message.timeouts", True)
     longest = spec.max_buffered_ms()
@@ -437,6 +441,16 @@ class WindowedBolt(Bolt):
         """Gale: an input task silent this long stops holding the watermark back."""
         self._wconf()[IDLE_TIMEOUT_MS] = _positive(
             "idle timeout", timeout.ms if isinstance(timeout, Duration) else timeout)
+        return self
+
+    def with_persistence(self) -> WindowedBolt:
+        """Storm's ``withPersistence()``: the window's contents live in the bolt's managed state
+        (checkpointed to ``topology.state.provider``, restored when the task restarts), and the
+        window's tuples are acked once the checkpoint holding them commits, not when they expire —
+        so a window in progress survives a worker kill without a replay of its input, and the
+        submit rules on the message timeout and max spout pending do not apply. The topology gets
+        checkpoints as with a stateful bolt (docs/windows.md, "Persistent windows")."""
+        self._wconf()[PERSISTENT] = True
         return self
 
     def component_configuration(self) -> dict[str, Any]:

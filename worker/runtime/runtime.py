@@ -193,12 +193,12 @@ class WorkerRuntime:
         else:
             cls = self.topology.component_class(component)
             factory = getattr(cls, "executor_class", None)
-            if factory is None and issubclass(cls, WindowedBolt):
-                factory = WindowedBoltExecutor  # not with checkpoints: refused at submit (validate_checkpointing)
             if factory is None and self.checkpointing:
                 from gale.worker.state.executor import bolt_executor_for
 
-                factory = bolt_executor_for(cls)
+                factory = bolt_executor_for(cls, self.component_conf(component))
+            if factory is None and issubclass(cls, WindowedBolt):
+                factory = WindowedBoltExecutor
             ex = (factory or BoltExecutor)(self, ex_id, component)
             ex.budget = 1024
         return ex

@@ -23,6 +23,7 @@ from gale.topology.tuple import Tuple
 from gale.worker.runtime.acker import ACK, FAIL
 from gale.worker.runtime.collector import BoltOutputCollector
 from gale.worker.runtime.executor import BoltExecutor
+from gale.worker.runtime.windows.executor import WindowedBoltExecutor
 from gale.worker.state.barrier import PROCESS, CheckpointBarrier, DeferredAcks
 from gale.worker.state.coordinator import COMMIT, INITSTATE, PREPARE, ROLLBACK
 from gale.worker.state.task_state import TaskState
@@ -231,8 +232,22 @@ class StatefulBoltExecutor(CheckpointBoltExecutor):
             raise ValueError(f"unknown checkpoint action {action!r}")
 
 
-def bolt_executor_for(cls: type) -> type[BoltExecutor]:
-    """The executor class of a bolt in a topology with checkpoints."""
-    from gale.topology.state import StatefulBolt
+class CheckpointWindowedBoltExecutor(CheckpointBoltExecutor, WindowedBoltExecutor):
+    """A (non-persistent) windowed bolt in a topology with checkpoints: its windows as without
+    checkpoints (:class:`WindowedBoltExecutor`: runners, timer, acks at expiry), and the
+    ``$checkpoint`` tuples counted by the barrier and forwarded once they arrived from every
+    checkpoint input task (:class:`CheckpointBoltExecutor`); it has no state to checkpoint."""
 
+
+def bolt_executor_for(cls: type, conf: Any = None) -> type[BoltExecutor]:
+    """The executor class of a bolt in a topology with checkpoints (``conf``: the component's)."""
+    from gale.topology.state import StatefulBolt
+    from gale.topology.windowing import PERSISTENT, WindowedBolt
+
+    if issubclass(cls, WindowedBolt):
+        if conf and conf.get(PERSISTENT):
+            from gale.worker.state.windows import PersistentWindowedBoltExecutor
+
+            return PersistentWindowedBoltExecutor
+        return CheckpointWindowedBoltExecutor
     return StatefulBoltExecutor if issubclass(cls, StatefulBolt) else CheckpointBoltExecutor

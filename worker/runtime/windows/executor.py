@@ -20,8 +20,9 @@ from __future__ import annotations
 from typing import Any
 
 from gale.errors import ConfigError
+from gale.topology.state import CHECKPOINT_STREAM
 from gale.topology.tuple import Tuple
-from gale.topology.windowing import LATE_TUPLE_FIELD, TupleWindow, WindowSpec, check_limits
+from gale.topology.windowing import LATE_TUPLE_FIELD, PERSISTENT, TupleWindow, WindowSpec, check_limits
 from gale.worker.runtime.collector import BoltOutputCollector
 from gale.worker.runtime.executor import BoltExecutor
 from gale.worker.runtime.windows.core import CountWindows, Expire, Fire, Late, SessionWindows, TimeWindows
@@ -91,7 +92,12 @@ class WindowRunner:
         # every quarter of the message timeout, the tuples buffered since before the previous round
         # (so at most half the timeout old) get their timeout reset
         conf = conf or {}
-        timeouts = conf.get("topology.enable.message.timeouts", True) and executor.runtime.acking
+        #: with_persistence(): the store is the task's managed state; a tuple is acked on arrival,
+        #: which the executor's collector holds until the checkpoint holding the tuple commits;
+        #: outputs are not anchored to the window's tuples (their acks are already on their way)
+        self.persistent = bool(conf.get(PERSISTENT))
+        timeouts = conf.get("topology.enable.message.timeouts", True) and executor.runtime.acking \
+            and not self.persistent
         self.reset_every_ms = conf.get("topology.message.timeout.secs", 30) * 250.0 if timeouts else None
         self.next_reset = self._mono_ms() + (self.reset_every_ms or 0)
         self.reset_mark = self.seq  # entries below this arrived before the last round
@@ -129,6 +135,8 @@ class WindowRunner:
         actions = self.core.add(entry)
         if actions:
             self.perform(actions)
+        if self.persistent:
+            self.collector.ack(tup)
 
     def on_timer(self) -> None:
         if self.reset_every_ms is not None and self._mono_ms() >= self.next_reset:
@@ -175,6 +183,8 @@ class WindowRunner:
             if action.__class__ is Fire:
                 self._fire(action)
             elif action.__class__ is Expire:
+                if self.persistent:
+                    continue  # acked on arrival (held until its checkpoint commits)
                 ack = collector.ack
                 for e in action.entries:
                     ack(e.item)
@@ -187,7 +197,7 @@ class WindowRunner:
 
     def _fire(self, fire: Fire) -> None:
         tuples = [e.item for e in fire.entries]
-        anchors = covering_anchors(tuples)
+        anchors = None if self.persistent else covering_anchors(tuples)
         window = TupleWindow(tuples, [e.item for e in fire.new], [e.item for e in fire.expired],
                              fire.start, fire.end, fire.key, fire.update)
         collector = self.collector
@@ -201,8 +211,9 @@ class WindowRunner:
             self.bolt.execute(window)
         except Exception as exc:  # noqa: BLE001 - user code: report, and replay the window's tuples
             executor.report_error(exc)
-            for t in tuples:
-                collector.fail(t)
+            if not self.persistent:  # a persistent window's tuples are acked with their checkpoint
+                for t in tuples:
+                    collector.fail(t)
         finally:
             executor.in_call = False
             collector.auto_anchor = previous
@@ -214,7 +225,9 @@ class WindowedBoltExecutor(BoltExecutor):
     def prepare(self) -> None:
         routes = self.runtime.routes_for(self.component)
         defn = self.runtime.defn
-        inputs = defn.components[self.component].inputs
+        # the data inputs: not the $checkpoint subscriptions of a topology with checkpoints (the
+        # checkpoint spout sends no data and would hold the watermark back until its idle timeout)
+        inputs = [i for i in defn.components[self.component].inputs if i.stream != CHECKPOINT_STREAM]
         input_tasks = sorted({t for inp in inputs for t in self.runtime.layout.component_tasks(inp.component)})
         for task in self.tasks:
             bolt = self.runtime.instantiate(self.component)
@@ -231,8 +244,9 @@ class WindowedBoltExecutor(BoltExecutor):
             bolt.prepare(conf, self.context(task), collector)
 
     def make_store(self, task: int, spec: WindowSpec) -> WindowStore:
-        """The buffer of ``task``'s window: in memory. A store over managed state (issue 13) is
-        returned here; a non-empty one is restored into the core (``core.restore``)."""
+        """The buffer of ``task``'s window: in memory (a non-empty store would be restored into the
+        core, ``core.restore``). Persistent windows run ``gale.worker.state.windows``'s executor,
+        whose store is the task's managed state, restored at INITSTATE."""
         return InMemoryWindowStore()
 
     def on_timer(self, now: float) -> None:

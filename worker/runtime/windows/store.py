@@ -9,11 +9,10 @@ exactly as the original, ``tests/test_windows_core.py``). ``WindowedBoltExecutor
 the store of each task.
 
 :class:`InMemoryWindowStore` is a dict (tuples are lost with the worker, and replayed by their spouts
-after ``topology.message.timeout.secs``). A store over managed state (issue 13's ``KeyValueState``)
-implements the same four methods: ``put`` → ``state.put(seq, (ts, key, values, message id))``,
-``remove`` → ``state.delete(seq)``, ``set_meta``/``meta`` → one key holding the watermark and the fired
-windows; checkpointed with the rest of the task's state, so a window in progress survives a worker
-kill without a replay of its input.
+after ``topology.message.timeout.secs``). The store over managed state, for ``with_persistence()``,
+is ``gale.worker.state.windows.StateWindowStore``: ``put`` → ``state.put(seq, [ts, key, values,
+source])``, ``remove`` → ``state.delete(seq)``, ``set_meta``/``meta`` → one key; checkpointed with
+the task's state, so a window in progress survives a worker kill without a replay of its input.
 """
 
 from __future__ import annotations

@@ -1,0 +1,174 @@
+"""Persistent windows (``WindowedBolt.with_persistence()``, Storm's ``withPersistence``): a window
+whose buffer is the task's managed state.
+
+:class:`StateWindowStore` is the window store (``gale.worker.runtime.windows.store``) over a
+:class:`~gale.topology.state.KeyValueState`: ``put`` → ``state.put(seq, [ts, key, values, component,
+stream, source task])``, ``remove`` → ``state.delete(seq)``, ``set_meta`` → the key ``"__meta"``. It
+keeps the live :class:`Entry` objects in a dict beside the state (the core's indexes point at them);
+built over a restored state it rebuilds them, as tuples without a message id (their spout tuples
+were acked when the checkpoint holding them committed).
+
+:class:`PersistentWindowedBoltExecutor` is a :class:`StatefulBoltExecutor` whose tasks run a
+:class:`WindowRunner` in persistent mode: tuples are held until INITSTATE, which loads the task's
+state and restores the window core from it (``core.restore()``); the runner acks every tuple on
+arrival, which the deferring collector holds until the checkpoint holding it commits; a ROLLBACK
+reloads the committed state and restores the core again (the inputs since then fail and replay).
+The state is per task (``<topology>/<component>/task<I>``) whatever the input grouping: a window is
+per task, and its keys are arrival ordinals, not values of a grouping field, so key groups do not
+apply.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from gale.topology.checkpointing import data_inputs
+from gale.topology.state import KeyValueState, StateError, pack
+from gale.topology.tuple import Fields, Tuple
+from gale.topology.windowing import WindowSpec, check_limits
+from gale.worker.runtime.windows.executor import METRICS, WindowRunner, make_core
+from gale.worker.runtime.windows.store import Entry, InMemoryWindowStore
+from gale.worker.state.coordinator import ROLLBACK
+from gale.worker.state.executor import DeferringCollector, StatefulBoltExecutor
+from gale.worker.state.task_state import TaskState
+
+META_KEY = "__meta"
+
+
+def _serializable(value: Any) -> bool:
+    try:
+        pack(value)
+    except (TypeError, ValueError, OverflowError):
+        return False
+    return True
+
+
+class StateWindowStore:
+    def __init__(self, state: KeyValueState, fields_of: Any):
+        """``fields_of(component, stream)``: the :class:`Fields` of a source stream (to rebuild
+        restored tuples)."""
+        self.state = state
+        self._entries: dict[int, Entry] = {}
+        self._meta: dict[str, Any] = {}
+        restored = []
+        for k, v in state:
+            if k == META_KEY:
+                self._meta = v
+            elif isinstance(k, int):
+                ts, key, values, component, stream, task = v
+                if isinstance(key, list):  # msgpack gives arrays back as lists: keys must be hashable
+                    key = tuple(key)
+                fields: Fields = fields_of(component, stream)
+                restored.append(Entry(k, ts, Tuple(values, fields, component, stream, task), key))
+        for e in sorted(restored, key=lambda e: e.seq):
+            self._entries[e.seq] = e
+
+    def put(self, entry: Entry) -> None:
+        t = entry.item
+        try:
+            self.state.put(entry.seq, [entry.ts, entry.key, list(t.values), t.fields.component, t.fields.stream,
+                                       t.task])
+        except StateError as exc:
+            bad = [f"{name}: {type(v).__qualname__}" for name, v in zip(t.fields.names, t.values)
+                   if not _serializable(v)]
+            raise StateError(
+                f"a tuple from {t.fields.source_key} cannot be kept in a persistent window (with_persistence()): "
+                f"its values must be serializable by the state (None, bool, int, float, str, bytes, lists, tuples "
+                f"and dicts of those); not: {', '.join(bad) or exc}") from None
+        self._entries[entry.seq] = entry
+
+    def remove(self, entries: Iterable[Entry]) -> None:
+        pop, delete = self._entries.pop, self.state.delete
+        for e in entries:
+            if pop(e.seq, None) is not None:
+                delete(e.seq)
+
+    def entries(self) -> list[Entry]:
+        return list(self._entries.values())
+
+    def set_meta(self, meta: dict[str, Any]) -> None:
+        if meta != self._meta:
+            self.state.put(META_KEY, meta)
+            self._meta = dict(meta)
+
+    def meta(self) -> dict[str, Any]:
+        return dict(self._meta)
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+
+class PersistentRunner(WindowRunner):
+    """A :class:`WindowRunner` over managed state; the stateful executor calls the hooks of a
+    stateful bolt on it."""
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.restores = 0  # INITSTATE, then each ROLLBACK
+
+    def init_state(self, state: KeyValueState) -> None:
+        """The task's state was loaded (INITSTATE) or reloaded (ROLLBACK): the window continues from it."""
+        store = StateWindowStore(state, self.executor.fields_of)
+        self.core = make_core(self.spec, store)
+        if len(store) or store.meta():
+            self.core.restore()
+        self.seq = self.core.next_seq()
+        self.reset_mark = self.seq
+        self.restores += 1
+
+    def pre_prepare(self, txid: int) -> None:
+        pass
+
+    def pre_commit(self, txid: int) -> None:
+        pass
+
+    def pre_rollback(self) -> None:
+        pass
+
+
+class PersistentWindowedBoltExecutor(StatefulBoltExecutor):
+    def prepare(self) -> None:
+        runtime = self.runtime
+        routes = runtime.routes_for(self.component)
+        provider = runtime.resources["state"]
+        inputs = data_inputs(runtime.defn, self.component)
+        input_tasks = sorted({t for inp in inputs for t in runtime.layout.component_tasks(inp.component)})
+        all_tasks = runtime.layout.component_tasks(self.component)
+        where = f"windowed bolt {self.component!r}"
+        for task in self.tasks:
+            # per-task state whatever the grouping (see the module docstring)
+            self.states[task] = TaskState(provider, runtime.state_prefix, self.component, all_tasks.index(task),
+                                          len(all_tasks), None)
+            bolt = runtime.instantiate(self.component)
+            collector = DeferringCollector(self, task, routes)
+            conf = runtime.task_conf(self.component)
+            spec = WindowSpec.from_conf(conf, where=where)
+            check_limits(spec, conf, where)
+            runner = PersistentRunner(self, bolt, collector, spec, input_tasks, InMemoryWindowStore(), conf)
+            self.bolts[task] = runner
+            self.collectors[task] = collector
+            self.basic[task] = False
+            collector.declare_metrics(METRICS)
+            bolt.prepare(conf, self.context(task), collector)
+        self.stats.extra.setdefault("state_bytes_written", 0)
+        self.stats.extra.setdefault("state_checkpoint_failures", 0)
+        self.stats.extra.setdefault("state_keys_max", 0)
+
+    def fields_of(self, component: str, stream: str) -> Fields:
+        return self.runtime._stream_fields[(component, stream)]
+
+    def act(self, task: int, txid: int, action: str) -> None:
+        ready = self.initialized[task]
+        super().act(task, txid, action)
+        if action == ROLLBACK and ready:  # the state went back to the last commit: so does the window
+            self.bolts[task].init_state(self.states[task].kv)
+
+    def on_timer(self, now: float) -> None:
+        super().on_timer(now)
+        for task, runner in self.bolts.items():
+            if self.initialized[task]:
+                runner.on_timer()
+
+    def pending_count(self) -> int:
+        return super().pending_count() + sum(len(r.core) for r in self.bolts.values())
