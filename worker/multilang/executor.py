@@ -35,6 +35,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from gale.worker.runtime.runtime import WorkerRuntime
 
 STOP_GRACE_SECS = 0.5
+STDERR_DRAIN_SECS = 1.0  # how long a dead child's last stderr lines are awaited for its error report
 #: daemon credentials a subprocess has no use for: left out of the handshake's conf
 CREDENTIAL_KEYS = ("topology.secret", "storm.zookeeper.auth.payload", "nimbus.api.token")
 _LOG_METHODS = {"debug": "debug", "info": "info", "warning": "warning", "error": "error"}
@@ -192,7 +193,7 @@ class _ShellExecutor:
         last = last_line or child.decoder.last_line
         parts = [f"subprocess {child.argv} (pid {child.pid}) {reason}"]
         parts.append(f"last line seen: {last!r}" if last else "no output seen")
-        stderr = child.stderr_text()
+        stderr = child.stderr_text(wait=STDERR_DRAIN_SECS)
         if stderr:
             parts.append(f"its stderr ends with:\n{stderr}")
         failed = shell.session.fail_all() if self.kind == "bolt" else []

@@ -94,6 +94,7 @@ class ChildProcess:
         self.stderr_tail: deque[str] = deque(maxlen=STDERR_LINES)
         self.decoder = codec.decoder()
         self.broken = False  # stdin gone (the child exited or closed it)
+        self._stderr_reader: threading.Thread | None = None
 
     @property
     def pid(self) -> int | None:
@@ -108,7 +109,9 @@ class ChildProcess:
         fd = self.proc.stdin.fileno()
         fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) | os.O_NONBLOCK)
         threading.Thread(target=self._read, name=f"{self.name}-stdout", daemon=True).start()
-        threading.Thread(target=self._drain_stderr, name=f"{self.name}-stderr", daemon=True).start()
+        self._stderr_reader = threading.Thread(
+            target=self._drain_stderr, name=f"{self.name}-stderr", daemon=True)
+        self._stderr_reader.start()
 
     # ------------------------------------------------------------------ writing (owner thread)
 
@@ -216,7 +219,13 @@ class ChildProcess:
     def exited(self) -> bool:
         return self.proc is None or self.proc.poll() is not None
 
-    def stderr_text(self, lines: int = 5) -> str:
+    def stderr_text(self, lines: int = 5, wait: float = 0.0) -> str:
+        """The last ``lines`` lines of the child's stderr. ``wait`` > 0 (the child is dead or killed):
+        first read its stderr to EOF, for at most ``wait`` seconds, so the lines it wrote just
+        before it died are in the report (a grandchild holding the pipe open bounds the wait)."""
+        reader = self._stderr_reader
+        if wait > 0 and reader is not None and reader is not threading.current_thread():
+            reader.join(wait)
         tail = list(self.stderr_tail)[-lines:]
         return "\n".join(tail)
 
