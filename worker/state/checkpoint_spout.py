@@ -30,6 +30,13 @@ class CheckpointSpout(Spout):
 
     def open(self, conf, context, collector) -> None:
         super().open(conf, context, collector)
+        if conf.get("topology.state.guarantee") == "exactly-once":
+            from gale.worker.state.exactly_once import ExactlyOnceCheckpointer
+
+            collector.declare_metrics(["checkpoints_committed", "checkpoint_failures", "checkpoint_rollbacks"])
+            self._eo = ExactlyOnceCheckpointer(self, conf, context, collector, self._now)
+            self.next_tuple, self.ack, self.fail = self._eo.next_tuple, self._eo.ack, self._eo.fail
+            return
         self.provider = context.resources["state"]
         prefix = context.resources["state_prefix"]
         self.meta_name = f"{prefix}/__state"

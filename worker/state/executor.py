@@ -115,6 +115,8 @@ class DeferringCollector(BoltOutputCollector):
 
 
 class StatefulBoltExecutor(CheckpointBoltExecutor):
+    collector_class: type[BoltOutputCollector] = DeferringCollector
+
     def __init__(self, runtime: Any, executor_id: tuple[int, int], component: str):
         super().__init__(runtime, executor_id, component)
         self.initialized: dict[int, bool] = {task: False for task in self.tasks}
@@ -138,7 +140,7 @@ class StatefulBoltExecutor(CheckpointBoltExecutor):
                 [i.grouping.fields for i in inputs] if keyed else (),
             )
             bolt = runtime.instantiate(self.component)
-            collector = DeferringCollector(self, task, routes)
+            collector = self.collector_class(self, task, routes)
             self.bolts[task] = bolt
             self.collectors[task] = collector
             self.basic[task] = False
@@ -250,4 +252,10 @@ def bolt_executor_for(cls: type, conf: Any = None) -> type[BoltExecutor]:
 
             return PersistentWindowedBoltExecutor
         return CheckpointWindowedBoltExecutor
-    return StatefulBoltExecutor if issubclass(cls, StatefulBolt) else CheckpointBoltExecutor
+    if issubclass(cls, StatefulBolt):
+        if conf and conf.get("topology.state.guarantee") == "exactly-once":
+            from gale.worker.state.exactly_once import ExactlyOnceBoltExecutor
+
+            return ExactlyOnceBoltExecutor
+        return StatefulBoltExecutor
+    return CheckpointBoltExecutor
