@@ -303,3 +303,25 @@ def test_nimbus_refuses_before_writing_and_applies_a_new_task_count(leader):
     leader.monitor_round()
     assert leader.state.storm_base(tid).component_tasks == {"count": 1}
     assert topology_detail(leader, tid)["components"]["count"]["tasks"] == 1
+
+
+# ------------------------------------------------------------------------------ the command line
+
+
+@pytest.mark.parametrize("args,message", [
+    (["-t", "count"], "-t expects COMPONENT=N with N a positive integer, got 'count'"),
+    (["-t", "count=0"], "-t expects COMPONENT=N with N a positive integer, got 'count=0'"),
+    (["-t", "count=-1"], "-t expects COMPONENT=N with N a positive integer, got 'count=-1'"),
+    (["-e", "count=0"], "-e expects COMPONENT=N with N a positive integer, got 'count=0'"),
+])
+def test_the_cli_refuses_bad_counts_before_calling_nimbus(args, message, tmp_path):
+    from click.testing import CliRunner
+
+    from gale.nimbus.cli import main
+
+    # no nimbus at this address: the arguments are refused before any call
+    conf = tmp_path / "gale.yaml"
+    conf.write_text("nimbus.seeds: ['127.0.0.1']\nnimbus.http.port: 1\n")
+    result = CliRunner().invoke(main, ["rebalance", "wc", *args, "--config", str(conf)])
+    assert result.exit_code == 1, result.output
+    assert message in result.output

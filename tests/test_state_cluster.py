@@ -169,6 +169,10 @@ def test_counts_survive_rebalances_to_new_task_counts(cluster, topologies, redis
     work = DurableInput(tmp_path, 12000)
     name, _ = submit(topologies, redis_server, work, "state-rescale")
     done = work.wait_acked_beyond(500, 90)
+    refused = cli(cluster, "rebalance", name, "-t", "count=129", check=False)
+    assert refused.returncode == 1 and "keyed state in 128 key groups" in refused.stderr, refused.stderr
+    assert "at most 128 tasks, not 129" in refused.stderr
+    assert status(cluster, name)["status"] == "ACTIVE"  # refused before anything was written
     for args, tasks in ((["-e", "count=3"], 3), (["-t", "count=1"], 1)):
         before = set(worker_pids(cluster, name))
         cli(cluster, "rebalance", name, *args, "--wait", "1")
