@@ -212,8 +212,17 @@ class Worker:
                 routes[task] = address
         return routes, identities
 
-    def _tasks_of(self, base) -> dict[int, str]:
-        return TopologyTasks.of(self.runtime.topology.definition, self.runtime.conf, base).task_to_component
+    #: the task layout this worker runs and the configuration it was computed with (set by setup)
+    task_layout: TopologyTasks | None = None
+    task_layout_conf: dict[str, Any] | None = None
+
+    def _relayout(self, base) -> bool:
+        """True when ``base`` gives another task layout than the one this worker runs (a rebalance
+        changed a task count)."""
+        if self.task_layout is None:
+            return False
+        return TopologyTasks.of(self.task_layout.defn, self.task_layout_conf, base).task_to_component != \
+            self.task_layout.task_to_component
 
     def _watch(self, *_args: Any) -> None:
         self._refresh_event.set()
@@ -229,7 +238,7 @@ class Worker:
             return
         self.transfer.set_routes(*self._routes(assignment))
         base = self.state.storm_base(self.topology_id, watch=self._watch)
-        if base is not None and self._tasks_of(base) != self.runtime.layout.task_to_component:
+        if base is not None and self._relayout(base):
             # a rebalance changed a task count: task ids shift, so every worker restarts on the new
             # layout (the supervisor relaunches it; the assignment may be the same)
             self.exit_reason = "task layout changed by a rebalance"
@@ -292,6 +301,7 @@ class Worker:
         conf.update(topo_conf)
         conf.pop("topology.secret", None)
         layout = TopologyTasks.of(defn, conf, base)
+        self.task_layout, self.task_layout_conf = layout, conf
         stray = sorted(set(assignment.executors()) - set(layout.executors))
         if stray:
             # the StormBase of a rebalance that changed task counts is written just before the
