@@ -11,13 +11,12 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import tempfile
-import time
 from pathlib import Path
 
+from gale.localserver import LocalServer
 from gale.ports import PortReservation, reserve_port
 
 
@@ -39,8 +38,11 @@ def _command(host: str, port: int, *args: str, timeout: float = 1.0) -> bytes:
         return data
 
 
-class RedisServer:
+class RedisServer(LocalServer):
     """One redis-server process. Use as a context manager or call start()/stop()."""
+
+    name = "redis-server"
+    error = RedisServerError
 
     def __init__(self, *, port: int | None = None, host: str = "127.0.0.1", data_dir: str | os.PathLike[str] | None = None,
                  executable: str | None = None):
@@ -86,18 +88,13 @@ class RedisServer:
         cfg = self._write_config()
         self.proc = subprocess.Popen([self.executable, str(cfg)], stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT,
                                      stdin=subprocess.DEVNULL, start_new_session=True)
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                code = self.proc.returncode
-                self.proc = None
-                raise RedisServerError(f"redis-server exited with code {code} during start; log:\n{self.log_tail()}")
-            if self._answers():
-                return self
-            time.sleep(0.02)
-        self.stop()
-        raise RedisServerError(f"redis-server did not answer on {self.host}:{self.port} within {timeout}s; "
-                               f"log:\n{self.log_tail()}")
+
+        def exited(code: int) -> Exception:
+            self.proc = None
+            return RedisServerError(f"redis-server exited with code {code} during start; log:\n{self.log_tail()}")
+
+        self._wait_ready(timeout, exited)
+        return self
 
     def _answers(self) -> bool:
         try:
@@ -106,45 +103,3 @@ class RedisServer:
             return str(self.data_dir).encode() in _command(self.host, self.port, "CONFIG", "GET", "dir", timeout=0.5)
         except OSError:
             return False
-
-    def stop(self, timeout: float = 10.0) -> None:
-        proc, self.proc = self.proc, None
-        if proc is not None and proc.poll() is None:
-            try:
-                os.killpg(proc.pid, signal.SIGTERM)
-            except ProcessLookupError:
-                pass
-            try:
-                proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
-
-    def kill(self) -> None:
-        """SIGKILL, keeping the data directory for a restart."""
-        if self.proc is not None and self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait()
-        self.proc = None
-
-    def running(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
-
-    def log_tail(self, lines: int = 40) -> str:
-        try:
-            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
-        except FileNotFoundError:
-            return "(no redis log)"
-
-    def cleanup(self) -> None:
-        self.stop()
-        if self._reservation is not None:
-            self._reservation.release()
-        if self._own_dir:
-            shutil.rmtree(self.data_dir, ignore_errors=True)
-
-    def __enter__(self) -> RedisServer:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.cleanup()

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import tempfile
@@ -30,6 +29,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from gale.localserver import LocalServer
 from gale.ports import PortReservation, reserve_port, reserved_port
 
 JAVA_DIR = Path(os.environ.get("GALE_ZOOKEEPER_JARS", "/usr/share/java"))
@@ -104,8 +104,11 @@ def classpath() -> str:
     return ":".join(jars)
 
 
-class ZooKeeperServer:
+class ZooKeeperServer(LocalServer):
     """One standalone ZooKeeper process. Use as a context manager or call start()/stop()."""
+
+    name = "ZooKeeper"
+    error = ZooKeeperError
 
     def __init__(
         self,
@@ -233,20 +236,16 @@ class ZooKeeperServer:
             stdin=subprocess.DEVNULL,
             start_new_session=True,
         )
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                code = self.proc.returncode
-                attempt_log = self._log_since(log_start)
-                self.stop()
-                if "BindException" in attempt_log or "Address already in use" in attempt_log:
-                    raise PortInUse(f"ZooKeeper could not bind {self.address}: address already in use")
-                raise ZooKeeperError(f"ZooKeeper exited with code {code} during start; log:\n{self.log_tail()}")
-            if self._answers():
-                return self
-            time.sleep(0.05)
-        self.stop()
-        raise ZooKeeperError(f"ZooKeeper did not answer on {self.address} within {timeout}s; log:\n{self.log_tail()}")
+
+        def exited(code: int) -> Exception:
+            attempt_log = self._log_since(log_start)
+            self.stop()
+            if "BindException" in attempt_log or "Address already in use" in attempt_log:
+                return PortInUse(f"ZooKeeper could not bind {self.address}: address already in use")
+            return ZooKeeperError(f"ZooKeeper exited with code {code} during start; log:\n{self.log_tail()}")
+
+        self._wait_ready(timeout, exited)
+        return self
 
     def _answers(self) -> bool:
         """This server (not another one on the same port) is up: ``conf`` names our data directory."""
@@ -265,28 +264,10 @@ class ZooKeeperServer:
         except OSError:
             return ""
 
-    def stop(self, timeout: float = 10.0) -> None:
-        proc, self.proc = self.proc, None
-        if proc is not None and proc.poll() is None:
-            try:
-                os.killpg(proc.pid, signal.SIGTERM)
-            except ProcessLookupError:
-                pass
-            try:
-                proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
+    def _stopped(self) -> None:
         if self._log_fh is not None:
             self._log_fh.close()
             self._log_fh = None
-
-    def kill(self) -> None:
-        """Stop abruptly (SIGKILL), keeping the data directory for a restart."""
-        if self.proc is not None and self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait()
-        self.stop()
 
     def restart(self, down_secs: float = 0.0) -> None:
         """Stop and start again on the same port and data directory (sessions survive if short).
@@ -297,31 +278,9 @@ class ZooKeeperServer:
             time.sleep(down_secs)  # the outage's length is the point here (fault injection), not a wait
         self.start(attempts=1)
 
-    def running(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
-
-    def log_tail(self, lines: int = 60) -> str:
-        try:
-            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
-        except FileNotFoundError:
-            return "(no ZooKeeper log)"
-
-    def cleanup(self) -> None:
-        self.stop()
-        if self._reservation is not None:
-            self._reservation.release()
-        if self._own_dir:
-            shutil.rmtree(self.data_dir, ignore_errors=True)
-
     def client_servers(self) -> list[str]:
         """``storm.zookeeper.servers`` for daemons of this server (``host:port``)."""
         return [self.address]
-
-    def __enter__(self) -> ZooKeeperServer:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.cleanup()
 
 
 class ZooKeeperEnsemble:

@@ -289,9 +289,19 @@ def test_a_restarted_topology_resumes_from_the_committed_offsets(kafka_broker, z
         until(lambda: committed(zk, "rs", "resume") == {p: 50 for p in range(PARTITIONS)}, 60, "commit")
         cluster.kill_topology("first")
     assert committed(zk, "rs", "resume") == {p: 50 for p in range(PARTITIONS)}
-    kafka_broker.produce("resume", [f"y{i}" for i in range(80)], partitions=PARTITIONS)
     with LocalCluster(conf) as cluster:
         second = cluster.submit_topology("second", overrides, recorder_topology(2))
+
+        def group_settled():
+            spouts = instances(second, "kafka")
+            owned = [tp for s in spouts for tp in s.member.owned]
+            return settled(second) and len(spouts) == 2 and all(s.member.owned for s in spouts) \
+                and sorted(p for _, p in owned) == list(range(PARTITIONS))
+
+        # the two tasks split the partitions before there is anything new to read: a record fetched
+        # by the first task before the second joins would be replayed by its next owner
+        until(group_settled, 60, "both spout tasks owning their partitions")
+        kafka_broker.produce("resume", [f"y{i}" for i in range(80)], partitions=PARTITIONS)
         until(lambda: len(seen(second)) >= 80, 60, "the new records")
         until(lambda: second.component_stats()["kafka"]["acked"] >= 80, 60, "acks")
     # the kill committed 70 per partition: every offset from the start position up to 70 was acked

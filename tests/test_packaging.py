@@ -44,6 +44,27 @@ WORDS = ["alpha", "beta", "gamma", "delta"]
 VENV_BIN = Path(sys.executable).parent
 
 
+# ------------------------------------------------------------------------------ the package list
+
+
+def test_every_source_package_is_in_the_distribution():
+    """pyproject lists the packages by hand (the folders map into ``gale`` through package-dir):
+    every folder with an ``__init__.py`` under a mapped folder must be listed, or a wheel lacks it
+    (``gale.worker.state`` once was missing: stateful topologies failed outside the repository)."""
+    import tomllib
+
+    setup = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    listed = set(setup["packages"])
+    expected = set()
+    for name, folder in setup["package-dir"].items():
+        for init in (ROOT / folder).rglob("__init__.py"):
+            rel = init.parent.relative_to(ROOT / folder)
+            if "__pycache__" not in rel.parts:
+                expected.add(".".join([name, *rel.parts]))
+    assert expected - listed == set(), f"missing from [tool.setuptools] packages: {sorted(expected - listed)}"
+    assert listed - expected == set(), f"listed but not a package folder: {sorted(listed - expected)}"
+
+
 # ------------------------------------------------------------------------------ shadowing names
 
 

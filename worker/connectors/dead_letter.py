@@ -30,9 +30,13 @@ from collections.abc import Mapping
 from typing import Any
 
 from gale.errors import ConfigError
+from gale.topology.components import Spout
 
 ERROR_STREAM = "error"
 ERROR_FIELDS = ("raw", "key", "reason", "source", "coordinates")
+
+
+DECODERS = ("utf-8", "json", "bytes")
 
 
 def check_stream(cls: str, stream: Any) -> str | None:
@@ -43,6 +47,30 @@ def check_stream(cls: str, stream: Any) -> str | None:
         raise ConfigError(f"{cls} error_stream {stream!r}: expected a stream id (a non-empty string not starting "
                           "with '__'), or None for no error stream")
     return stream
+
+
+class BrokerSpout(Spout):
+    """What the broker spouts share: the output fields chosen among the record's (:attr:`RECORD_FIELDS`),
+    the payload's decoder, and the error stream of dead letters; each is checked when the topology is
+    built, naming the spout class and the choices."""
+
+    RECORD_FIELDS: tuple[str, ...] = ()
+
+    def _choose(self, fields: list[str] | tuple[str, ...], decode: str, error_stream: str | None) -> None:
+        cls = type(self).__name__
+        self.error_stream = check_stream(cls, error_stream)
+        self.fields = list(fields)
+        choices = self.RECORD_FIELDS
+        if not self.fields or any(f not in choices for f in self.fields):
+            raise ConfigError(f"{cls} fields {self.fields!r}: choose from {', '.join(choices)}")
+        if decode not in DECODERS:
+            raise ConfigError(f"{cls} decode {decode!r}: expected one of {', '.join(DECODERS)}")
+        self.decode = decode
+
+    def declare_output_fields(self, declarer):
+        declarer.declare(self.fields)
+        if self.error_stream is not None:
+            declarer.declare_stream(self.error_stream, ERROR_FIELDS)
 
 
 class DeadLetters:

@@ -47,9 +47,8 @@ from gale.clock import REAL_CLOCK
 from gale.deadline import Deadline, within
 from gale.errors import ConfigError, GaleError
 from gale.log import get_logger
-from gale.topology.components import Spout
 from gale.zk import start_client, stop_client
-from gale.worker.connectors.dead_letter import ERROR_FIELDS, ERROR_STREAM, DeadLetters, check_stream
+from gale.worker.connectors.dead_letter import ERROR_STREAM, BrokerSpout, DeadLetters
 from gale.worker.connectors.kafka_config import SPOUT_KEYS, group_zookeeper_conf, merged, spout_settings
 from gale.worker.connectors.kafka_group import (
     BrokerPaths,
@@ -68,7 +67,6 @@ from gale.worker.connectors.metrics import TaskCounters
 log = get_logger("connectors.kafka.spout")
 
 RECORD_FIELDS = ("topic", "partition", "offset", "key", "value", "timestamp")
-DECODERS = ("utf-8", "json", "bytes")
 COUNTERS = (
     "kafka_retried", "kafka_dropped", "kafka_lost", "kafka_offset_out_of_range", "kafka_decode_errors",
     "kafka_dead_letters", "kafka_rebalances", "kafka_rebalance_failures", "kafka_commit_writes", "kafka_owned_partitions",
@@ -111,7 +109,8 @@ def discover_brokers(client: Any, paths: BrokerPaths) -> list[str]:
     return found
 
 
-class KafkaSpout(Spout):
+class KafkaSpout(BrokerSpout):
+    RECORD_FIELDS = RECORD_FIELDS
     #: ``(topic, partition, offset)`` names a record whatever task reads it: a replay after a
     #: rebalance keeps its lineage id (Spark sinks recognise it)
     unique_message_ids = True
@@ -120,19 +119,7 @@ class KafkaSpout(Spout):
                  decode: str = "utf-8", error_stream: str | None = ERROR_STREAM):
         self.config = dict(config or {})
         merged({}, self.config, SPOUT_KEYS)  # unknown keys fail at build time
-        self.error_stream = check_stream("KafkaSpout", error_stream)
-        self.fields = list(fields)
-        bad = [f for f in self.fields if f not in RECORD_FIELDS]
-        if bad or not self.fields:
-            raise ConfigError(f"KafkaSpout fields {self.fields!r}: choose from {', '.join(RECORD_FIELDS)}")
-        if decode not in DECODERS:
-            raise ConfigError(f"KafkaSpout decode {decode!r}: expected one of {', '.join(DECODERS)}")
-        self.decode = decode
-
-    def declare_output_fields(self, declarer):
-        declarer.declare(self.fields)
-        if self.error_stream is not None:
-            declarer.declare_stream(self.error_stream, ERROR_FIELDS)
+        self._choose(fields, decode, error_stream)
 
     # ------------------------------------------------------------------ lifecycle
 

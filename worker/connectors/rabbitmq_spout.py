@@ -50,8 +50,7 @@ from typing import Any
 
 from gale.errors import ConfigError, GaleError
 from gale.log import get_logger
-from gale.topology.components import Spout
-from gale.worker.connectors.dead_letter import ERROR_FIELDS, ERROR_STREAM, DeadLetters, check_stream
+from gale.worker.connectors.dead_letter import ERROR_STREAM, BrokerSpout, DeadLetters
 from gale.worker.connectors.metrics import TaskCounters
 
 log = get_logger("connectors.rabbitmq.spout")
@@ -72,7 +71,6 @@ KEYS: dict[str, tuple[Any, str]] = {
     "rabbitmq.reconnect.max.delay.ms": (5000, "largest reconnect delay (doubling)"),
 }
 FIELDS = ("body", "routing_key", "redelivered", "headers", "message_id", "exchange")
-DECODERS = ("utf-8", "json", "bytes")
 DEFAULT_PREFETCH = 100
 
 
@@ -287,24 +285,14 @@ class QueueConsumer:
             ch.basic_reject(delivery_tag, requeue=requeue)
 
 
-class RabbitMQSpout(Spout):
+class RabbitMQSpout(BrokerSpout):
+    RECORD_FIELDS = FIELDS
+
     def __init__(self, config: dict[str, Any] | None = None, fields: list[str] | tuple[str, ...] = ("body",),
                  decode: str = "utf-8", error_stream: str | None = ERROR_STREAM):
         self.config = dict(config or {})
         merged({}, self.config)  # unknown keys fail at build time
-        self.error_stream = check_stream("RabbitMQSpout", error_stream)
-        self.fields = list(fields)
-        bad = [f for f in self.fields if f not in FIELDS]
-        if bad or not self.fields:
-            raise ConfigError(f"RabbitMQSpout fields {self.fields!r}: choose from {', '.join(FIELDS)}")
-        if decode not in DECODERS:
-            raise ConfigError(f"RabbitMQSpout decode {decode!r}: expected one of {', '.join(DECODERS)}")
-        self.decode = decode
-
-    def declare_output_fields(self, declarer):
-        declarer.declare(self.fields)
-        if self.error_stream is not None:
-            declarer.declare_stream(self.error_stream, ERROR_FIELDS)
+        self._choose(fields, decode, error_stream)
 
     def open(self, conf, context, collector):
         super().open(conf, context, collector)

@@ -359,8 +359,8 @@ class SessionWindows(_Core):
         return actions
 
 
-class CountWindows(_Core):
-    """Count windows (tumbling when ``slide == length``); see the module docstring."""
+class _Entering(_Core):
+    """Shared by count windows and the mixed windows (:mod:`.mixed`): late check and release in timestamp order (event time) or at once (processing time)."""
 
     def __init__(self, length: int, slide: int, event_time: bool = False, store: WindowStore | None = None):
         super().__init__(store)
@@ -369,9 +369,8 @@ class CountWindows(_Core):
         self.length = length
         self.slide = slide
         self.event_time = event_time
-        self.queue: deque[Entry] = deque()  # entered the window sequence, not yet expired
-        self.count = 0  # tuples entered so far
-        self.pending: list[tuple[int, int, Entry]] = []  # event time: waiting for the watermark
+        self.queue: deque[Entry] = deque()  # entered, in entering order, not yet expired
+        self.pending: list[tuple[int, int, Entry]] = []
         self._prev: list[Entry] = []
         self._prev_seqs: list[int] = []
 
@@ -386,6 +385,48 @@ class CountWindows(_Core):
         self.store.put(entry)
         return self._enter(entry)
 
+    def _release(self, watermark: int) -> list[Any]:
+        actions: list[Any] = []
+        pending = self.pending
+        while pending and pending[0][0] < watermark:
+            actions.extend(self._enter(heapq.heappop(pending)[2]))
+        return actions
+
+    def _enter(self, entry: Entry) -> list[Any]:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def _set_prev(self, window: list[Entry]) -> None:
+        self._prev = window
+        self._prev_seqs = [e.seq for e in window]
+
+    def _save(self) -> None:
+        self.store.set_meta({"watermark": self.watermark, "prev": self._prev_seqs})
+
+    def _restore_queue(self) -> list[int]:
+        meta = self.store.meta()
+        w = self.watermark = meta.get("watermark")
+        entries = self.store.entries()
+        if self.event_time:
+            entered = sorted((e for e in entries if w is not None and e.ts < w), key=_order)
+            self.pending = [(e.ts, e.seq, e) for e in entries if w is None or e.ts >= w]
+            heapq.heapify(self.pending)
+        else:
+            entered = sorted(entries, key=lambda e: e.seq)
+        self.queue = deque(entered)
+        by_seq = {e.seq: e for e in entered}
+        prev = meta.get("prev", [])
+        self._prev = [by_seq[q] for q in prev if q in by_seq]
+        self._prev_seqs = list(prev)
+        return prev
+
+
+class CountWindows(_Entering):
+    """Count windows (tumbling when ``slide == length``); see the module docstring."""
+
+    def __init__(self, length: int, slide: int, event_time: bool = False, store: WindowStore | None = None):
+        super().__init__(length, slide, event_time, store)
+        self.count = 0  # tuples entered so far
+
     def _enter(self, entry: Entry) -> list[Any]:
         queue = self.queue
         queue.append(entry)
@@ -395,9 +436,8 @@ class CountWindows(_Core):
         n = min(self.length, len(queue))
         entries = list(queue)[len(queue) - n:]
         new, expired = _diff(entries, self._prev), _diff(self._prev, entries)
-        self._prev = entries
-        self._prev_seqs = [e.seq for e in entries]
-        self.store.set_meta({"watermark": self.watermark, "prev": self._prev_seqs})
+        self._set_prev(entries)
+        self._save()
         actions: list[Any] = [Fire(entries[0].ts, entries[-1].ts, entries, new, expired)]
         keep = max(0, self.length - self.slide)  # what the next window can still contain
         gone = [queue.popleft() for _ in range(len(queue) - keep)]
@@ -410,30 +450,14 @@ class CountWindows(_Core):
         if self.watermark is not None and watermark <= self.watermark:
             return []
         self.watermark = watermark
-        actions: list[Any] = []
-        pending = self.pending
-        while pending and pending[0][0] < watermark:
-            actions.extend(self._enter(heapq.heappop(pending)[2]))
-        self.store.set_meta({"watermark": watermark, "prev": self._prev_seqs})
+        actions = self._release(watermark)
+        self._save()
         return actions
 
     def restore(self) -> None:
-        meta = self.store.meta()
-        w = self.watermark = meta.get("watermark")
-        entries = self.store.entries()
-        if self.event_time:  # released (in timestamp order) once below the watermark
-            released = sorted((e for e in entries if w is not None and e.ts < w), key=_order)
-            self.pending = [(e.ts, e.seq, e) for e in entries if w is None or e.ts >= w]
-            heapq.heapify(self.pending)
-        else:
-            released = sorted(entries, key=lambda e: e.seq)
-        self.queue = deque(released)
-        by_seq = {e.seq: e for e in released}
-        prev = meta.get("prev", [])
-        self._prev = [by_seq[q] for q in prev if q in by_seq]
-        self._prev_seqs = list(prev)
+        prev = set(self._restore_queue())
         # only what entered since the last firing counts towards the next one
-        self.count = sum(1 for e in released if e.seq not in set(prev))
+        self.count = sum(1 for e in self.queue if e.seq not in prev)
 
     def flush(self) -> list[Any]:
         """Release every pending tuple; a partial window does not fire (Storm's count windows)."""

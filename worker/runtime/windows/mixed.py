@@ -17,73 +17,10 @@ order as the watermark passes them (a tuple with ``ts < W`` is late, as for coun
 
 from __future__ import annotations
 
-import heapq
-from collections import deque
 from typing import Any
 
-from gale.worker.runtime.windows.core import Expire, Fire, Late, _Core, _diff, _order
+from gale.worker.runtime.windows.core import Expire, Fire, _diff, _Entering
 from gale.worker.runtime.windows.store import Entry, WindowStore
-
-
-class _Entering(_Core):
-    """Shared: late check and release in timestamp order (event time) or at once (processing time)."""
-
-    def __init__(self, length: int, slide: int, event_time: bool = False, store: WindowStore | None = None):
-        super().__init__(store)
-        if length < 1 or slide < 1:
-            raise ValueError(f"need length >= 1 and slide >= 1, got length {length}, slide {slide}")
-        self.length = length
-        self.slide = slide
-        self.event_time = event_time
-        self.queue: deque[Entry] = deque()  # entered, in entering order, not yet expired
-        self.pending: list[tuple[int, int, Entry]] = []
-        self._prev: list[Entry] = []
-        self._prev_seqs: list[int] = []
-
-    def add(self, entry: Entry) -> list[Any]:
-        if self.event_time:
-            w = self.watermark
-            if w is not None and entry.ts < w:
-                return [Late(entry)]
-            self.store.put(entry)
-            heapq.heappush(self.pending, (entry.ts, entry.seq, entry))
-            return []
-        self.store.put(entry)
-        return self._enter(entry)
-
-    def _release(self, watermark: int) -> list[Any]:
-        actions: list[Any] = []
-        pending = self.pending
-        while pending and pending[0][0] < watermark:
-            actions.extend(self._enter(heapq.heappop(pending)[2]))
-        return actions
-
-    def _enter(self, entry: Entry) -> list[Any]:  # pragma: no cover - abstract
-        raise NotImplementedError
-
-    def _set_prev(self, window: list[Entry]) -> None:
-        self._prev = window
-        self._prev_seqs = [e.seq for e in window]
-
-    def _save(self) -> None:
-        self.store.set_meta({"watermark": self.watermark, "prev": self._prev_seqs})
-
-    def _restore_queue(self) -> list[int]:
-        meta = self.store.meta()
-        w = self.watermark = meta.get("watermark")
-        entries = self.store.entries()
-        if self.event_time:
-            entered = sorted((e for e in entries if w is not None and e.ts < w), key=_order)
-            self.pending = [(e.ts, e.seq, e) for e in entries if w is None or e.ts >= w]
-            heapq.heapify(self.pending)
-        else:
-            entered = sorted(entries, key=lambda e: e.seq)
-        self.queue = deque(entered)
-        by_seq = {e.seq: e for e in entered}
-        prev = meta.get("prev", [])
-        self._prev = [by_seq[q] for q in prev if q in by_seq]
-        self._prev_seqs = list(prev)
-        return prev
 
 
 class CountEveryDuration(_Entering):
