@@ -44,9 +44,10 @@ class StreamRoute:
     """Where one output stream of one component goes: its fields and its subscriptions."""
 
     __slots__ = ("stream", "fields", "n", "groupers", "direct", "direct_tasks", "single", "choose", "emitted",
-                 "transferred", "salt")
+                 "transferred", "salt", "const", "const_queues")
 
-    def __init__(self, stream: str, fields: Fields, groupers: list[Grouper], direct: bool):
+    def __init__(self, stream: str, fields: Fields, groupers: list[Grouper], direct: bool,
+                 queue_of: Callable[[int], Any] | None = None):
         self.stream = stream
         self.fields = fields
         self.n = len(fields.names)
@@ -65,6 +66,18 @@ class StreamRoute:
         self.choose: Callable[[Sequence[Any]], list[int]] = (
             self.single.choose if self.single is not None else self.targets if self.groupers else _no_targets
         )
+        #: the target list when no grouper depends on the values (no subscriber, or every
+        #: subscription has one task / goes to all its tasks): emit skips ``choose``. ``None`` otherwise.
+        self.const: list[int] | None = None
+        consts = [g.constant() for g in self.groupers]
+        if all(c is not None for c in consts):
+            self.const = [t for c in consts for t in c]  # type: ignore[union-attr]
+        #: with ``const`` and every target in this process (``queue_of`` given): their input deques
+        self.const_queues: list[Any] | None = None
+        if self.const and queue_of is not None:
+            queues = [queue_of(t) for t in self.const]
+            if all(q is not None for q in queues):
+                self.const_queues = queues
 
     def targets(self, values: Sequence[Any]) -> list[int]:
         if self.single is not None:
@@ -219,6 +232,9 @@ class BoltOutputCollector(_Collector):
         #: set by the executor while a BasicBolt executes: emits anchor to it by default
         self.auto_anchor: Tuple | None = None
         self._perf = time.perf_counter
+        #: the executor's ack buffer (root → XOR of this round's ack values), or None: acks are then
+        #: sent one message each. The executor thread sends it after the executor's batch.
+        self._ack_buf: dict[int, int] | None = getattr(executor, "ack_buf", None)
 
     def emit(
         self, values: Sequence[Any], anchors: Tuple | Iterable[Tuple] | None = None, stream: str = "default"
@@ -226,7 +242,9 @@ class BoltOutputCollector(_Collector):
         route = self._routes.get(stream)
         if route is None or len(values) != route.n:
             route = self._route(stream, values)
-        targets = route.choose(values)
+        targets = route.const
+        if targets is None:
+            targets = route.choose(values)
         route.emitted += 1
         if self._capture is not None:
             self._capture(self.component, stream, values)
@@ -235,11 +253,11 @@ class BoltOutputCollector(_Collector):
         route.transferred += len(targets)
         if anchors is None:
             anchors = self.auto_anchor
-        if anchors is not None and anchors.__class__ is Tuple and self._acking:
+        if anchors.__class__ is Tuple and self._acking:
             a_ids = anchors.message_id
             if a_ids:
                 # the common case, inlined: one tracked anchor (anchoring.bolt_emit with one anchor)
-                fields, task, send, rand = route.fields, self.task, self._send_tuple, self._rand
+                fields, task, rand = route.fields, self.task, self._rand
                 ordinal = anchors._emits
                 anchors._emits = ordinal + 1
                 lineage = anchors.lineage
@@ -248,7 +266,22 @@ class BoltOutputCollector(_Collector):
                 if len(a_ids) == 1:
                     # the hottest path of a topology, inlined: new_tuple() and send_tuple() by hand
                     (root,) = a_ids
-                    queue_of = self._queue_of
+                    queues = route.const_queues
+                    if queues is not None and len(queues) == 1:
+                        edge = rand(64) or 1
+                        anchors.ack_val ^= edge
+                        t = _new(Tuple)
+                        t.values = values
+                        t.fields = fields
+                        t.task = task
+                        t.message_id = {root: edge}
+                        t.ack_val = 0
+                        t._st = 0.0
+                        t.lineage = lineage
+                        t._emits = 0
+                        queues[0].append(t)
+                        return targets
+                    queue_of, send = self._queue_of, self._send_tuple
                     for target in targets:
                         edge = rand(64) or 1
                         anchors.ack_val ^= edge
@@ -267,6 +300,7 @@ class BoltOutputCollector(_Collector):
                         else:
                             send(target, t)
                 else:
+                    send = self._send_tuple
                     for target in targets:
                         edge = rand(64) or 1
                         anchors.ack_val ^= edge
@@ -333,22 +367,38 @@ class BoltOutputCollector(_Collector):
         tup._st = -1.0
         ids = tup.message_id
         if ids and self._acking:
-            # anchoring.ack_messages
+            # anchoring.ack_messages; with an ack buffer the values for one root are XORed together
+            # (acks of the same tree in one executor batch become one acker message)
             av = tup.ack_val
-            q = self._acker_queue
-            if q is not None:
+            buf = self._ack_buf
+            if buf is not None:
+                get = buf.get
                 for root, edge in ids.items():
-                    q.append((ACK, root, edge ^ av, 0))
+                    buf[root] = get(root, 0) ^ edge ^ av
             else:
-                send, acker_task = self._send_acker, self._acker_task
-                for root, edge in ids.items():
-                    send(acker_task(root), (ACK, root, edge ^ av, 0))
+                q = self._acker_queue
+                if q is not None:
+                    for root, edge in ids.items():
+                        q.append((ACK, root, edge ^ av, 0))
+                else:
+                    send, acker_task = self._send_acker, self._acker_task
+                    for root, edge in ids.items():
+                        send(acker_task(root), (ACK, root, edge ^ av, 0))
         stats = self._stats
         stats.acked[tup.fields.source_key] += 1
         if st:
             key = tup.fields.source_key
             stats.process_ms[key] += (self._perf() - st) * 1000.0
             stats.process_n[key] += 1
+
+    def _send_buffered(self, root: int) -> None:
+        """Send the buffered ack value of ``root`` now (before a fail or reset of that tree, so the
+        acker sees the messages in the order they were made)."""
+        buf = self._ack_buf
+        if buf:
+            val = buf.pop(root, None)
+            if val is not None:
+                self._send_acker(self._acker_task(root), (ACK, root, val, 0))
 
     def fail(self, tup: Tuple) -> None:
         st = tup._st
@@ -358,6 +408,7 @@ class BoltOutputCollector(_Collector):
         ids = tup.message_id
         if ids and self._acking:
             for root in ids:  # anchoring.fail_messages
+                self._send_buffered(root)
                 self._send_acker(self._acker_task(root), (FAIL, root, 0, 0))
         key = tup.fields.source_key
         stats = self._stats
@@ -370,4 +421,5 @@ class BoltOutputCollector(_Collector):
         """Restart the timeout of every tuple tree ``tup`` belongs to (long-running work)."""
         if tup.message_id and self._acking:
             for root in tup.message_id:
+                self._send_buffered(root)
                 self._send_acker(self._acker_task(root), (RESET, root, 0, 0))
