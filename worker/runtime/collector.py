@@ -161,7 +161,9 @@ class SpoutOutputCollector(_Collector):
     def __init__(self, executor: SpoutExecutor, task: int, routes: dict[str, StreamRoute], rand: Rand | None = None):
         super().__init__(executor, task, routes, rand)
         self._pending = executor.pending
+        self._pending_put = executor.pending.put
         self._clock = executor.clock
+        self._monotonic = executor.clock.monotonic
         n = len(self._runtime.acker_tasks)
         local = self._runtime.local_acker_indices
         # root ids map to acker_tasks[root % n]; steer them to this worker's own ackers
@@ -170,6 +172,8 @@ class SpoutOutputCollector(_Collector):
 
     def _message_lineage(self, stream: str, msg_id: Any) -> int:
         salt = self._message_salts.get(stream)
+        if salt is not None and msg_id.__class__ is int:
+            return hash((salt, msg_id)) or 1  # lineage.message, inlined
         if salt is None:
             spout = getattr(self._executor, "spouts", {}).get(self.task)
             unique = bool(getattr(spout, "unique_message_ids", False))
@@ -181,7 +185,8 @@ class SpoutOutputCollector(_Collector):
         route = self._routes.get(stream)
         if route is None or len(values) != route.n:
             route = self._route(stream, values)
-        return self._emit(route, route.choose(values), values, msg_id)
+        targets = route.const
+        return self._emit(route, route.choose(values) if targets is None else targets, values, msg_id)
 
     def emit_direct(self, task: int, values: Sequence[Any], msg_id: Any = None, stream: str = "default") -> list[int]:
         route = self._route(stream, values)
@@ -194,30 +199,47 @@ class SpoutOutputCollector(_Collector):
         self._executor.emitted_this_round += 1
         if self._capture is not None:
             self._capture(self.component, stream, values)
-        fields, task, send = route.fields, self.task, self._send_tuple
+        fields, task = route.fields, self.task
         if msg_id is not None and self._acking:
             rand = self._rand
             root = rand(64) | 2  # anchoring.new_root_id
             if self._steer is not None:
                 root = steer_root(root, *self._steer)
             xor = 0
-            queue_of = self._queue_of
             lineage = self._message_lineage(stream, msg_id)
-            for target in targets:
-                edge = rand(64) or 1  # anchoring.new_edge_id
-                xor ^= edge
-                t = new_tuple(values, fields, task, {root: edge}, lineage)
-                q = queue_of(target)
-                if q is not None:
-                    q.append(t)
-                else:
-                    send(target, t)
-            self._pending.put(root, (task, msg_id, stream, self._clock.monotonic()))
-            self._send_acker(self._acker_task(root), (INIT, root, xor, task))
+            queues = route.const_queues
+            if queues is not None:
+                for q in queues:
+                    edge = rand(64) or 1  # anchoring.new_edge_id
+                    xor ^= edge
+                    q.append(new_tuple(values, fields, task, {root: edge}, lineage))
+            else:
+                queue_of, send = self._queue_of, self._send_tuple
+                for target in targets:
+                    edge = rand(64) or 1  # anchoring.new_edge_id
+                    xor ^= edge
+                    t = new_tuple(values, fields, task, {root: edge}, lineage)
+                    q = queue_of(target)
+                    if q is not None:
+                        q.append(t)
+                    else:
+                        send(target, t)
+            self._pending_put(root, (task, msg_id, stream, self._monotonic()))
+            q = self._acker_queue
+            if q is not None:
+                q.append((INIT, root, xor, task))
+            else:
+                self._send_acker(self._acker_task(root), (INIT, root, xor, task))
         else:
             if targets:
-                for target in targets:
-                    send(target, new_tuple(values, fields, task, None))
+                queues = route.const_queues
+                if queues is not None:
+                    for q in queues:
+                        q.append(new_tuple(values, fields, task, None))
+                else:
+                    send = self._send_tuple
+                    for target in targets:
+                        send(target, new_tuple(values, fields, task, None))
             if msg_id is not None:
                 # acking disabled (topology.acker.executors = 0): the tuple counts as acked at once
                 self._executor.ack_now(task, msg_id, stream)
@@ -305,6 +327,14 @@ class BoltOutputCollector(_Collector):
                         edge = rand(64) or 1
                         anchors.ack_val ^= edge
                         send(target, new_tuple(values, fields, task, fromkeys(a_ids, edge), lineage))
+                return targets
+        elif anchors is None or not self._acking:
+            # untracked copies (no anchor, or acking off) to queues in this process
+            queues = route.const_queues
+            if queues is not None:
+                fields, task = route.fields, self.task
+                for q in queues:
+                    q.append(new_tuple(values, fields, task, None))
                 return targets
         return self._emit_anchored(route, targets, values, anchors)
 

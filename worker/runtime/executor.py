@@ -213,7 +213,14 @@ class SpoutExecutor(Executor):
     def ack_now(self, task: int, msg_id: Any, stream: str) -> None:
         """Acking disabled: the spout is told ``ack`` right after the emit."""
         self.stats.acked[stream] += 1
-        self._call("ack", task, msg_id)
+        self.calls += 1
+        self.in_call = True
+        try:
+            self.spouts[task].ack(msg_id)
+        except Exception as exc:  # noqa: BLE001 - user code
+            self.report_error(exc)
+        finally:
+            self.in_call = False
 
     def pending_count(self) -> int:
         return len(self.pending)
@@ -224,10 +231,7 @@ class SpoutExecutor(Executor):
             if queue:
                 n = len(queue)
                 work += n
-                pop = queue.popleft
-                for _ in range(n):
-                    outcome, root = pop()
-                    self._ack_result(outcome, root)
+                self._ack_results(queue, n)
         if self.runtime.active != self.active:
             self.set_active(self.runtime.active)
         if not self.active or self.runtime.congested:
@@ -258,22 +262,38 @@ class SpoutExecutor(Executor):
             emitted += self.emitted_this_round
         return work + emitted
 
-    def _ack_result(self, outcome: int, root: int) -> None:
-        if outcome == RESET_TIMEOUT:
-            self.pending.touch(root)
-            return
-        info = self.pending.pop(root)
-        if info is None:
-            return  # timed out already (the spout was told fail then)
-        task, msg_id, stream, t_emit = info
-        if outcome == ACKED:
-            self.stats.acked[stream] += 1
-            self.stats.complete_ms[stream] += (self.clock.monotonic() - t_emit) * 1000.0
-            self.stats.complete_n[stream] += 1
-            self._call("ack", task, msg_id)
-        elif outcome == FAILED:
-            self.stats.failed[stream] += 1
-            self._call("fail", task, msg_id)
+    def _ack_results(self, queue: deque, n: int) -> None:
+        """Apply the first ``n`` acker outcomes of ``queue``: the spout is told ack or fail."""
+        pop = queue.popleft
+        pending_pop = self.pending.pop
+        stats = self.stats
+        acked, complete_ms, complete_n = stats.acked, stats.complete_ms, stats.complete_n
+        spouts = self.spouts
+        now = self.clock.monotonic()
+        for _ in range(n):
+            outcome, root = pop()
+            if outcome == RESET_TIMEOUT:
+                self.pending.touch(root)
+                continue
+            info = pending_pop(root)
+            if info is None:
+                continue  # timed out already (the spout was told fail then)
+            task, msg_id, stream, t_emit = info
+            if outcome == ACKED:
+                acked[stream] += 1
+                complete_ms[stream] += (now - t_emit) * 1000.0
+                complete_n[stream] += 1
+                self.calls += 1
+                self.in_call = True
+                try:
+                    spouts[task].ack(msg_id)
+                except Exception as exc:  # noqa: BLE001 - user code
+                    self.report_error(exc)
+                finally:
+                    self.in_call = False
+            elif outcome == FAILED:
+                stats.failed[stream] += 1
+                self._call("fail", task, msg_id)
 
     def on_timer(self, now: float) -> None:
         while self.timeouts_enabled and now >= self.next_rotation:
