@@ -44,7 +44,7 @@ class StreamRoute:
     """Where one output stream of one component goes: its fields and its subscriptions."""
 
     __slots__ = ("stream", "fields", "n", "groupers", "direct", "direct_tasks", "single", "choose", "emitted",
-                 "transferred", "salt", "const", "const_queues")
+                 "transferred", "salt", "const", "const_queues", "single_queue")
 
     def __init__(self, stream: str, fields: Fields, groupers: list[Grouper], direct: bool,
                  queue_of: Callable[[int], Any] | None = None):
@@ -78,6 +78,8 @@ class StreamRoute:
             queues = [queue_of(t) for t in self.const]
             if all(q is not None for q in queues):
                 self.const_queues = queues
+        #: the deque of the only target when every tuple goes to one task in this process
+        self.single_queue: Any = self.const_queues[0] if self.const_queues and len(self.const_queues) == 1 else None
 
     def targets(self, values: Sequence[Any]) -> list[int]:
         if self.single is not None:
@@ -264,17 +266,43 @@ class BoltOutputCollector(_Collector):
         route = self._routes.get(stream)
         if route is None or len(values) != route.n:
             route = self._route(stream, values)
-        targets = route.const
-        if targets is None:
-            targets = route.choose(values)
         route.emitted += 1
         if self._capture is not None:
             self._capture(self.component, stream, values)
+        if anchors is None:
+            anchors = self.auto_anchor
+        q = route.single_queue
+        if q is not None and anchors.__class__ is Tuple and self._acking:
+            # the hottest path of a topology, inlined: one target task in this process, one anchor
+            # in one tuple tree (anchoring.bolt_emit, lineage.child, new_tuple, send_tuple by hand)
+            a_ids = anchors.message_id
+            if a_ids and len(a_ids) == 1:
+                (root,) = a_ids
+                route.transferred += 1
+                ordinal = anchors._emits
+                anchors._emits = ordinal + 1
+                lineage = anchors.lineage
+                if lineage:
+                    lineage = hash((lineage, route.salt, ordinal))
+                edge = self._rand(64) or 1
+                anchors.ack_val ^= edge
+                t = _new(Tuple)
+                t.values = values
+                t.fields = route.fields
+                t.task = self.task
+                t.message_id = {root: edge}
+                t.ack_val = 0
+                t._st = 0.0
+                t.lineage = lineage
+                t._emits = 0
+                q.append(t)
+                return route.const  # type: ignore[return-value]
+        targets = route.const
+        if targets is None:
+            targets = route.choose(values)
         if not targets:
             return targets
         route.transferred += len(targets)
-        if anchors is None:
-            anchors = self.auto_anchor
         if anchors.__class__ is Tuple and self._acking:
             a_ids = anchors.message_id
             if a_ids:
@@ -286,23 +314,7 @@ class BoltOutputCollector(_Collector):
                 if lineage:
                     lineage = hash((lineage, route.salt, ordinal))  # lineage.child, inlined
                 if len(a_ids) == 1:
-                    # the hottest path of a topology, inlined: new_tuple() and send_tuple() by hand
                     (root,) = a_ids
-                    queues = route.const_queues
-                    if queues is not None and len(queues) == 1:
-                        edge = rand(64) or 1
-                        anchors.ack_val ^= edge
-                        t = _new(Tuple)
-                        t.values = values
-                        t.fields = fields
-                        t.task = task
-                        t.message_id = {root: edge}
-                        t.ack_val = 0
-                        t._st = 0.0
-                        t.lineage = lineage
-                        t._emits = 0
-                        queues[0].append(t)
-                        return targets
                     queue_of, send = self._queue_of, self._send_tuple
                     for target in targets:
                         edge = rand(64) or 1
