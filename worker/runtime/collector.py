@@ -409,8 +409,8 @@ class BoltOutputCollector(_Collector):
         tup._st = -1.0
         ids = tup.message_id
         if ids and self._acking:
-            # anchoring.ack_messages; with an ack buffer the values for one root are XORed together
-            # (acks of the same tree in one executor batch become one acker message)
+            # anchoring.ack_messages; with an ack buffer, anchoring.combine_ack: the values for one
+            # root are XORed together (a tree's acks in one executor batch become one acker message)
             av = tup.ack_val
             buf = self._ack_buf
             if buf is not None:

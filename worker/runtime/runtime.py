@@ -24,6 +24,7 @@ from gale.topology.state import CHECKPOINT_COMPONENT
 from gale.topology.tuple import Fields
 from gale.topology.windowing import WindowedBolt
 from gale.worker.runtime.acker import ACK
+from gale.worker.runtime.anchoring import buffered_messages
 from gale.worker.runtime.collector import StreamRoute
 from gale.worker.runtime.executor import AckerExecutor, BoltExecutor, Executor, SpoutExecutor
 from gale.worker.runtime.grouping import make_grouper, process_hash_is_shared
@@ -306,7 +307,7 @@ class WorkerRuntime:
 
         def flush_acks(buf: dict[int, int]) -> None:
             if single is not None:
-                single.extend([(ACK, root, val, 0) for root, val in buf.items()])
+                single.extend(buffered_messages(buf))
             else:
                 for root, val in buf.items():
                     send_acker(acker_tasks[root % n], (ACK, root, val, 0))
