@@ -18,8 +18,10 @@ change in the machine's load hits them alike:
   parallelism 1 per component, one acker or none), the spout emitting the pre-built sentences with
   a message id, split anchored, count fields-grouped on the word, emitting every update anchored.
 
-Prints ``name: value unit`` lines — each engine's sentences/s per run and the best, and the ratios
-of Gale's best to Bytewax's best (the issue's targets: acking on ≥ 1.2×, acking off ≥ 2×).
+Prints ``name: value unit`` lines — each engine's sentences/s per run and the best (by wall clock,
+and per CPU second of the engine's process, which a loaded machine disturbs less), the ratios of
+Gale's best to Bytewax's best (the issue's targets: acking on ≥ 1.2×, acking off ≥ 2×), and the
+acker's memory per pending tree with ``--acker-pending`` trees pending (target: ≤ 64 bytes).
 """
 
 from __future__ import annotations
@@ -236,6 +238,38 @@ def run_gale(data: list[str], acking: bool) -> tuple[float, float]:
         return time.perf_counter() - t0, time.process_time() - c0
 
 
+# ----------------------------------------------------------------------------- acker memory
+
+
+def acker_bytes_per_pending_tree(n: int, rotate: bool) -> float:
+    """Bytes the acker's pending structure (:class:`AckerTable`: the young dict and the compact
+    numpy table) holds per pending tree with ``n`` trees pending (traced by ``tracemalloc``, numpy
+    arrays included), fed INIT messages in batches of 1,000 as the acker executor applies them;
+    with ``rotate``, after one timeout rotation moved the young trees to the compact table."""
+    import gc
+    import tracemalloc
+
+    from gale.worker.runtime.acker import INIT, AckerTable
+
+    rng = random.Random(5)
+    messages = [(INIT, rng.getrandbits(64) | 2, rng.getrandbits(64) or 1, 7) for _ in range(n)]
+    gc.collect()
+    tracemalloc.start()
+    try:
+        base = tracemalloc.get_traced_memory()[0]
+        table = AckerTable()
+        for i in range(0, n, 1000):
+            table.apply(messages[i:i + 1000])
+        if rotate:
+            table.rotate()
+        gc.collect()
+        used = tracemalloc.get_traced_memory()[0] - base
+    finally:
+        tracemalloc.stop()
+    assert len(table) == n
+    return used / n
+
+
 # ----------------------------------------------------------------------------- main
 
 
@@ -245,6 +279,8 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=2)
     parser.add_argument("--engines", default=",".join(ENGINES), help=f"comma-separated, of {', '.join(ENGINES)}")
     parser.add_argument("--venv", type=Path, default=DEFAULT_VENV, help="Bytewax's virtual environment")
+    parser.add_argument("--acker-pending", type=int, default=100_000,
+                        help="pending trees for the acker memory figure (0: skip it)")
     args = parser.parse_args()
     engines = [e for e in args.engines.split(",") if e]
     unknown = sorted(set(engines) - set(ENGINES))
@@ -282,6 +318,12 @@ def main() -> None:
             if engine in best:
                 print(f"peers_{engine}_vs_bytewax: {best[engine] / best['bytewax']:.2f} x")
                 print(f"peers_{engine}_vs_bytewax_cpu: {best_cpu[engine] / best_cpu['bytewax']:.2f} x")
+    if args.acker_pending:
+        # the issue's target: at most 64 bytes per pending tree
+        n = args.acker_pending
+        print(f"peers_acker_bytes_per_pending_tree: {acker_bytes_per_pending_tree(n, False):.1f} bytes ({n} pending)")
+        print(f"peers_acker_bytes_per_pending_tree_rotated: {acker_bytes_per_pending_tree(n, True):.1f} bytes "
+              f"({n} pending, after a timeout rotation)")
 
 
 if __name__ == "__main__":
