@@ -272,25 +272,32 @@ class BoltOutputCollector(_Collector):
         if anchors is None:
             anchors = self.auto_anchor
         q = route.single_queue
-        if q is not None and anchors.__class__ is Tuple and self._acking:
-            # the hottest path of a topology, inlined: one target task in this process, one anchor
-            # in one tuple tree (anchoring.bolt_emit, lineage.child, new_tuple, send_tuple by hand)
-            a_ids = anchors.message_id
-            if a_ids and len(a_ids) == 1:
-                (root,) = a_ids
+        if q is not None:
+            # the hottest path of a topology, inlined: one target task in this process, and no
+            # tracked anchor (or acking off) or one anchor in one tuple tree (anchoring.bolt_emit,
+            # lineage.child, new_tuple, send_tuple by hand). Other anchorings take the general path.
+            message_id: dict[int, int] | None = None
+            lineage = 0
+            if anchors is not None and self._acking:
+                if anchors.__class__ is Tuple and anchors.message_id and len(anchors.message_id) == 1:
+                    (root,) = anchors.message_id
+                    ordinal = anchors._emits
+                    anchors._emits = ordinal + 1
+                    lineage = anchors.lineage
+                    if lineage:
+                        lineage = hash((lineage, route.salt, ordinal))
+                    edge = self._rand(64) or 1
+                    anchors.ack_val ^= edge
+                    message_id = {root: edge}
+                else:
+                    q = None
+            if q is not None:
                 route.transferred += 1
-                ordinal = anchors._emits
-                anchors._emits = ordinal + 1
-                lineage = anchors.lineage
-                if lineage:
-                    lineage = hash((lineage, route.salt, ordinal))
-                edge = self._rand(64) or 1
-                anchors.ack_val ^= edge
                 t = _new(Tuple)
                 t.values = values
                 t.fields = route.fields
                 t.task = self.task
-                t.message_id = {root: edge}
+                t.message_id = message_id
                 t.ack_val = 0
                 t._st = 0.0
                 t.lineage = lineage

@@ -9,7 +9,9 @@
    generation table) must report the same completions, failures and timeouts, and keep the same
    pending trees.
 2. Routes with constant targets (``Grouper.constant``): whenever a route skips ``choose``, choose
-   would have returned exactly that list.
+   would have returned exactly that list; and the bolt collector's short path for one local target
+   (``StreamRoute.single_queue``) makes exactly the tuples (values, message ids, ``ack_val`` s,
+   lineage) and acker messages of the general path, for random tuple trees, acking on and off.
 3. The garbage collector threshold a worker raises.
 """
 
@@ -29,7 +31,8 @@ from gale.worker.runtime.acker import ACK, FAIL, AckerTable, ReferenceAcker
 from gale.worker.runtime.collector import StreamRoute
 from gale.worker.runtime.grouping import make_grouper
 from gale.worker.runtime.runtime import raise_gc_threshold
-from tests.test_anchoring_model import SPOUT_TASK, StubExecutor, StubRuntime, run_collectors, script
+from gale.worker.runtime.collector import BoltOutputCollector, SpoutOutputCollector
+from tests.test_anchoring_model import SPOUT_TASK, StubExecutor, StubRuntime, Targets, run_collectors, script
 
 # ------------------------------------------------------------------------------ the ack buffer
 
@@ -148,7 +151,6 @@ def test_an_ack_buffer_gives_the_acker_the_same_completions_failures_and_timeout
 
 def test_a_fail_sends_the_trees_buffered_acks_first():
     rt = StubRuntime(False, 1)
-    from gale.worker.runtime.collector import BoltOutputCollector, SpoutOutputCollector
 
     class G:
         direct = False
@@ -207,6 +209,85 @@ def test_a_route_binds_local_queues_only_when_every_constant_target_is_local():
     assert partly_remote.single_queue is None
     nobody = StreamRoute("default", fields, [], False, queues.get)
     assert nobody.const == [] and nobody.single_queue is None
+
+
+def single_target_script(seed: int, steps: int):
+    """Random ops where every emit has one target: ("spout", tracked), ("emit", how, anchors),
+    ("ack", i), ("fail", i) on tuple indices."""
+    rng = random.Random(seed)
+    alive: list[int] = []
+    n = 0
+    ops: list = []
+    for _ in range(steps):
+        r = rng.random()
+        if r < 0.15 or not alive:
+            ops.append(("spout", rng.random() < 0.9))
+        elif r < 0.6:
+            how = rng.choice(["single", "single", "auto", "list", "unanchored"])
+            first = rng.choice(alive)
+            anchors = {"single": [first], "auto": [first], "unanchored": [],
+                       "list": [first] + [rng.choice(alive) for _ in range(rng.randrange(3))]}[how]
+            ops.append(("emit", how, anchors))
+        else:
+            i = alive.pop(rng.randrange(len(alive)))
+            ops.append(("fail" if rng.random() < 0.05 else "ack", i))
+            continue
+        alive.append(n)
+        n += 1
+    return ops
+
+
+def run_single_target(ops, seed: int, short_path: bool, acking: bool):
+    rt = StubRuntime(True, 1)
+    rt.acking = acking
+    fields = Fields(["v"], "c:default")
+    if short_path:  # task 200 is "local" in the stub: the route binds its queue
+        route = StreamRoute("default", fields, [make_grouper(GroupingDef(type="global"), [200], fields)], False,
+                            rt.queue_of)
+        assert route.single_queue is not None
+    else:
+        grouper = Targets()
+        grouper.next = [200]
+        route = StreamRoute("default", fields, [grouper], False)
+        assert route.single_queue is None
+    routes = {"default": route}
+    rand = random.Random(seed).getrandbits
+    spout = SpoutOutputCollector(StubExecutor(rt, "spout"), SPOUT_TASK, routes, rand=rand)
+    bolt = BoltOutputCollector(StubExecutor(rt, "bolt"), 8, routes, rand=rand)
+    tuples: list = []
+    for i, op in enumerate(ops):
+        before = len(rt.sent)
+        if op[0] == "spout":
+            spout.emit([f"s{i}"], msg_id=i if (op[1] and acking) else None)
+        elif op[0] == "emit":
+            parents = [tuples[j] for j in op[2]]
+            if op[1] == "single":
+                assert bolt.emit([f"b{i}"], anchors=parents[0]) == [200]
+            elif op[1] == "auto":
+                bolt.auto_anchor = parents[0]
+                bolt.emit([f"b{i}"])
+                bolt.auto_anchor = None
+            elif op[1] == "list":
+                bolt.emit([f"b{i}"], anchors=parents)
+            else:
+                bolt.emit([f"b{i}"])
+        elif op[0] == "ack":
+            bolt.ack(tuples[op[1]])
+        else:
+            bolt.fail(tuples[op[1]])
+        tuples.extend(t for _, t in rt.sent[before:])
+    made = [(t.values, t.fields, t.task, t.message_id, t.ack_val, t.lineage, t._emits, t._st) for t in tuples]
+    return made, rt.acker_msgs, route.emitted, route.transferred
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(0, 2**32), st.integers(1, 100), st.booleans())
+def test_the_one_local_target_short_path_makes_what_the_general_path_makes(seed, steps, acking):
+    ops = single_target_script(seed, steps)
+    short = run_single_target(ops, seed, True, acking)
+    general = run_single_target(ops, seed, False, acking)
+    assert short == general
+    assert len(short[0]) == sum(1 for op in ops if op[0] in ("spout", "emit"))
 
 
 # ------------------------------------------------------------------------------ the GC threshold
