@@ -333,7 +333,9 @@ class AckerTable:
     semantics of :class:`ReferenceAcker`, ~0.3 µs a message). Trees that outlive a rotation, or the
     oldest ones once the dict holds ``young_max`` entries, move in bulk to a :class:`CompactTable`
     (22 bytes a slot), where messages for them are applied in vectorized batches. A root is in
-    exactly one of the two. Memory stays under 64 bytes per pending tree at a million pending.
+    exactly one of the two. Memory stays under 64 bytes per pending tree from about 100,000 pending
+    (53 bytes there, 38 at a million; ``benchmarks/bench_peers.py`` prints it); below, the young
+    dict's up to ``young_max`` entries dominate.
 
     Messages are 4-tuples ``(kind, root, val, spout_task)``: ``(INIT, root, val, task)``,
     ``(ACK, root, val, 0)``, ``(FAIL, root, 0, 0)``, ``(RESET, root, 0, 0)``.

@@ -57,7 +57,7 @@ class RotatingMap:
         return any(key in b for b in self._buckets)
 
     def __len__(self) -> int:
-        return sum(len(b) for b in self._buckets)
+        return sum(map(len, self._buckets))  # asked once per next_tuple call (max spout pending)
 
     def rotate(self) -> dict[Any, Any]:
         """Expire the oldest bucket; return its entries (also passed to ``on_expire``)."""
