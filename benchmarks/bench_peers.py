@@ -38,6 +38,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from gale import Bolt, Spout, TopologyBuilder
+from gale.config import parse_overrides
 from gale.log import configure
 
 BYTEWAX_VERSION = "0.21.1"
@@ -213,7 +214,7 @@ class Count(Bolt):
         self.collector.ack(tup)
 
 
-def run_gale(data: list[str], acking: bool) -> tuple[float, float]:
+def run_gale(data: list[str], acking: bool, extra_conf: dict | None = None) -> tuple[float, float]:
     from gale import LocalCluster
 
     builder = TopologyBuilder()
@@ -221,7 +222,7 @@ def run_gale(data: list[str], acking: bool) -> tuple[float, float]:
     builder.set_bolt("split", Split, 1).shuffle_grouping("sentences")
     builder.set_bolt("count", Count, 1).fields_grouping("split", ["word"])
     conf = {"topology.worker.executor.threads": 1, "topology.max.spout.pending": 5000,
-            "topology.acker.executors": 1 if acking else 0}
+            "topology.acker.executors": 1 if acking else 0, **(extra_conf or {})}
     with LocalCluster() as cluster:
         c0, t0 = time.process_time(), time.perf_counter()
         running = cluster.submit_topology("peers", conf, builder.create_topology())
@@ -279,6 +280,8 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=2)
     parser.add_argument("--engines", default=",".join(ENGINES), help=f"comma-separated, of {', '.join(ENGINES)}")
     parser.add_argument("--venv", type=Path, default=DEFAULT_VENV, help="Bytewax's virtual environment")
+    parser.add_argument("-c", dest="conf", action="append", default=[], metavar="KEY=VALUE",
+                        help="a topology config override for the Gale runs (repeatable)")
     parser.add_argument("--acker-pending", type=int, default=100_000,
                         help="pending trees for the acker memory figure (0: skip it)")
     args = parser.parse_args()
@@ -288,11 +291,12 @@ def main() -> None:
         parser.error(f"unknown engines {unknown}; known: {', '.join(ENGINES)}")
     configure(fmt="console", level="WARNING")
     data = sentences(args.sentences)
+    extra = parse_overrides(args.conf)
     runners: dict[str, Callable[[], tuple[float, float]]] = {
         "plain": lambda: run_plain(data),
         "xor_loop": lambda: run_xor_loop(data),
-        "gale_acking": lambda: run_gale(data, True),
-        "gale_noacking": lambda: run_gale(data, False),
+        "gale_acking": lambda: run_gale(data, True, extra),
+        "gale_noacking": lambda: run_gale(data, False, extra),
     }
     if "bytewax" in engines:
         python = bytewax_python(args.venv)
