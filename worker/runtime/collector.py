@@ -266,9 +266,6 @@ class BoltOutputCollector(_Collector):
         route = self._routes.get(stream)
         if route is None or len(values) != route.n:
             route = self._route(stream, values)
-        route.emitted += 1
-        if self._capture is not None:
-            self._capture(self.component, stream, values)
         if anchors is None:
             anchors = self.auto_anchor
         q = route.single_queue
@@ -291,6 +288,9 @@ class BoltOutputCollector(_Collector):
                     message_id = {root: edge}
                 else:
                     q = None
+            route.emitted += 1
+            if self._capture is not None:
+                self._capture(self.component, stream, values)
             if q is not None:
                 route.transferred += 1
                 t = _new(Tuple)
@@ -304,9 +304,14 @@ class BoltOutputCollector(_Collector):
                 t._emits = 0
                 q.append(t)
                 return route.const  # type: ignore[return-value]
-        targets = route.const
-        if targets is None:
-            targets = route.choose(values)
+            targets = route.const or []  # an anchoring the short path does not take: the general path
+        else:
+            targets = route.const
+            if targets is None:
+                targets = route.choose(values)
+            route.emitted += 1
+            if self._capture is not None:
+                self._capture(self.component, stream, values)
         if not targets:
             return targets
         route.transferred += len(targets)
