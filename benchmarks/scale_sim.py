@@ -143,7 +143,7 @@ class SimWorker(Worker):
         loaded = self.load_topology()
         defn, topo_conf = loaded[0], loaded[1]
         conf = {**self.conf, **topo_conf}
-        layout = TopologyTasks(defn, conf, base.num_workers, base.component_executors)
+        layout = TopologyTasks.of(defn, conf, base)
         self.runtime = SyntheticRuntime(layout, self.executors, self.tuples_per_sec,
                                         active=base.status == TopologyStatus.ACTIVE)
         self.transfer = NullTransfer()

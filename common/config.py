@@ -255,6 +255,10 @@ KEYS: dict[str, Key] = {
         Key("topology.transfer.max.tuple.bytes", 32 * 1024 * 1024, _POS,
             "largest tuple sent to another worker (bigger ones fail at emit)"),
         Key("topology.worker.executor.threads", 1, _POS, "executor threads per worker"),
+        Key("topology.worker.gc.threshold", 10000, Optional(_POS),
+            "Gale: the garbage collector's youngest-generation threshold a worker raises Python's to "
+            "(never lowers; null: leave it). Tuples in flight are many short-lived tracked objects; at "
+            "Python's default of 700 collections cost ~15% of the per-tuple path (docs/benchmarks.md)"),
         Key("topology.worker.timeout.secs", None, Optional(_POS), "per-topology heartbeat timeout"),
         Key("topology.kill.wait.secs", None, Optional(_NONNEG), "default kill wait"),
         Key("topology.stats.sample.rate", 0.05, Number(0.0), "latency sampling rate"),

@@ -130,6 +130,8 @@ class RebalanceOptions(_Model):
     wait_secs: int | None = None
     num_workers: int | None = Field(default=None, ge=1)
     num_executors: dict[str, Annotated[int, Field(ge=1)]] = {}
+    #: Gale: new task counts (Storm's are fixed at submit); see gale.nimbus.rescale
+    num_tasks: dict[str, Annotated[int, Field(ge=1)]] = {}
 
 
 class TopologyActionOptions(_Model):
@@ -154,6 +156,8 @@ class StormBase(Record):
     status: TopologyStatus
     num_workers: int = Field(ge=1)
     component_executors: dict[str, Annotated[int, Field(ge=0)]]
+    #: Gale: task counts a rebalance changed (components absent keep their definition's count)
+    component_tasks: dict[str, Annotated[int, Field(ge=1)]] = {}
     launch_time_secs: int
     owner: str = ""
     topology_action_options: TopologyActionOptions | None = None

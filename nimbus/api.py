@@ -197,6 +197,8 @@ class RebalanceRequest(BaseModel):
     wait_secs: int | None = Field(default=None, ge=0, le=86400)
     num_workers: int | None = Field(default=None, ge=1, le=10000)
     executors: dict[str, int] = Field(default_factory=dict)
+    #: Gale: new task counts (docs/state.md, "Rescaling")
+    tasks: dict[str, int] = Field(default_factory=dict)
 
 
 class SubmitResponse(BaseModel):
@@ -363,7 +365,7 @@ def make_router(nimbus: Nimbus) -> APIRouter:
     @router.post("/topologies/{name}/rebalance", response_model=ActionResponse, dependencies=[Depends(writer)])
     def rebalance(name: str, body: RebalanceRequest | None = None) -> ActionResponse:
         body = body or RebalanceRequest()
-        return ActionResponse(id=nimbus.rebalance(name, body.wait_secs, body.num_workers, body.executors),
+        return ActionResponse(id=nimbus.rebalance(name, body.wait_secs, body.num_workers, body.executors, body.tasks),
                               action="rebalance")
 
     @router.get("/topologies/{topology_id}/code", dependencies=[Depends(reader)],

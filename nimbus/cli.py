@@ -452,7 +452,9 @@ def deactivate(name: str, config: str | None, as_json: bool) -> None:
 @click.argument("name")
 @click.option("-n", "--num-workers", type=int, help="New number of workers.")
 @click.option("-e", "--executors", "executors", multiple=True, metavar="COMPONENT=N",
-              help="New executor count for a component, repeatable.")
+              help="New executor count for a component, repeatable; above its task count, the task count too (Gale).")
+@click.option("-t", "--tasks", "tasks", multiple=True, metavar="COMPONENT=N",
+              help="New task count for a component (Gale; keyed state moves by key groups), repeatable.")
 @click.option("--wait", "wait_secs", type=click.IntRange(0, 86400), default=None,
               help="Seconds spouts are paused before re-planning.")
 @click.option("--wait-running", is_flag=True,
@@ -461,25 +463,36 @@ def deactivate(name: str, config: str | None, as_json: bool) -> None:
               help="Seconds --wait-running waits at most.")
 @config_option
 @json_option
-def rebalance(name: str, num_workers: int | None, executors: tuple[str, ...], wait_secs: int | None,
-              wait_running: bool, run_timeout: float, config: str | None, as_json: bool) -> None:
-    """Re-plan a topology with new worker/executor counts.
+def rebalance(name: str, num_workers: int | None, executors: tuple[str, ...], tasks: tuple[str, ...],
+              wait_secs: int | None, wait_running: bool, run_timeout: float, config: str | None,
+              as_json: bool) -> None:
+    """Re-plan a topology with new worker/executor/task counts.
+
+    -e COMPONENT=N within the component's task count changes its executors (Storm); above it, or
+    with -t COMPONENT=N, the component gets N tasks (Gale: keyed state moves by key groups; a
+    component with per-task state is refused).
 
     \b
     Examples:
       nimbus rebalance wordcount -n 2 -e split=4 --wait 5
+      nimbus rebalance wordcount -e count=8 --wait 5      # count had 4 tasks: now 8
+      nimbus rebalance wordcount -t count=1 --wait 5      # down to one task
       nimbus rebalance wordcount -n 3 --wait 0 --wait-running
     """
-    parsed = {}
-    for item in executors:
-        comp, sep, n = item.partition("=")
-        if not sep or not n.strip().isdigit():
-            fail(f"-e expects COMPONENT=N with N a positive integer, got {item!r}")
-        parsed[comp.strip()] = int(n)
+    def counts(items: tuple[str, ...], flag: str) -> dict[str, int]:
+        parsed = {}
+        for item in items:
+            comp, sep, n = item.partition("=")
+            if not sep or not n.strip().isdigit() or int(n) < 1:
+                fail(f"{flag} expects COMPONENT=N with N a positive integer, got {item!r}")
+            parsed[comp.strip()] = int(n)
+        return parsed
+
+    parsed, parsed_tasks = counts(executors, "-e"), counts(tasks, "-t")
     if num_workers is not None and num_workers < 1:
         fail(f"-n/--num-workers must be at least 1, got {num_workers}")
     client = client_for(config)
-    tid = call(client.rebalance, name, wait_secs, num_workers, parsed)
+    tid = call(client.rebalance, name, wait_secs, num_workers, parsed, parsed_tasks)
     _action_done(tid, "rebalance", as_json)
     if wait_running:
         _wait_rebalanced(client, tid, run_timeout)

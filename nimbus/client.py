@@ -136,8 +136,10 @@ class NimbusClient:
         return self.post(f"/api/v1/topologies/{name}/deactivate")["id"]
 
     def rebalance(self, name: str, wait_secs: int | None = None, num_workers: int | None = None,
-                  executors: Mapping[str, int] | None = None) -> str:
+                  executors: Mapping[str, int] | None = None, tasks: Mapping[str, int] | None = None) -> str:
         body = {"wait_secs": wait_secs, "num_workers": num_workers, "executors": dict(executors or {})}
+        if tasks:
+            body["tasks"] = dict(tasks)
         return self.post(f"/api/v1/topologies/{name}/rebalance", json=body)["id"]
 
     def code(self, topology_id: str) -> bytes:

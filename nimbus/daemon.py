@@ -45,6 +45,7 @@ from gale.nimbus.plan import (
     workerbeats_wanted,
 )
 from gale.nimbus.replication import CodeReplication
+from gale.nimbus.rescale import plan_rescale
 from gale.nimbus.scheduler import HeartbeatCache
 from gale.nimbus.submission import check_submission
 
@@ -299,12 +300,13 @@ class Nimbus:
         return topology_id
 
     def check_assignment_size(self, name: str, defn: TopologyDef, conf: Mapping[str, Any], num_workers: int,
-                              component_executors: Mapping[str, int], action: str) -> None:
+                              component_executors: Mapping[str, int], action: str,
+                              component_tasks: Mapping[str, int] | None = None) -> None:
         """Refuse a topology whose assignment could outgrow ``nimbus.assignment.max.bytes`` (kept
         below ZooKeeper's ``jute.maxbuffer``): an assignment nimbus cannot write would leave the
         topology unscheduled for good."""
         limit = int(self.conf["nimbus.assignment.max.bytes"])
-        executors = TopologyTasks(defn, conf, num_workers, component_executors).executors
+        executors = TopologyTasks(defn, conf, num_workers, component_executors, component_tasks).executors
         try:
             infos = self.state.supervisor_infos()
         except KazooException:
@@ -406,33 +408,31 @@ class Nimbus:
         return tid
 
     def rebalance(self, name: str, wait_secs: int | None = None, num_workers: int | None = None,
-                  num_executors: Mapping[str, int] | None = None) -> str:
+                  num_executors: Mapping[str, int] | None = None, num_tasks: Mapping[str, int] | None = None) -> str:
+        """Storm's rebalance, and Gale's change of task counts (:mod:`gale.nimbus.rescale`): an
+        executor count above a component's task count, or ``num_tasks``, gives it that many
+        tasks. Everything is validated before anything is written."""
         tid = self.topology_id(name)
         defn, conf = self.definition(tid)
-        executors = dict(num_executors or {})
-        for comp, n in executors.items():
-            if comp not in defn.components:
-                raise TopologyError(f"rebalance: unknown component {comp!r}; components: {sorted(defn.components)}")
-            if not isinstance(n, int) or n < 1:
-                raise TopologyError(f"rebalance: executors for {comp!r} must be an integer >= 1, got {n!r}")
-            if n > defn.components[comp].tasks:
-                raise TopologyError(
-                    f"rebalance: component {comp!r} has {defn.components[comp].tasks} tasks; it cannot run "
-                    f"{n} executors (each executor needs at least one task)"
-                )
         if num_workers is not None and num_workers < 1:
             raise TopologyError(f"rebalance: number of workers must be >= 1, got {num_workers}")
         base = self.state.storm_base(tid)
-        if base is not None:
-            self.check_assignment_size(base.name, defn, conf, num_workers or base.num_workers,
-                                       {**base.component_executors, **executors}, "rebalance")
+        if base is None:
+            raise NotFoundError(f"topology {name!r} disappeared")
+        plan = plan_rescale(defn, conf, base.component_executors, base.component_tasks,
+                            dict(num_executors or {}), dict(num_tasks or {}))
+        executors, tasks = plan.executors, plan.tasks
+        self.check_assignment_size(base.name, defn, conf, num_workers or base.num_workers,
+                                   {**base.component_executors, **executors}, "rebalance",
+                                   {**base.component_tasks, **tasks})
         wait = wait_secs if wait_secs is not None else conf["topology.message.timeout.secs"]
 
         def fn(base: StormBase) -> StormBase:
-            return transitions.rebalance(base, int(wait), self.clock.time(), num_workers, executors)
+            return transitions.rebalance(base, int(wait), self.clock.time(), num_workers, executors, tasks)
 
         tid, _ = self._update_base(tid, fn)
-        log.info("topology-rebalancing", topology=tid, wait_secs=wait, workers=num_workers, executors=executors)
+        log.info("topology-rebalancing", topology=tid, wait_secs=wait, workers=num_workers, executors=executors,
+                 tasks=tasks)
         self.wakeup.set()
         return tid
 
@@ -483,7 +483,7 @@ class Nimbus:
                 new = transitions.do_rebalance(base)
                 self.state.set_storm_base(tid, new)
                 self.cache.forget(tid)
-                log.info("topology-rebalanced", topology=tid, workers=new.num_workers)
+                log.info("topology-rebalanced", topology=tid, workers=new.num_workers, tasks=new.component_tasks)
                 self.mk_assignments(scratch=tid)
 
     def remove(self, topology_id: str) -> None:

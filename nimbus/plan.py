@@ -170,7 +170,7 @@ def plan_round(snapshot: RoundSnapshot) -> RoundPlan:
     beats = collect_beats(snapshot.supervisors, snapshot.topologies)
     details: list[TopologyDetails] = []
     for tid, topo in sorted(snapshot.topologies.items()):
-        layout = TopologyTasks(topo.defn, topo.conf, topo.base.num_workers, topo.base.component_executors)
+        layout = TopologyTasks.of(topo.defn, topo.conf, topo.base)
         old = snapshot.assignments.get(tid)
         placements = old.executors() if old else {}
         starts = old.start_times() if old else {}

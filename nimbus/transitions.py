@@ -70,7 +70,8 @@ def kill(base: StormBase, wait_secs: int, now: float) -> StormBase:
 
 
 def rebalance(
-    base: StormBase, wait_secs: int, now: float, num_workers: int | None, num_executors: dict[str, int]
+    base: StormBase, wait_secs: int, now: float, num_workers: int | None, num_executors: dict[str, int],
+    num_tasks: dict[str, int] | None = None,
 ) -> StormBase:
     if base.status not in (ACTIVE, INACTIVE):
         raise _refuse(base, "rebalance")
@@ -79,7 +80,8 @@ def rebalance(
             "status": REBALANCING,
             "prev_status": base.status,
             "topology_action_options": TopologyActionOptions(
-                rebalance=RebalanceOptions(wait_secs=wait_secs, num_workers=num_workers, num_executors=num_executors),
+                rebalance=RebalanceOptions(wait_secs=wait_secs, num_workers=num_workers, num_executors=num_executors,
+                                           num_tasks=num_tasks or {}),
                 deadline_secs=now + wait_secs,
             ),
         }
@@ -93,12 +95,15 @@ def do_rebalance(base: StormBase) -> StormBase:
     opts = base.topology_action_options.rebalance
     executors = dict(base.component_executors)
     executors.update(opts.num_executors)
+    tasks = dict(base.component_tasks)
+    tasks.update(opts.num_tasks)
     return base.model_copy(
         update={
             "status": base.prev_status or ACTIVE,
             "prev_status": None,
             "num_workers": opts.num_workers or base.num_workers,
             "component_executors": executors,
+            "component_tasks": tasks,
             "topology_action_options": None,
         }
     )

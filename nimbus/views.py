@@ -104,7 +104,7 @@ def topology_detail(nimbus: Nimbus, topology_id: str, window: str = ":all-time")
         raise NotFoundError(f"no topology {topology_id!r}")
     a = state.assignment(topology_id)
     defn, conf = nimbus.definition(topology_id)
-    layout = TopologyTasks(defn, conf, base.num_workers, base.component_executors)
+    layout = TopologyTasks.of(defn, conf, base)
     stats = executor_stats(nimbus, topology_id)
     summary = component_summary([s for s, *_ in stats.values()], window)
     placements = a.executors() if a else {}

@@ -56,6 +56,18 @@ class FlakySplit(Bolt):
         self.collector.ack(tup)
 
 
+class WordIds(Bolt):
+    """Splits sentences into word ids (ints: the word's index in WORDS) on the field ``word``: a new
+    version of the word count whose state keys are ints where the old one's were strs."""
+
+    output_fields = ["word"]
+
+    def execute(self, tup):
+        for w in tup["sentence"].split():
+            self.collector.emit([WORDS.index(w)], anchors=tup)
+        self.collector.ack(tup)
+
+
 class StatefulCount(StatefulBolt):
     """The issue's word count. ``test.fail.prepare`` = k: each task's k-th prepare raises once (the
     checkpoint fails, the topology rolls back and replays)."""

@@ -189,15 +189,21 @@ class Targets(Grouper):
         return list(self.next)
 
 
-def run_collectors(ops, rand, direct_acker_queue: bool, n_ackers: int):
+def run_collectors(ops, rand, direct_acker_queue: bool, n_ackers: int, ack_buffer: bool = False, after_op=None):
+    """Run ``ops`` through the collectors. With ``ack_buffer`` the bolt executor has an ack buffer
+    (``ack_buf``, as the runtime's executors do); ``after_op(runtime, executors)`` runs after each op."""
     rt = StubRuntime(direct_acker_queue, n_ackers)
     grouper = Targets()
     routes = {
         "default": StreamRoute("default", Fields(["v"], "c:default"), [grouper], False),
         "direct": StreamRoute("direct", Fields(["v"], "c:direct"), [DirectGrouper([DIRECT_TASK])], True),
     }
-    spout = SpoutOutputCollector(StubExecutor(rt, "spout"), SPOUT_TASK, routes, rand=rand)
-    bolt = BoltOutputCollector(StubExecutor(rt, "bolt"), 8, routes, rand=rand)
+    executors = [StubExecutor(rt, "spout"), StubExecutor(rt, "bolt")]
+    if ack_buffer:
+        for ex in executors:
+            ex.ack_buf = {}
+    spout = SpoutOutputCollector(executors[0], SPOUT_TASK, routes, rand=rand)
+    bolt = BoltOutputCollector(executors[1], 8, routes, rand=rand)
     tuples: list[Tuple] = []
     msg = 0
     for op in ops:
@@ -228,6 +234,8 @@ def run_collectors(ops, rand, direct_acker_queue: bool, n_ackers: int):
         else:
             bolt.fail(tuples[op[1]])
         tuples.extend(t for _, t in rt.sent[before:])
+        if after_op is not None:
+            after_op(rt, executors)
     return tuples, [m for _, m in rt.acker_msgs], spout
 
 

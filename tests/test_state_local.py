@@ -3,6 +3,7 @@ at-least-once checkpoint protocol end to end (real runtime, real acker, memory p
 
 from __future__ import annotations
 
+import json
 import re
 from collections import Counter
 
@@ -10,11 +11,12 @@ import pytest
 
 import gale
 from gale import TopologyBuilder, TopologyError
-from gale.topology.state import CHECKPOINT_COMPONENT, CHECKPOINT_STREAM, unpack_value
+from gale.topology.state import CHECKPOINT_COMPONENT, CHECKPOINT_STREAM, pack, unpack_value
 from gale.worker.local import LocalCluster
 from gale.worker.state.inspect import read_committed
+from gale.worker.state.task_state import WRITER_KEY
 from tests.state_topologies import BadValueCount, FlakySplit, NumberedSentences, Sink, StatefulCount, sentence
-from tests.waiting import eventually
+from tests.waiting import eventually, until
 
 
 def word_count(count_parallelism: int = 2, sink: bool = True, count=StatefulCount) -> TopologyBuilder:
@@ -185,6 +187,55 @@ def test_state_survives_a_restart_of_the_topology_with_the_same_provider():
             second.kill()
 
 
+def test_a_new_version_with_another_key_type_is_reported_not_mixed():
+    """Version 1 counts words (str keys); version 2, submitted under the same name (another
+    submission: another topology id), counts word ids (int keys) over the same state: every put of
+    an int key fails, reported on the component naming both key types, and the state keeps only
+    version 1's str keys."""
+    from gale.worker.local import LocalTopology, local_conf
+    from tests.state_topologies import WordIds
+
+    n = 40
+    expected = Counter(w for i in range(n) for w in sentence(i).split())
+    conf = {"test.sentences": n, "topology.state.checkpoint.interval.ms": 50, "topology.name": "wc"}
+    v1 = word_count(sink=False).create_topology("wc", conf)
+    b = TopologyBuilder()
+    b.set_spout("sentences", NumberedSentences, 1)
+    b.set_bolt("split", WordIds, 1).shuffle_grouping("sentences")
+    b.set_bolt("count", StatefulCount, 2).fields_grouping("split", ["word"])
+    v2 = b.create_topology("wc", conf)
+    first = LocalTopology("wc-v1", v1, local_conf(v1))
+    try:
+        eventually(lambda: _assert_eq(counts_in(first), dict(expected)), timeout=60)
+        provider = first.runtime.resources.pop("state")  # keep it open, as Redis would be
+    finally:
+        first.kill()
+    second = LocalTopology("wc-v2", v2, local_conf(v2), start=False)
+    second.runtime.resources["state"] = provider
+    second.runtime.resources["state_prefix"] = second.runtime.state_prefix
+    second.runtime.start(active=True)
+    try:
+        def reported():
+            errors = second.errors.get("count", [])
+            assert any(re.search(r"state key \d+ has type int, but the state of component 'count' was written by "
+                                 r"another submission of the topology \(topology id wc-v1-local\) with keys of type "
+                                 r"str", e) for e in errors), errors
+
+        eventually(reported, timeout=60)
+
+        def txid():
+            record = json.loads(provider.get_meta("wc/__state"))
+            # the last committed checkpoint (PREPARING/COMMITTING n: n - 1 is the last one committed)
+            return record["txid"] - (record["state"] != "COMMITTED")
+
+        seen = until(txid, 30, lambda: "no checkpoint committed")
+        # two more checkpoints committed after the report: had an int key been put, it would be in them
+        until(lambda: txid() >= seen + 2, 30, lambda: f"checkpoints committed: {txid()}, waiting for {seen + 2}")
+        assert read_committed(provider, "wc", "count", key_groups=128) == dict(expected)
+    finally:
+        second.kill()
+
+
 def _assert_eq(actual, expected):
     assert actual == expected
     return actual
@@ -299,8 +350,9 @@ def test_per_task_state_of_a_shuffle_grouped_stateful_bolt():
 
         def per_task():
             loaded = provider.load([f"{running.runtime.state_prefix}/totals/task{i}" for i in range(3)])
-            # each task index has its own namespace holding its own 'total'
-            assert [len(v) for v in loaded.values()] == [1, 1, 1], loaded
+            # each task index has its own namespace holding its own 'total' (and its writer record)
+            loaded = {ns: {k: v for k, v in c.items() if k != WRITER_KEY} for ns, c in loaded.items()}
+            assert [list(v) for v in loaded.values()] == [[pack("total")]] * 3, loaded
             counts = [unpack_value(next(iter(v.values()))) for v in loaded.values()]
             assert sum(counts) == words, (counts, words)
             return counts

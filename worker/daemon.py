@@ -212,6 +212,18 @@ class Worker:
                 routes[task] = address
         return routes, identities
 
+    #: the task layout this worker runs and the configuration it was computed with (set by setup)
+    task_layout: TopologyTasks | None = None
+    task_layout_conf: dict[str, Any] | None = None
+
+    def _relayout(self, base) -> bool:
+        """True when ``base`` gives another task layout than the one this worker runs (a rebalance
+        changed a task count)."""
+        if self.task_layout is None:
+            return False
+        return TopologyTasks.of(self.task_layout.defn, self.task_layout_conf, base).task_to_component != \
+            self.task_layout.task_to_component
+
     def _watch(self, *_args: Any) -> None:
         self._refresh_event.set()
 
@@ -226,6 +238,14 @@ class Worker:
             return
         self.transfer.set_routes(*self._routes(assignment))
         base = self.state.storm_base(self.topology_id, watch=self._watch)
+        if base is not None and self._relayout(base):
+            # a rebalance changed a task count: task ids shift, so every worker restarts on the new
+            # layout (the supervisor relaunches it; the assignment may be the same)
+            self.exit_reason = "task layout changed by a rebalance"
+            log.info("worker-relayout-exiting", reason=self.exit_reason, tasks=base.component_tasks)
+            self.exit_code = EXIT_REASSIGNED
+            self.stop_event.set()
+            return
         active = base is not None and base.status == TopologyStatus.ACTIVE
         if active != self.runtime.active:
             log.info("spouts-" + ("activated" if active else "deactivated"))
@@ -280,7 +300,15 @@ class Worker:
         conf = dict(self.conf)
         conf.update(topo_conf)
         conf.pop("topology.secret", None)
-        layout = TopologyTasks(defn, conf, base.num_workers, base.component_executors)
+        layout = TopologyTasks.of(defn, conf, base)
+        self.task_layout, self.task_layout_conf = layout, conf
+        stray = sorted(set(assignment.executors()) - set(layout.executors))
+        if stray:
+            # the StormBase of a rebalance that changed task counts is written just before the
+            # assignment: between the two, they disagree (the supervisor relaunches this worker)
+            raise GaleError(f"the assignment of {self.topology_id} names executors {stray[:5]} that its task layout "
+                            f"(task counts {layout.task_counts}) does not have: a rebalance changing task counts "
+                            "is being applied; retrying")
         bind_host = slot_bind_host(self.conf)
         if not self.conf.get("storm.local.hostname") and not self.conf.get("worker.transfer.host") \
                 and ipaddress.ip_address(bind_host.split("%")[0]).is_loopback:

@@ -184,6 +184,7 @@ class TopologyBuilder:
                 streams={sid: StreamDef(fields=s.fields, direct=s.direct) for sid, s in streams.items()},
                 inputs=spec.inputs,
                 spark=bool(getattr(spec.cls, "uses_spark", False)),
+                stateful=issubclass(spec.cls, StatefulBolt),
             )
         if any(issubclass(spec.cls, StatefulBolt) for spec in self._specs.values()) or any(
                 comp.conf.get(PERSISTENT) for comp in components.values()):

@@ -70,6 +70,9 @@ class ComponentDef(_Model):
     streams: dict[str, StreamDef] = {}
     inputs: list[InputDef] = []
     spark: bool = False
+    #: a ``StatefulBolt`` (set by the builder): nimbus decides without importing user code whether
+    #: a rebalance may change the component's task count (``gale.nimbus.rescale``)
+    stateful: bool = False
 
     @property
     def executors(self) -> int:
@@ -245,19 +248,26 @@ def num_ackers(conf: Mapping[str, Any], num_workers: int) -> int:
 
 
 def component_parallelism(
-    defn: TopologyDef, conf: Mapping[str, Any], num_workers: int, overrides: Mapping[str, int] | None = None
+    defn: TopologyDef, conf: Mapping[str, Any], num_workers: int, overrides: Mapping[str, int] | None = None,
+    tasks: Mapping[str, int] | None = None,
 ) -> dict[str, int]:
-    """Executors per component including ``__acker`` (StormBase.component_executors)."""
-    out = {cid: comp.executors for cid, comp in defn.components.items()}
+    """Executors per component including ``__acker`` (StormBase.component_executors); ``tasks``:
+    task counts a rebalance changed (StormBase.component_tasks)."""
+    tasks = tasks or {}
+    out = {cid: min(comp.parallelism, tasks.get(cid, comp.tasks)) for cid, comp in defn.components.items()}
     for cid, n in (overrides or {}).items():
         if cid in out:
-            out[cid] = max(1, min(int(n), defn.components[cid].tasks))
+            out[cid] = max(1, min(int(n), tasks.get(cid, defn.components[cid].tasks)))
     out[ACKER_COMPONENT] = num_ackers(conf, num_workers) if ACKER_COMPONENT not in (overrides or {}) else int(overrides[ACKER_COMPONENT])
     return out
 
 
-def component_task_counts(defn: TopologyDef, acker_executors: int) -> dict[str, int]:
-    counts = {cid: comp.tasks for cid, comp in defn.components.items()}
+def component_task_counts(defn: TopologyDef, acker_executors: int,
+                          tasks: Mapping[str, int] | None = None) -> dict[str, int]:
+    """Tasks per component: the definition's, or the count a rebalance set (``tasks``, Gale:
+    StormBase.component_tasks), and ``__acker``'s (its executor count)."""
+    tasks = tasks or {}
+    counts = {cid: int(tasks.get(cid, comp.tasks)) for cid, comp in defn.components.items()}
     counts[ACKER_COMPONENT] = acker_executors
     return counts
 
@@ -301,7 +311,9 @@ def compute_executors(task_map: Mapping[int, str], parallelism: Mapping[str, int
 
 
 class TopologyTasks:
-    """Tasks and executors of one topology for a given worker count and executor overrides."""
+    """Tasks and executors of one topology for a given worker count and executor overrides, and
+    the task counts a rebalance changed (``tasks``: StormBase.component_tasks; Gale — Storm's task
+    counts are fixed at submit). Build it from a StormBase with :meth:`of`."""
 
     def __init__(
         self,
@@ -309,17 +321,24 @@ class TopologyTasks:
         conf: Mapping[str, Any],
         num_workers: int,
         parallelism: Mapping[str, int] | None = None,
+        tasks: Mapping[str, int] | None = None,
     ):
         self.defn = defn
         self.num_workers = num_workers
-        self.parallelism = dict(parallelism) if parallelism else component_parallelism(defn, conf, num_workers)
+        self.parallelism = dict(parallelism) if parallelism else component_parallelism(defn, conf, num_workers,
+                                                                                       tasks=tasks)
         acker_tasks = self.parallelism.get(ACKER_COMPONENT, num_ackers(conf, num_workers))
-        self.task_counts = component_task_counts(defn, acker_tasks)
+        self.task_counts = component_task_counts(defn, acker_tasks, tasks)
         self.task_to_component = task_to_component(self.task_counts)
         self.component_executors = compute_executors(self.task_to_component, self.parallelism)
         self.executor_to_component: dict[ExecutorId, str] = {
             ex: cid for cid, exs in self.component_executors.items() for ex in exs
         }
+
+    @classmethod
+    def of(cls, defn: TopologyDef, conf: Mapping[str, Any], base: Any) -> TopologyTasks:
+        """The layout a StormBase gives: its workers, executors and task counts."""
+        return cls(defn, conf, base.num_workers, base.component_executors, base.component_tasks)
 
     @property
     def executors(self) -> list[ExecutorId]:

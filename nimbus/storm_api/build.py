@@ -121,7 +121,7 @@ def gather(nimbus: Nimbus, name_or_id: str, *, components: Iterable[str] | None 
     if base is None:
         raise NotFoundError(f"no topology {name_or_id!r} (it was removed); list them with GET /api/v1/topology/summary")
     defn, conf = nimbus.definition(tid)
-    layout = TopologyTasks(defn, conf, base.num_workers, base.component_executors)
+    layout = TopologyTasks.of(defn, conf, base)
     wanted = sorted(layout.component_executors) if components is None else list(components)
     errors = {c: state.errors(tid, c) for c in wanted if c != ACKER_COMPONENT}
     try:

@@ -12,7 +12,7 @@ spout times the tuple out on its own (``docs/storm-model.md`` §6).
 at a time with exactly Storm's semantics (most trees complete there within milliseconds). Trees that
 outlive a timeout rotation — or the oldest ones once the dict is full — move in bulk to a
 :class:`CompactTable`: parallel numpy arrays (open addressing, linear probing; 8 bytes key, 8 bytes
-value, 4 bytes spout task, 1 byte rotation generation, 1 byte flags — 22 bytes a slot, 31–63 bytes
+value, 4 bytes spout task, 1 byte rotation generation, 1 byte flags — 22 bytes a slot, 31–45 bytes
 per pending tree at the load factors used, where a Python dict entry with int objects costs ~175),
 updated in vectorized batches.
 
@@ -89,17 +89,14 @@ class CompactTable:
     """
 
     def __init__(self, capacity: int = 1024, max_load: float = 0.7):
-        cap = 1
-        while cap < capacity:
-            cap <<= 1
         self.max_load = max_load
-        self._alloc(cap)
+        self._alloc(max(1, int(capacity)))
         self.generation = 0
         self.invalid = 0  # messages dropped for a root, value or spout task outside the arrays' range
 
     def _alloc(self, cap: int) -> None:
         self.capacity = cap
-        self.mask = np.uint64(cap - 1)
+        self._cap64 = np.uint64(cap)
         self.keys = np.zeros(cap, dtype=np.uint64)
         self.vals = np.zeros(cap, dtype=np.uint64)
         self.spout = np.zeros(cap, dtype=np.uint32)
@@ -120,7 +117,7 @@ class CompactTable:
     def _find(self, keys: np.ndarray, insert: bool) -> np.ndarray:
         """Slot index of each distinct key; missing keys get -1, or a fresh slot when ``insert``."""
         n = keys.shape[0]
-        pos = (_mix(keys) & self.mask).astype(np.int64)
+        pos = (_mix(keys) % self._cap64).astype(np.int64)
         slots = np.full(n, -1, dtype=np.int64)
         first_free = np.full(n, -1, dtype=np.int64)
         todo = np.arange(n)
@@ -139,7 +136,7 @@ class CompactTable:
             first_free[ended[nofree]] = p[empty][nofree]
             cont = ~(hit | empty)
             todo = todo[cont]
-            pos[todo] = (p[cont] + 1) & (cap - 1)
+            pos[todo] = (p[cont] + 1) % cap
         if not insert:
             return slots
         missing = np.nonzero(slots < 0)[0]
@@ -153,14 +150,14 @@ class CompactTable:
         Two keys wanting the same slot: the first wins, the other probes on. Every slot a key
         skips is occupied, so lookups (which stop only at an empty slot) still find it.
         """
-        mask = self.capacity - 1
+        cap = self.capacity
         while missing.size:
             while True:
                 k = self.keys[want]
                 busy = (k != EMPTY) & (k != TOMBSTONE)
                 if not busy.any():
                     break
-                want = np.where(busy, (want + 1) & mask, want)
+                want = np.where(busy, (want + 1) % cap, want)
             order = np.argsort(want, kind="stable")
             ordered = want[order]
             first = np.ones(ordered.size, dtype=bool)
@@ -253,11 +250,10 @@ class CompactTable:
     def _rebuild(self, needed: int) -> None:
         """Re-insert the live entries into a table sized for ``needed`` (drops tombstones).
 
-        The new table is at most about half full, so it stays within 22 / 0.35 ≈ 63 bytes per
-        entry right after growing and ≈ 31 at ``max_load``."""
-        cap = 1024
-        while needed > cap * self.max_load * 0.7:
-            cap <<= 1
+        The new table is about half full (``needed`` fills ``max_load × 0.7`` of it; any size, not
+        a power of two, so a table that just grew does not sit at a quarter full): 22 / 0.49 ≈ 45
+        bytes per entry right after growing, ≈ 31 at ``max_load``."""
+        cap = max(1024, -(-int(needed / (self.max_load * 0.7)) // 1024) * 1024)
         live = self.keys > TOMBSTONE
         keys, vals, spout = self.keys[live], self.vals[live], self.spout[live]
         gen, flags = self.gen[live], self.flags[live]
@@ -337,7 +333,9 @@ class AckerTable:
     semantics of :class:`ReferenceAcker`, ~0.3 µs a message). Trees that outlive a rotation, or the
     oldest ones once the dict holds ``young_max`` entries, move in bulk to a :class:`CompactTable`
     (22 bytes a slot), where messages for them are applied in vectorized batches. A root is in
-    exactly one of the two. Memory stays under 64 bytes per pending tree at a million pending.
+    exactly one of the two. Memory stays under 64 bytes per pending tree from about 100,000 pending
+    (53 bytes there, 38 at a million; ``benchmarks/bench_peers.py`` prints it); below, the young
+    dict's up to ``young_max`` entries dominate.
 
     Messages are 4-tuples ``(kind, root, val, spout_task)``: ``(INIT, root, val, task)``,
     ``(ACK, root, val, 0)``, ``(FAIL, root, 0, 0)``, ``(RESET, root, 0, 0)``.

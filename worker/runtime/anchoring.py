@@ -16,6 +16,10 @@ the value reaches 0 exactly when every tuple of the tree has been acked. The pie
 * **bolt ack**: for every root of the input, ``(ACK, root, edge XOR input.ack_val, 0)`` — "remove my
   own id, add my children's".
 * **bolt fail**: ``(FAIL, root, 0, 0)`` for every root; **reset timeout**: ``(RESET, root, 0, 0)``.
+* **ack buffer**: the acks a bolt executor makes in one batch are folded per root
+  (:func:`combine_ack`) and sent after the batch as one ``ACK`` per root (:func:`buffered_messages`);
+  a fail or reset of a tree first sends that tree's buffered value, so the acker sees the same
+  order. The acker reaches the same values, so the same completions, failures and timeouts.
 
 The functions below take the random ids as arguments, so they are deterministic; callers draw them
 with :func:`new_root_id` / :func:`new_edge_id` from a ``getrandbits``-like function. The collectors
@@ -109,6 +113,19 @@ def add_child(ack_val: int, edge: int) -> int:
 def ack_messages(message_id: MessageId | None, ack_val: int) -> list[AckerMessage]:
     """What acking a tuple tells the acker: per root, the tuple's edge XOR its ``ack_val``."""
     return [(ACK, root, edge ^ ack_val, 0) for root, edge in (message_id or {}).items()]
+
+
+def combine_ack(buffer: dict[int, int], message_id: MessageId | None, ack_val: int) -> None:
+    """Fold an ack into an ack buffer (root → XOR of the ack values not sent yet). XOR being
+    associative and commutative, sending :func:`buffered_messages` later tells the acker what the
+    :func:`ack_messages` of every folded ack would have, in one message per root."""
+    for root, edge in (message_id or {}).items():
+        buffer[root] = buffer.get(root, 0) ^ edge ^ ack_val
+
+
+def buffered_messages(buffer: dict[int, int]) -> list[AckerMessage]:
+    """The acker messages of an ack buffer: one ``(ACK, root, value, 0)`` per root."""
+    return [(ACK, root, val, 0) for root, val in buffer.items()]
 
 
 def fail_messages(message_id: MessageId | None) -> list[AckerMessage]:

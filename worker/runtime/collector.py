@@ -45,9 +45,10 @@ class StreamRoute:
     """Where one output stream of one component goes: its fields and its subscriptions."""
 
     __slots__ = ("stream", "fields", "n", "groupers", "direct", "direct_tasks", "single", "choose", "emitted",
-                 "transferred", "salt")
+                 "transferred", "salt", "const", "const_queues", "single_queue")
 
-    def __init__(self, stream: str, fields: Fields, groupers: list[Grouper], direct: bool):
+    def __init__(self, stream: str, fields: Fields, groupers: list[Grouper], direct: bool,
+                 queue_of: Callable[[int], Any] | None = None):
         self.stream = stream
         self.fields = fields
         self.n = len(fields.names)
@@ -66,6 +67,20 @@ class StreamRoute:
         self.choose: Callable[[Sequence[Any]], list[int]] = (
             self.single.choose if self.single is not None else self.targets if self.groupers else _no_targets
         )
+        #: the target list when no grouper depends on the values (no subscriber, or every
+        #: subscription has one task / goes to all its tasks): emit skips ``choose``. ``None`` otherwise.
+        self.const: list[int] | None = None
+        consts = [g.constant() for g in self.groupers]
+        if all(c is not None for c in consts):
+            self.const = [t for c in consts for t in c]  # type: ignore[union-attr]
+        #: with ``const`` and every target in this process (``queue_of`` given): their input deques
+        self.const_queues: list[Any] | None = None
+        if self.const and queue_of is not None:
+            queues = [queue_of(t) for t in self.const]
+            if all(q is not None for q in queues):
+                self.const_queues = queues
+        #: the deque of the only target when every tuple goes to one task in this process
+        self.single_queue: Any = self.const_queues[0] if self.const_queues and len(self.const_queues) == 1 else None
 
     def targets(self, values: Sequence[Any]) -> list[int]:
         if self.single is not None:
@@ -149,7 +164,9 @@ class SpoutOutputCollector(_Collector):
     def __init__(self, executor: SpoutExecutor, task: int, routes: dict[str, StreamRoute], rand: Rand | None = None):
         super().__init__(executor, task, routes, rand)
         self._pending = executor.pending
+        self._pending_put = executor.pending.put
         self._clock = executor.clock
+        self._monotonic = executor.clock.monotonic
         n = len(self._runtime.acker_tasks)
         local = self._runtime.local_acker_indices
         # root ids map to acker_tasks[root % n]; steer them to this worker's own ackers
@@ -160,6 +177,8 @@ class SpoutOutputCollector(_Collector):
 
     def _message_lineage(self, stream: str, msg_id: Any) -> int:
         salt = self._message_salts.get(stream)
+        if salt is not None and msg_id.__class__ is int:
+            return hash((salt, msg_id)) or 1  # lineage.message, inlined
         if salt is None:
             spout = getattr(self._executor, "spouts", {}).get(self.task)
             unique = bool(getattr(spout, "unique_message_ids", False))
@@ -171,7 +190,8 @@ class SpoutOutputCollector(_Collector):
         route = self._routes.get(stream)
         if route is None or len(values) != route.n:
             route = self._route(stream, values)
-        return self._emit(route, route.choose(values), values, msg_id)
+        targets = route.const
+        return self._emit(route, route.choose(values) if targets is None else targets, values, msg_id)
 
     def emit_direct(self, task: int, values: Sequence[Any], msg_id: Any = None, stream: str = "default") -> list[int]:
         route = self._route(stream, values)
@@ -184,7 +204,7 @@ class SpoutOutputCollector(_Collector):
         self._executor.emitted_this_round += 1
         if self._capture is not None:
             self._capture(self.component, stream, values)
-        fields, task, send = route.fields, self.task, self._send_tuple
+        fields, task = route.fields, self.task
         if msg_id is not None and self._acking:
             rand = self._rand
             root = rand(64) | 2  # anchoring.new_root_id
@@ -193,23 +213,40 @@ class SpoutOutputCollector(_Collector):
             if self._generation is not None:
                 root = with_generation(root, self._generation, *(self._steer or (1, 0)))
             xor = 0
-            queue_of = self._queue_of
             lineage = self._message_lineage(stream, msg_id)
-            for target in targets:
-                edge = rand(64) or 1  # anchoring.new_edge_id
-                xor ^= edge
-                t = new_tuple(values, fields, task, {root: edge}, lineage)
-                q = queue_of(target)
-                if q is not None:
-                    q.append(t)
-                else:
-                    send(target, t)
-            self._pending.put(root, (task, msg_id, stream, self._clock.monotonic()))
-            self._send_acker(self._acker_task(root), (INIT, root, xor, task))
+            queues = route.const_queues
+            if queues is not None:
+                for q in queues:
+                    edge = rand(64) or 1  # anchoring.new_edge_id
+                    xor ^= edge
+                    q.append(new_tuple(values, fields, task, {root: edge}, lineage))
+            else:
+                queue_of, send = self._queue_of, self._send_tuple
+                for target in targets:
+                    edge = rand(64) or 1  # anchoring.new_edge_id
+                    xor ^= edge
+                    t = new_tuple(values, fields, task, {root: edge}, lineage)
+                    q = queue_of(target)
+                    if q is not None:
+                        q.append(t)
+                    else:
+                        send(target, t)
+            self._pending_put(root, (task, msg_id, stream, self._monotonic()))
+            q = self._acker_queue
+            if q is not None:
+                q.append((INIT, root, xor, task))
+            else:
+                self._send_acker(self._acker_task(root), (INIT, root, xor, task))
         else:
             if targets:
-                for target in targets:
-                    send(target, new_tuple(values, fields, task, None))
+                queues = route.const_queues
+                if queues is not None:
+                    for q in queues:
+                        q.append(new_tuple(values, fields, task, None))
+                else:
+                    send = self._send_tuple
+                    for target in targets:
+                        send(target, new_tuple(values, fields, task, None))
             if msg_id is not None:
                 # acking disabled (topology.acker.executors = 0): the tuple counts as acked at once
                 self._executor.ack_now(task, msg_id, stream)
@@ -224,6 +261,9 @@ class BoltOutputCollector(_Collector):
         #: set by the executor while a BasicBolt executes: emits anchor to it by default
         self.auto_anchor: Tuple | None = None
         self._perf = time.perf_counter
+        #: the executor's ack buffer (root → XOR of this round's ack values), or None: acks are then
+        #: sent one message each. The executor thread sends it after the executor's batch.
+        self._ack_buf: dict[int, int] | None = getattr(executor, "ack_buf", None)
 
     def emit(
         self, values: Sequence[Any], anchors: Tuple | Iterable[Tuple] | None = None, stream: str = "default"
@@ -231,29 +271,68 @@ class BoltOutputCollector(_Collector):
         route = self._routes.get(stream)
         if route is None or len(values) != route.n:
             route = self._route(stream, values)
-        targets = route.choose(values)
-        route.emitted += 1
-        if self._capture is not None:
-            self._capture(self.component, stream, values)
+        if anchors is None:
+            anchors = self.auto_anchor
+        q = route.single_queue
+        if q is not None:
+            # the hottest path of a topology, inlined: one target task in this process, and no
+            # tracked anchor (or acking off) or one anchor in one tuple tree (anchoring.bolt_emit,
+            # lineage.child, new_tuple, send_tuple by hand). Other anchorings take the general path.
+            message_id: dict[int, int] | None = None
+            lineage = 0
+            if anchors is not None and self._acking:
+                if anchors.__class__ is Tuple and anchors.message_id and len(anchors.message_id) == 1:
+                    (root,) = anchors.message_id
+                    ordinal = anchors._emits
+                    anchors._emits = ordinal + 1
+                    lineage = anchors.lineage
+                    if lineage:
+                        lineage = hash((lineage, route.salt, ordinal))
+                    edge = self._rand(64) or 1
+                    anchors.ack_val ^= edge
+                    message_id = {root: edge}
+                else:
+                    q = None
+            route.emitted += 1
+            if self._capture is not None:
+                self._capture(self.component, stream, values)
+            if q is not None:
+                route.transferred += 1
+                t = _new(Tuple)
+                t.values = values
+                t.fields = route.fields
+                t.task = self.task
+                t.message_id = message_id
+                t.ack_val = 0
+                t._st = 0.0
+                t.lineage = lineage
+                t._emits = 0
+                q.append(t)
+                return route.const  # type: ignore[return-value]
+            targets = route.const or []  # an anchoring the short path does not take: the general path
+        else:
+            targets = route.const
+            if targets is None:
+                targets = route.choose(values)
+            route.emitted += 1
+            if self._capture is not None:
+                self._capture(self.component, stream, values)
         if not targets:
             return targets
         route.transferred += len(targets)
-        if anchors is None:
-            anchors = self.auto_anchor
-        if anchors is not None and anchors.__class__ is Tuple and self._acking:
+        if anchors.__class__ is Tuple and self._acking:
             a_ids = anchors.message_id
             if a_ids:
                 # the common case, inlined: one tracked anchor (anchoring.bolt_emit with one anchor)
-                fields, task, send, rand = route.fields, self.task, self._send_tuple, self._rand
+                fields, task, rand = route.fields, self.task, self._rand
                 ordinal = anchors._emits
                 anchors._emits = ordinal + 1
                 lineage = anchors.lineage
                 if lineage:
                     lineage = hash((lineage, route.salt, ordinal))  # lineage.child, inlined
                 if len(a_ids) == 1:
-                    # the hottest path of a topology, inlined: new_tuple() and send_tuple() by hand
                     (root,) = a_ids
-                    queue_of = self._queue_of
+                    queue_of, send = self._queue_of, self._send_tuple
                     for target in targets:
                         edge = rand(64) or 1
                         anchors.ack_val ^= edge
@@ -272,10 +351,19 @@ class BoltOutputCollector(_Collector):
                         else:
                             send(target, t)
                 else:
+                    send = self._send_tuple
                     for target in targets:
                         edge = rand(64) or 1
                         anchors.ack_val ^= edge
                         send(target, new_tuple(values, fields, task, fromkeys(a_ids, edge), lineage))
+                return targets
+        elif anchors is None or not self._acking:
+            # untracked copies (no anchor, or acking off) to queues in this process
+            queues = route.const_queues
+            if queues is not None:
+                fields, task = route.fields, self.task
+                for q in queues:
+                    q.append(new_tuple(values, fields, task, None))
                 return targets
         return self._emit_anchored(route, targets, values, anchors)
 
@@ -338,22 +426,38 @@ class BoltOutputCollector(_Collector):
         tup._st = -1.0
         ids = tup.message_id
         if ids and self._acking:
-            # anchoring.ack_messages
+            # anchoring.ack_messages; with an ack buffer, anchoring.combine_ack: the values for one
+            # root are XORed together (a tree's acks in one executor batch become one acker message)
             av = tup.ack_val
-            q = self._acker_queue
-            if q is not None:
+            buf = self._ack_buf
+            if buf is not None:
+                get = buf.get
                 for root, edge in ids.items():
-                    q.append((ACK, root, edge ^ av, 0))
+                    buf[root] = get(root, 0) ^ edge ^ av
             else:
-                send, acker_task = self._send_acker, self._acker_task
-                for root, edge in ids.items():
-                    send(acker_task(root), (ACK, root, edge ^ av, 0))
+                q = self._acker_queue
+                if q is not None:
+                    for root, edge in ids.items():
+                        q.append((ACK, root, edge ^ av, 0))
+                else:
+                    send, acker_task = self._send_acker, self._acker_task
+                    for root, edge in ids.items():
+                        send(acker_task(root), (ACK, root, edge ^ av, 0))
         stats = self._stats
         stats.acked[tup.fields.source_key] += 1
         if st:
             key = tup.fields.source_key
             stats.process_ms[key] += (self._perf() - st) * 1000.0
             stats.process_n[key] += 1
+
+    def _send_buffered(self, root: int) -> None:
+        """Send the buffered ack value of ``root`` now (before a fail or reset of that tree, so the
+        acker sees the messages in the order they were made)."""
+        buf = self._ack_buf
+        if buf:
+            val = buf.pop(root, None)
+            if val is not None:
+                self._send_acker(self._acker_task(root), (ACK, root, val, 0))
 
     def fail(self, tup: Tuple) -> None:
         st = tup._st
@@ -363,6 +467,7 @@ class BoltOutputCollector(_Collector):
         ids = tup.message_id
         if ids and self._acking:
             for root in ids:  # anchoring.fail_messages
+                self._send_buffered(root)
                 self._send_acker(self._acker_task(root), (FAIL, root, 0, 0))
         key = tup.fields.source_key
         stats = self._stats
@@ -375,4 +480,5 @@ class BoltOutputCollector(_Collector):
         """Restart the timeout of every tuple tree ``tup`` belongs to (long-running work)."""
         if tup.message_id and self._acking:
             for root in tup.message_id:
+                self._send_buffered(root)
                 self._send_acker(self._acker_task(root), (RESET, root, 0, 0))

@@ -73,6 +73,10 @@ class Executor:
         self.clock = runtime.clock
         self.queues: dict[int, deque] = {task: deque() for task in self.tasks}
         self.queue_list: list[deque] = list(self.queues.values())
+        #: acks made during a batch, root → XOR of their values (BoltOutputCollector.ack); the
+        #: executor thread hands them to the acker after each run_batch / on_timer (one message per
+        #: tree and batch instead of one per acked tuple)
+        self.ack_buf: dict[int, int] = {}
         self.thread: Any = None  # the ExecutorThread that runs this executor
         self.stats = ExecutorStatsCollector(component, "spout" if self.kind == "spout" else "bolt", self.clock)
         self.throttle = ErrorThrottle(
@@ -209,7 +213,14 @@ class SpoutExecutor(Executor):
     def ack_now(self, task: int, msg_id: Any, stream: str) -> None:
         """Acking disabled: the spout is told ``ack`` right after the emit."""
         self.stats.acked[stream] += 1
-        self._call("ack", task, msg_id)
+        self.calls += 1
+        self.in_call = True
+        try:
+            self.spouts[task].ack(msg_id)
+        except Exception as exc:  # noqa: BLE001 - user code
+            self.report_error(exc)
+        finally:
+            self.in_call = False
 
     def pending_count(self) -> int:
         return len(self.pending)
@@ -220,10 +231,7 @@ class SpoutExecutor(Executor):
             if queue:
                 n = len(queue)
                 work += n
-                pop = queue.popleft
-                for _ in range(n):
-                    outcome, root = pop()
-                    self._ack_result(outcome, root)
+                self._ack_results(queue, n)
         if self.runtime.active != self.active:
             self.set_active(self.runtime.active)
         if not self.active or self.runtime.congested:
@@ -254,22 +262,38 @@ class SpoutExecutor(Executor):
             emitted += self.emitted_this_round
         return work + emitted
 
-    def _ack_result(self, outcome: int, root: int) -> None:
-        if outcome == RESET_TIMEOUT:
-            self.pending.touch(root)
-            return
-        info = self.pending.pop(root)
-        if info is None:
-            return  # timed out already (the spout was told fail then)
-        task, msg_id, stream, t_emit = info
-        if outcome == ACKED:
-            self.stats.acked[stream] += 1
-            self.stats.complete_ms[stream] += (self.clock.monotonic() - t_emit) * 1000.0
-            self.stats.complete_n[stream] += 1
-            self._call("ack", task, msg_id)
-        elif outcome == FAILED:
-            self.stats.failed[stream] += 1
-            self._call("fail", task, msg_id)
+    def _ack_results(self, queue: deque, n: int) -> None:
+        """Apply the first ``n`` acker outcomes of ``queue``: the spout is told ack or fail."""
+        pop = queue.popleft
+        pending_pop = self.pending.pop
+        stats = self.stats
+        acked, complete_ms, complete_n = stats.acked, stats.complete_ms, stats.complete_n
+        spouts = self.spouts
+        now = self.clock.monotonic()
+        for _ in range(n):
+            outcome, root = pop()
+            if outcome == RESET_TIMEOUT:
+                self.pending.touch(root)
+                continue
+            info = pending_pop(root)
+            if info is None:
+                continue  # timed out already (the spout was told fail then)
+            task, msg_id, stream, t_emit = info
+            if outcome == ACKED:
+                acked[stream] += 1
+                complete_ms[stream] += (now - t_emit) * 1000.0
+                complete_n[stream] += 1
+                self.calls += 1
+                self.in_call = True
+                try:
+                    spouts[task].ack(msg_id)
+                except Exception as exc:  # noqa: BLE001 - user code
+                    self.report_error(exc)
+                finally:
+                    self.in_call = False
+            elif outcome == FAILED:
+                stats.failed[stream] += 1
+                self._call("fail", task, msg_id)
 
     def on_timer(self, now: float) -> None:
         while self.timeouts_enabled and now >= self.next_rotation:
@@ -327,13 +351,15 @@ class BoltExecutor(Executor):
         pop = queue.popleft
         execute = self.bolts[task].execute
         collector = self.collectors[task]
-        is_basic = self.basic[task]
+        if self.basic[task]:
+            execute = self._basic_execute(collector, execute)
         stats = self.stats
         executed = stats.executed
         perf = collector._perf
         sample_every = self.sample_every
-        countdown = self._sample_n or sample_every
-        report_error, fail, ack = self.report_error, collector.fail, collector.ack
+        # tuples left until the next sampled one (never reaches 0 when sampling is off)
+        countdown = (self._sample_n or sample_every) if sample_every else -1
+        report_error, fail = self.report_error, collector.fail
         last_fields = None
         run = 0  # tuples of the current input stream not yet added to ``executed``
         for _ in range(n):
@@ -344,15 +370,23 @@ class BoltExecutor(Executor):
                     executed[last_fields.source_key] += run
                 last_fields, run = fields, 0
             run += 1
-            sampled = 0.0
-            if sample_every:
-                countdown -= 1
-                if countdown <= 0:
-                    countdown = sample_every
-                    sampled = tup._st = perf()
-            if is_basic:
-                collector.auto_anchor = tup
-            self.current = tup  # what the stats thread sees while user code runs (wedge detection)
+            # what the stats thread sees while user code runs (wedge detection; None after the batch)
+            self.current = tup
+            countdown -= 1
+            if countdown:
+                try:
+                    execute(tup)
+                except ReportedFailedException as exc:
+                    report_error(exc)
+                    fail(tup)
+                except FailedException:
+                    fail(tup)
+                except Exception as exc:  # noqa: BLE001 - user code
+                    report_error(exc)
+                    fail(tup)
+                continue
+            countdown = sample_every
+            sampled = tup._st = perf()
             try:
                 execute(tup)
             except ReportedFailedException as exc:
@@ -363,21 +397,31 @@ class BoltExecutor(Executor):
             except Exception as exc:  # noqa: BLE001 - user code
                 report_error(exc)
                 fail(tup)
-            else:
-                if is_basic:
-                    ack(tup)
-            finally:
-                self.current = None
-                if is_basic:
-                    collector.auto_anchor = None
-            if sampled:
-                key = fields.source_key
-                stats.execute_ms[key] += (perf() - sampled) * 1000.0
-                stats.execute_n[key] += 1
+            key = fields.source_key
+            stats.execute_ms[key] += (perf() - sampled) * 1000.0
+            stats.execute_n[key] += 1
+        self.current = None
         if run:
             executed[last_fields.source_key] += run
-        self._sample_n = countdown
+        if sample_every:
+            self._sample_n = countdown
         return n
+
+    @staticmethod
+    def _basic_execute(collector: BoltOutputCollector, execute: Any) -> Any:
+        """A BasicBolt's execute: emits anchor to the input, which is acked when execute returns
+        (an exception fails it, in the caller)."""
+        ack = collector.ack
+
+        def run(tup: Tuple) -> None:
+            collector.auto_anchor = tup
+            try:
+                execute(tup)
+            finally:
+                collector.auto_anchor = None
+            ack(tup)
+
+        return run
 
     def on_timer(self, now: float) -> None:
         if self.next_tick is not None and now >= self.next_tick:

@@ -26,6 +26,11 @@ class Grouper:
 
     direct = False
 
+    def constant(self) -> list[int] | None:
+        """The target list when it never depends on the values (one target task, or all of them):
+        emit then skips :meth:`choose`. ``None`` when it does."""
+        return None
+
     def choose(self, values: Sequence[Any]) -> list[int]:  # pragma: no cover - abstract
         raise NotImplementedError
 
@@ -49,6 +54,9 @@ class ShuffleGrouper(Grouper):
             i = 0
         self._i = i + 1
         return self._order[i]
+
+    def constant(self) -> list[int] | None:
+        return list(self._tasks) if len(self._tasks) == 1 else None
 
 
 def process_hash_is_shared() -> bool:
@@ -93,6 +101,9 @@ class FieldsGrouper(Grouper):
             h = stable_hash(key)
         return self._tasks[h % self._n]
 
+    def constant(self) -> list[int] | None:
+        return list(self._tasks[0]) if self._n == 1 else None
+
 
 class AllGrouper(Grouper):
     __slots__ = ("_tasks",)
@@ -103,6 +114,9 @@ class AllGrouper(Grouper):
     def choose(self, values: Sequence[Any]) -> list[int]:
         return self._tasks
 
+    def constant(self) -> list[int] | None:
+        return list(self._tasks)
+
 
 class GlobalGrouper(Grouper):
     __slots__ = ("_task",)
@@ -112,6 +126,9 @@ class GlobalGrouper(Grouper):
 
     def choose(self, values: Sequence[Any]) -> list[int]:
         return self._task
+
+    def constant(self) -> list[int] | None:
+        return list(self._task)
 
 
 class DirectGrouper(Grouper):

@@ -6,6 +6,9 @@ from collections.abc import Callable
 from typing import Any
 
 
+_MISSING = object()
+
+
 class RotatingMap:
     """``buckets`` dicts; new entries go to the newest; :meth:`rotate` expires the oldest bucket.
 
@@ -24,8 +27,10 @@ class RotatingMap:
     def put(self, key: Any, value: Any) -> None:
         buckets = self._buckets
         buckets[0][key] = value
-        for b in buckets[1:]:
-            b.pop(key, None)
+        for i in range(1, len(buckets)):
+            b = buckets[i]
+            if b and key in b:
+                del b[key]
 
     def get(self, key: Any, default: Any = None) -> Any:
         for b in self._buckets:
@@ -35,8 +40,9 @@ class RotatingMap:
 
     def pop(self, key: Any, default: Any = None) -> Any:
         for b in self._buckets:
-            if key in b:
-                return b.pop(key)
+            value = b.pop(key, _MISSING)
+            if value is not _MISSING:
+                return value
         return default
 
     def touch(self, key: Any) -> bool:
@@ -51,7 +57,7 @@ class RotatingMap:
         return any(key in b for b in self._buckets)
 
     def __len__(self) -> int:
-        return sum(len(b) for b in self._buckets)
+        return sum(map(len, self._buckets))  # asked once per next_tuple call (max spout pending)
 
     def rotate(self) -> dict[Any, Any]:
         """Expire the oldest bucket; return its entries (also passed to ``on_expire``)."""

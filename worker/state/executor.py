@@ -137,7 +137,7 @@ class StatefulBoltExecutor(CheckpointBoltExecutor):
         for task in self.tasks:
             self.states[task] = TaskState(
                 provider, runtime.state_prefix, self.component, all_tasks.index(task), len(all_tasks), key_groups,
-                [i.grouping.fields for i in inputs] if keyed else (),
+                [i.grouping.fields for i in inputs] if keyed else (), writer=runtime.topology_id,
             )
             bolt = runtime.instantiate(self.component)
             collector = self.collector_class(self, task, routes)

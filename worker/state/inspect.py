@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from gale.topology.state import unpack_key, unpack_value
+from gale.worker.state.task_state import WRITER_KEY
 
 
 def namespaces(prefix: str, component: str, *, key_groups: int | None = None, tasks: int | None = None) -> list[str]:
@@ -23,5 +24,6 @@ def read_committed(provider: Any, prefix: str, component: str, *, key_groups: in
     out: dict[Any, Any] = {}
     for content in provider.load(namespaces(prefix, component, key_groups=key_groups, tasks=tasks)).values():
         for k, v in content.items():
-            out[unpack_key(k)] = unpack_value(v)
+            if k != WRITER_KEY:  # the namespace's writer record, not a key
+                out[unpack_key(k)] = unpack_value(v)
     return out
