@@ -59,7 +59,11 @@ def test_counts_are_exact_through_failed_tuples_and_failed_checkpoints(fail_ever
 
         txid = eventually(everything_read_and_committed, timeout=90)
         # two more checkpoints commit with nothing new: the counts stay what they were
-        eventually(lambda: _assert_ge(read_epoch(provider, running.runtime.state_prefix).txid, txid + 2), timeout=30)
+        def two_more_committed():
+            epoch = read_epoch(provider, running.runtime.state_prefix)
+            assert epoch.phase == "COMMITTED" and epoch.txid >= txid + 2, epoch
+
+        eventually(two_more_committed, timeout=30)
         counts = counts_in(running)
         stats = running.component_stats()
         rewinds = [r for s in spouts_of(running, "sentences") for r in s.rewinds]
@@ -115,3 +119,15 @@ def test_exactly_once_with_a_rabbitmq_spout_is_refused_naming_it():
     b.set_bolt("count", StatefulCount, 1).fields_grouping("events", ["body"])
     with pytest.raises(TopologyError, match="spout 'events' \\(RabbitMQSpout\\) cannot rewind"):
         b.create_topology("eo", EO)
+
+
+def test_the_task_count_of_an_exactly_once_source_cannot_change():
+    from gale.config import defaults
+    from gale.nimbus.rescale import plan_rescale
+
+    defn = word_count().create_topology("eo", EO).definition
+    conf = {**defaults(), **EO}
+    with pytest.raises(TopologyError, match=r"spout 'sentences' is a source of an exactly-once topology.*from 2 to 3"):
+        plan_rescale(defn, conf, {}, {}, {"sentences": 3})
+    assert plan_rescale(defn, conf, {}, {}, {"sentences": 1}).tasks == {}  # within its tasks: Storm's rebalance
+    assert plan_rescale(defn, conf, {}, {}, {"count": 3}).tasks == {"count": 3}  # keyed state moves by key groups
