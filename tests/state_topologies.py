@@ -239,3 +239,24 @@ class RewindableSentences(gale.Spout):
     def rewind(self, position):
         self.rewinds.append(position)
         self.next = self.start if position is None else position
+
+
+class FlakyRecords(Bolt):
+    """Kafka records → ``[word]`` (the record's value); fails the first attempt of every record whose
+    offset is a multiple of ``test.fail.every`` (0: never)."""
+
+    output_fields = ["word"]
+
+    def prepare(self, conf, context, collector):
+        super().prepare(conf, context, collector)
+        self.every = int(conf.get("test.fail.every", 0))
+        self.seen: set = set()
+
+    def execute(self, tup):
+        key = (tup["partition"], tup["offset"])
+        if self.every and tup["offset"] % self.every == 0 and key not in self.seen:
+            self.seen.add(key)
+            self.collector.fail(tup)
+            return
+        self.collector.emit([tup["value"]], anchors=tup)
+        self.collector.ack(tup)

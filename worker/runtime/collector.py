@@ -186,6 +186,11 @@ class SpoutOutputCollector(_Collector):
                                                                      None if unique else self.task)
         return _lineage.message(salt, msg_id)
 
+    def rewind_needed(self) -> None:
+        """Exactly-once topologies: this source's position no longer fits the last checkpoint (a
+        Kafka consumer group moved partitions): the topology goes back to it. No-op otherwise."""
+        self._executor.rewind_needed(self.task)
+
     def emit(self, values: Sequence[Any], msg_id: Any = None, stream: str = "default") -> list[int]:
         route = self._routes.get(stream)
         if route is None or len(values) != route.n:

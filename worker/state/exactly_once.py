@@ -154,6 +154,8 @@ class ExactlyOnceCheckpointer:
                     self._levels["checkpoint_commit_time_secs"] = round(time.time(), 3)
                 elif isinstance(action, RolledBack):
                     self.collector.incr_metric("checkpoint_rollbacks")
+                    self._levels["checkpoint_rollback_to_max"] = max(
+                        action.to_txid, self._levels.get("checkpoint_rollback_to_max", 0))
                     log.warning("checkpoint-rollback", to_txid=action.to_txid, generation=action.generation,
                                 reason=action.reason)
             except Exception as exc:  # noqa: BLE001 - the provider is unreachable
@@ -184,6 +186,7 @@ class ExactlyOnceSpoutExecutor(SpoutExecutor):
         self.sources = {task: SourceTask() for task in self.tasks}
         self.namespaces = {task: source_namespace(self.prefix, self.component, all_tasks.index(task))
                            for task in self.tasks}
+        self.all_namespaces = [source_namespace(self.prefix, self.component, i) for i in range(len(all_tasks))]
         self._user_next = dict(self._next_tuple)
         for task in self.tasks:
             self._next_tuple[task] = _idle
@@ -232,8 +235,7 @@ class ExactlyOnceSpoutExecutor(SpoutExecutor):
         if isinstance(action, Rewind):
             for root in [r for r, info in self.pending.items() if info[0] == task]:
                 self.pending.pop(root)  # their acks and fails are ignored from now on
-            raw = self.provider.load([ns]).get(ns, {}).get(POSITION_KEY)
-            position = unpack_value(raw) if raw is not None else None
+            position = self._committed_position(spout, ns)
             self.in_call = True
             try:
                 spout.rewind(position)
@@ -254,6 +256,23 @@ class ExactlyOnceSpoutExecutor(SpoutExecutor):
             self.provider.prepare(action.txid, {ns: ({POSITION_KEY: packed}, ())})
         elif isinstance(action, WriteReport):
             self.provider.put_meta(report_name(self.prefix, task), json.dumps(action.report.to_record()).encode())
+
+    def rewind_needed(self, task: int) -> None:
+        self.sources[task].tree_failed()
+        self._next_tuple[task] = _idle
+
+    def _committed_position(self, spout: Any, ns: str) -> Any:
+        """The task's committed position; for a spout with ``merge_positions`` (positions are dicts
+        keyed by what a task may hand to another, e.g. Kafka partitions) every task's, merged."""
+        names = list(self.all_namespaces) if getattr(spout, "merge_positions", False) else [ns]
+        loaded = self.provider.load(names)
+        values = [unpack_value(raw) for n in names if (raw := loaded.get(n, {}).get(POSITION_KEY)) is not None]
+        if not getattr(spout, "merge_positions", False):
+            return values[0] if values else None
+        merged: dict = {}
+        for v in values:
+            merged.update(v)
+        return merged or None
 
     def _call(self, method: str, task: int, *args: Any) -> None:
         if method == "fail":
