@@ -23,7 +23,6 @@ namespace ``<prefix>/<component>/source<task index>`` (key ``position``) and com
 from __future__ import annotations
 
 import json
-import time
 from collections import deque
 from typing import Any
 
@@ -32,6 +31,7 @@ from gale.topology.components import can_rewind
 from gale.topology.state import CHECKPOINT_STREAM, StateError, pack, unpack_value
 from gale.worker.runtime.collector import BoltOutputCollector
 from gale.worker.runtime.executor import BoltExecutor, SpoutExecutor
+from gale.worker.state.checkpoint_spout import CoordinatorShell
 from gale.worker.state.coordinator import COMMIT, INITSTATE, PREPARE, ROLLBACK
 from gale.worker.state.epochs import (
     CommitSources,
@@ -86,14 +86,14 @@ def source_tasks(task_to_component: dict[int, str], spouts: list[str]) -> dict[i
 # ------------------------------------------------------------------------------ the coordinator's shell
 
 
-class ExactlyOnceCheckpointer:
+class ExactlyOnceCheckpointer(CoordinatorShell):
     def __init__(self, spout: Any, conf: dict, context: Any, collector: Any, clock: Any):
         self.collector = collector
         self.provider = context.resources["state"]
         self.prefix = context.resources["state_prefix"]
-        self._now = clock
+        self._clock = clock
         interval = conf["topology.state.checkpoint.interval.ms"] / 1000.0
-        self.core = EpochCoordinator(interval, pause_timeout=float(conf["topology.message.timeout.secs"]),
+        self.coordinator = EpochCoordinator(interval, pause_timeout=float(conf["topology.message.timeout.secs"]),
                                      retry_secs=interval)
         spouts = list(context.resources["source_components"])
         self.sources = {t: f"{self.prefix}/{ns}" for t, ns in source_tasks(dict(context.task_to_component),
@@ -102,6 +102,9 @@ class ExactlyOnceCheckpointer:
         self._levels.setdefault("checkpoint_generation", 0)
         self.started = False
         self.next_poll = float("-inf")
+
+    def _now(self) -> float:
+        return self._clock()
 
     def next_tuple(self) -> None:
         now = self._now()
@@ -114,26 +117,15 @@ class ExactlyOnceCheckpointer:
                 self.started = True
                 log.info("checkpoint-recovery", guarantee="exactly-once", txid=saved.txid, state=saved.phase,
                          generation=saved.generation)
-                self._perform(self.core.start(saved, now))
+                self._perform(self.coordinator.start(saved, now))
                 return
             reports = {t: Report.from_record(_json(self.provider.get_meta(report_name(self.prefix, t))))
                        for t in self.sources}
         except Exception as exc:  # noqa: BLE001 - the provider unreachable, a record unreadable
             self.collector.report_error(f"exactly-once checkpoints: cannot read the checkpoint records: {exc}")
-            self.next_poll = now + self.core.retry_secs
+            self.next_poll = now + self.coordinator.retry_secs
             return
-        self._perform(self.core.tick(now, reports))
-
-    def ack(self, msg_id: Any) -> None:
-        txid, action = msg_id
-        self._perform(self.core.acked(txid, action, self._now()))
-
-    def fail(self, msg_id: Any) -> None:
-        txid, action = msg_id
-        if self.core.in_flight == (txid, action):
-            self.collector.incr_metric("checkpoint_failures")
-            log.warning("checkpoint-failed", txid=txid, action=action)
-        self._perform(self.core.failed(txid, action, self._now()))
+        self._perform(self.coordinator.tick(now, reports))
 
     def _perform(self, actions: list) -> None:
         while actions:
@@ -145,13 +137,9 @@ class ExactlyOnceCheckpointer:
                 elif isinstance(action, CommitSources):
                     self.provider.commit(action.txid, list(self.sources.values()))
                 elif isinstance(action, Emit):
-                    self.collector.emit([action.txid, action.action], msg_id=(action.txid, action.action),
-                                        stream=CHECKPOINT_STREAM)
+                    self._emit_checkpoint(action.txid, action.action)
                 elif isinstance(action, Committed):
-                    self.collector.incr_metric("checkpoints_committed")
-                    self._levels["checkpoint_txid_max"] = action.txid
-                    self._levels["checkpoint_duration_ms"] = round(action.duration * 1000.0, 3)
-                    self._levels["checkpoint_commit_time_secs"] = round(time.time(), 3)
+                    self._committed(action.txid, action.duration)
                 elif isinstance(action, RolledBack):
                     self.collector.incr_metric("checkpoint_rollbacks")
                     self._levels["checkpoint_rollback_to_max"] = max(
@@ -161,8 +149,8 @@ class ExactlyOnceCheckpointer:
             except Exception as exc:  # noqa: BLE001 - the provider is unreachable
                 self.collector.report_error(f"exactly-once checkpoints: {type(action).__name__} failed: {exc}")
                 self.collector.incr_metric("checkpoint_failures")
-                actions = (self.core.save_failed(self._now()) if isinstance(action, Save)
-                           else self.core.action_failed(self._now()))
+                actions = (self.coordinator.save_failed(self._now()) if isinstance(action, Save)
+                           else self.coordinator.action_failed(self._now()))
 
 
 def _json(raw: bytes | None) -> Any:
@@ -356,13 +344,7 @@ class ExactlyOnceBoltExecutor(StatefulBoltExecutor):
                 state.rollback(reload=True)
             else:
                 state.rollback(reload=False)
-                state.load()
-                bolt.init_state(state.kv)
-                self.initialized[task] = True
-                held = self.held[task]
-                if held:
-                    self.queues[task].extendleft(reversed(held))
-                    self.held[task] = []
+                self.initialize(task)
             self.generation[task] = generation
         elif action == INITSTATE:
             raise ValueError("INITSTATE in an exactly-once topology (a ROLLBACK initializes the state)")

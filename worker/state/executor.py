@@ -223,15 +223,20 @@ class StatefulBoltExecutor(CheckpointBoltExecutor):
             collector.fail_held(collector.deferred.rollback())
         elif action == INITSTATE:
             if not ready:
-                state.load()
-                bolt.init_state(state.kv)
-                self.initialized[task] = True
-                held = self.held[task]
-                if held:
-                    self.queues[task].extendleft(reversed(held))
-                    self.held[task] = []
+                self.initialize(task)
         else:
             raise ValueError(f"unknown checkpoint action {action!r}")
+
+    def initialize(self, task: int) -> None:
+        """Load the task's committed state, hand it to the bolt, and release the tuples held until now."""
+        state = self.states[task]
+        state.load()
+        self.bolts[task].init_state(state.kv)
+        self.initialized[task] = True
+        held = self.held[task]
+        if held:
+            self.queues[task].extendleft(reversed(held))
+            self.held[task] = []
 
 
 class CheckpointWindowedBoltExecutor(CheckpointBoltExecutor, WindowedBoltExecutor):
