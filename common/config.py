@@ -299,6 +299,10 @@ KEYS: dict[str, Key] = {
             "where checkpoints of managed state live: memory (per worker process, lost with it) or redis"),
         Key("topology.state.redis.url", "redis://127.0.0.1:6379/0", Str(),
             "Gale: the Redis server of topology.state.provider redis"),
+        Key("topology.state.guarantee", "at-least-once", Str(("at-least-once", "exactly-once")),
+            "Gale: at-least-once (Storm's checkpoints: a replay can count an input twice) or exactly-once (a "
+            "consistent cut of states and source positions; a failure rolls the topology back to it; every spout "
+            "must be able to rewind)"),
         Key("topology.state.key.groups", 128, Int(1, 32768),
             "Gale: key groups of keyed state (the most tasks a stateful bolt can be rescaled to)"),
         Key("topology.spark.master", "local[2]", Str(), "Spark master URL or sc:// endpoint"),

@@ -17,6 +17,7 @@ What is keyed by task survives only where it does not depend on the ids:
 * **per-task state** (a ``StatefulBolt`` with another grouping, a persistent windowed bolt) is
   stored per task index and cannot be split or merged: changing its task count is refused;
 * the checkpoint spout runs exactly one task: refused;
+* a spout of an exactly-once topology keeps its source position per task index: refused;
 * per-task state of *other* components is stored by task index, not id, and is unaffected; spout
   pending maps, acker trees and executor stats live in the workers, which restart anyway.
 
@@ -30,7 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gale.errors import TopologyError
-from gale.topology.checkpointing import data_inputs
+from gale.topology.checkpointing import EXACTLY_ONCE, GUARANTEE, data_inputs
 from gale.topology.definition import ACKER_COMPONENT, TopologyDef
 from gale.topology.state import CHECKPOINT_COMPONENT
 from gale.topology.windowing import PERSISTENT, WINDOW_KEYS
@@ -75,6 +76,13 @@ def check_task_count(defn: TopologyDef, conf: Mapping[str, Any], component: str,
     if component == CHECKPOINT_COMPONENT:
         raise TopologyError(
             f"rebalance: {component!r} (the checkpoint spout) runs exactly one task; its task count cannot change")
+    comp = defn.components[component]
+    if comp.kind == "spout" and {**conf, **comp.conf}.get(GUARANTEE) == EXACTLY_ONCE:
+        raise TopologyError(
+            f"rebalance: spout {component!r} is a source of an exactly-once topology: each of its tasks keeps its "
+            f"source position in the checkpoint by task index, so its task count cannot change from {old} to {new}; "
+            "rebalance it within its tasks (-e COMPONENT=N with N <= its tasks)"
+        )
     kind = state_kind(defn, conf, component)
     if kind == "per-task":
         raise TopologyError(

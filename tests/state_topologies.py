@@ -212,3 +212,51 @@ class FailingPrepare(StatefulBolt):
         self.prepares += 1
         if self.prepares == self.fail_prepare:
             raise RuntimeError(f"injected prepare failure at txid {txid}")
+
+
+class RewindableSentences(gale.Spout):
+    """Sentences ``0 .. n-1`` like :class:`NumberedSentences`, from a source that can rewind
+    (exactly-once): task ``i`` of ``k`` emits ``i, i+k, ...``; its position is the next index."""
+
+    output_fields = ["index", "sentence"]
+
+    def open(self, conf, context, collector):
+        super().open(conf, context, collector)
+        self.n = int(conf.get("test.sentences", 100))
+        self.start, self.step = context.this_task_index, len(context.this_component_tasks)
+        self.next = self.start
+        self.rewinds: list = []
+
+    def next_tuple(self):
+        if self.next < self.n:
+            i = self.next
+            self.next += self.step
+            self.collector.emit([i, sentence(i)], msg_id=i)
+
+    def position(self):
+        return self.next
+
+    def rewind(self, position):
+        self.rewinds.append(position)
+        self.next = self.start if position is None else position
+
+
+class FlakyRecords(Bolt):
+    """Kafka records → ``[word]`` (the record's value); fails the first attempt of every record whose
+    offset is a multiple of ``test.fail.every`` (0: never)."""
+
+    output_fields = ["word"]
+
+    def prepare(self, conf, context, collector):
+        super().prepare(conf, context, collector)
+        self.every = int(conf.get("test.fail.every", 0))
+        self.seen: set = set()
+
+    def execute(self, tup):
+        key = (tup["partition"], tup["offset"])
+        if self.every and tup["offset"] % self.every == 0 and key not in self.seen:
+            self.seen.add(key)
+            self.collector.fail(tup)
+            return
+        self.collector.emit([tup["value"]], anchors=tup)
+        self.collector.ack(tup)

@@ -50,7 +50,7 @@ def started(saved=Epoch(0, COMMITTED, 0), now=0.0):
 def running(now=0.0):
     """A coordinator past its start-up rollback: COMMITTED(0, 1)."""
     c, _ = started(now=now)
-    c.acked(0, ROLLBACK, now)
+    c.acked(1, ROLLBACK, now)
     assert saves(c.tick(now, rewound(1))) == [Epoch(0, COMMITTED, 1)]
     return c
 
@@ -62,7 +62,7 @@ def running(now=0.0):
 def test_a_start_rolls_back_to_the_last_committed_checkpoint_under_a_new_generation(saved, to):
     c, out = started(saved)
     assert saves(out) == [Epoch(to, ROLLING_BACK, saved.generation + 1)]
-    assert emits(out) == [(to, ROLLBACK)]
+    assert emits(out) == [(to + 1, ROLLBACK)]
     assert any(isinstance(a, RolledBack) for a in out)
 
 
@@ -72,13 +72,13 @@ def test_a_start_in_committing_finishes_the_commit_first():
     out = c.acked(5, COMMIT, 1.0)
     assert saves(out) == [Epoch(5, COMMITTED, 2)]
     out = c.tick(1.0, rewound(2))
-    assert saves(out) == [Epoch(5, ROLLING_BACK, 3)] and emits(out) == [(5, ROLLBACK)]
+    assert saves(out) == [Epoch(5, ROLLING_BACK, 3)] and emits(out) == [(6, ROLLBACK)]
 
 
 def test_the_rollback_ends_when_it_is_acked_and_every_source_rewound():
     c, _ = started()
     assert c.tick(0.1, rewound(1)) == []  # ROLLBACK not acked yet
-    c.acked(0, ROLLBACK, 0.2)
+    c.acked(1, ROLLBACK, 0.2)
     assert c.tick(0.3, {1: Report(1, rewound=True), 2: None}) == []
     assert c.tick(0.3, {1: Report(1, rewound=True), 2: Report(0, rewound=True)}) == []
     assert saves(c.tick(0.4, rewound(1))) == [Epoch(0, COMMITTED, 1)]
@@ -135,10 +135,10 @@ def test_a_failed_prepare_rolls_back_and_a_failed_commit_is_resent():
 
 def test_a_failed_rollback_is_resent_and_stale_acks_are_ignored():
     c, _ = started()
-    assert c.failed(0, ROLLBACK, 0.1) == []
-    assert c.acked(0, ROLLBACK, 0.2) == []  # stale: not in flight any more
+    assert c.failed(1, ROLLBACK, 0.1) == []
+    assert c.acked(1, ROLLBACK, 0.2) == []  # stale: not in flight any more
     assert c.tick(0.3, rewound(1)) == []
-    assert emits(c.tick(0.7, rewound(1))) == [(0, ROLLBACK)]
+    assert emits(c.tick(0.7, rewound(1))) == [(1, ROLLBACK)]
 
 
 def test_a_failed_save_is_undone_and_rolls_back_from_the_record_before():

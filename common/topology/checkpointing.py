@@ -16,6 +16,15 @@ from gale.topology.definition import ComponentDef, GroupingDef, InputDef, Stream
 from gale.topology.state import CHECKPOINT_COMPONENT, CHECKPOINT_FIELDS, CHECKPOINT_STREAM
 
 CHECKPOINT_SPOUT_CLASS = "gale.worker.state.checkpoint_spout:CheckpointSpout"
+GUARANTEE = "topology.state.guarantee"
+EXACTLY_ONCE = "exactly-once"
+#: spouts that cannot go back to a position (RabbitMQ acknowledges what it delivered; a shell spout's
+#: subprocess has no rewind in the multi-lang protocol): refused in exactly-once topologies by class
+#: path, before anything is written; any other spout class is checked when its worker loads it
+NOT_REWINDABLE = {
+    "gale.worker.connectors.rabbitmq_spout:RabbitMQSpout": "RabbitMQ cannot redeliver what it acknowledged",
+    "gale.worker.multilang.components:ShellSpout": "the multi-lang protocol has no rewind",
+}
 
 
 def add_checkpointing(components: dict[str, ComponentDef]) -> None:
@@ -60,6 +69,11 @@ def validate_checkpointing(defn: TopologyDef, conf: Mapping[str, Any]) -> None:
     the inputs whose acks wait for it, would time out before it could commit), and a persistent
     window in a topology without checkpoints (the key set by configuration, not by the builder)."""
     if not has_checkpointing(defn):
+        if conf.get(GUARANTEE) == EXACTLY_ONCE:
+            raise TopologyError(
+                f"{GUARANTEE} is {EXACTLY_ONCE}, but the topology has no stateful bolt: exactly-once is about "
+                "managed state (gale.StatefulBolt); without one there is nothing to keep exactly once"
+            )
         from gale.topology.windowing import PERSISTENT, WINDOW_KEYS
 
         persistent = sorted(cid for cid, comp in defn.components.items()
@@ -72,6 +86,8 @@ def validate_checkpointing(defn: TopologyDef, conf: Mapping[str, Any]) -> None:
                 "adds them (docs/windows.md, \"Persistent windows\")"
             )
         return
+    if conf.get(GUARANTEE) == EXACTLY_ONCE:
+        validate_exactly_once(defn, conf)
     interval_ms = conf.get("topology.state.checkpoint.interval.ms", 1000)
     timeout_s = conf.get("topology.message.timeout.secs", 30)
     if interval_ms >= timeout_s * 1000:
@@ -80,3 +96,22 @@ def validate_checkpointing(defn: TopologyDef, conf: Mapping[str, Any]) -> None:
             f"({timeout_s} s = {timeout_s * 1000} ms): acks of a stateful bolt's inputs wait for the next checkpoint "
             "to commit, and would time out first"
         )
+
+
+def validate_exactly_once(defn: TopologyDef, conf: Mapping[str, Any]) -> None:
+    """What exactly-once needs of a topology (docs/state.md "Exactly-once"), checked at submit."""
+    from gale.topology.windowing import WINDOW_KEYS
+
+    where = f"{GUARANTEE} {EXACTLY_ONCE}"
+    for cid, comp in sorted(defn.components.items()):
+        if comp.kind == "spout" and comp.class_path in NOT_REWINDABLE:
+            raise TopologyError(
+                f"{where}: spout {cid!r} ({comp.class_path.rpartition(':')[2]}) cannot rewind: "
+                f"{NOT_REWINDABLE[comp.class_path]}; use at-least-once for this topology"
+            )
+        if comp.kind == "bolt" and any(comp.conf.get(k) is not None for k in WINDOW_KEYS):
+            raise TopologyError(f"{where}: windowed bolt {cid!r}: windows are not supported in exactly-once "
+                                "topologies yet (docs/state.md \"Not yet\")")
+        if comp.spark:
+            raise TopologyError(f"{where}: Spark component {cid!r}: Spark stages are not supported in exactly-once "
+                                "topologies yet (docs/state.md \"Not yet\")")

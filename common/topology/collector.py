@@ -54,6 +54,12 @@ class SpoutOutputCollector(MetricsCollector, Protocol):
         direct)."""
         ...
 
+    def rewind_needed(self) -> None:
+        """Exactly-once topologies (``topology.state.guarantee``): this spout's source no longer fits
+        the last checkpoint (e.g. a Kafka consumer group moved partitions), so the topology goes back
+        to it and the spout's ``rewind`` is called. Does nothing in other topologies."""
+        ...
+
 
 @runtime_checkable
 class BoltOutputCollector(MetricsCollector, Protocol):

@@ -169,6 +169,28 @@ class Spout(Component):
     def fail(self, msg_id: Any) -> None:
         """The tuple tree of ``msg_id`` failed or timed out; replay it if the source allows."""
 
+    # Exactly-once state (``topology.state.guarantee: exactly-once``, docs/state.md) needs a source
+    # that can go back to a recorded position. A spout that can overrides both methods below.
+
+    def position(self) -> Any:
+        """Where the source is: what :meth:`rewind` needs to come back here. Called when every tuple
+        this task emitted is fully processed (a checkpoint), between ``next_tuple`` calls. The value
+        is stored in the checkpoint: None, bool, int, float, str, bytes, lists and dicts of those."""
+        raise NotImplementedError
+
+    def rewind(self, position: Any) -> None:
+        """Go back to ``position`` (a value :meth:`position` returned; None: the source's start) and
+        forget every message emitted and not yet acked: the next ``next_tuple`` emits what came
+        after ``position``. In exactly-once mode a failed tree is not passed to :meth:`fail`; the
+        whole topology goes back to its last checkpoint instead, and this is how the spout does."""
+        raise NotImplementedError
+
+
+def can_rewind(spout_class: type) -> bool:
+    """Whether a spout class overrides :meth:`Spout.position` and :meth:`Spout.rewind`."""
+    return (getattr(spout_class, "position", None) is not Spout.position
+            and getattr(spout_class, "rewind", None) is not Spout.rewind)
+
 
 class Bolt(Component):
     """A processing step. Override :meth:`execute`; ack or fail every input."""

@@ -158,6 +158,10 @@ class KafkaSpout(BrokerSpout):
             )
             self._trackers: dict[TopicPartition, OffsetTracker] = {}
             self._generation = 0
+            #: exactly-once (set by the first rewind): the positions of the checkpoint the topology
+            #: went back to, per partition (every task's, merged); None in at-least-once topologies
+            self._checkpointed: dict[TopicPartition, int] | None = None
+            self._applied_since_rewind = False
             self._buffer: deque = deque()
             self._probe: set[TopicPartition] = set()
             self._validate: dict[TopicPartition, int] = {}
@@ -442,7 +446,8 @@ class KafkaSpout(BrokerSpout):
             if fresh:
                 ktps = [KTP(*tp) for tp in fresh]
                 log_start = {(k.topic, k.partition): v for k, v in self.consumer.beginning_offsets(ktps, 5000).items()}
-            plan = plan_starts(a.partitions, a.retained, self._trackers, a.start_offsets, log_start, policy)
+            stored = a.start_offsets if self._checkpointed is None else {**a.start_offsets, **self._checkpointed}
+            plan = plan_starts(a.partitions, a.retained, self._trackers, stored, log_start, policy)
             if set(self._trackers) - plan.keep:
                 # forget the consumer's state (high watermark) of every partition we did not keep
                 self.consumer.assign([KTP(*tp) for tp in sorted(plan.keep)])
@@ -474,6 +479,12 @@ class KafkaSpout(BrokerSpout):
         with self._member.lock:
             self._trackers = trackers
             self._generation = a.generation
+        if self._checkpointed is not None:
+            if self._applied_since_rewind:
+                # partitions moved between tasks mid-checkpoint: only a rollback to the last cut
+                # keeps every partition's records counted once
+                self.collector.rewind_needed()
+            self._applied_since_rewind = True
         self._apply_retry_at = 0.0
         self.counters.incr("kafka_owned_partitions", len(a.partitions) - self.counters["kafka_owned_partitions"])
         self.log.info("kafka-assignment", generation=a.generation, owned=[f"{t}-{p}" for t, p in sorted(a.partitions)],
@@ -520,8 +531,39 @@ class KafkaSpout(BrokerSpout):
             self._seen[attr] = value
 
     def _offsets_snapshot(self):
-        """Called by the group member, under its lock: the offsets to commit."""
+        """Called by the group member, under its lock: the offsets to commit. Exactly-once: the
+        positions of the checkpoint the topology last went back to (never ahead of a checkpoint:
+        the checkpoint, not the group's offsets, is where a rewind goes)."""
+        if self._checkpointed is not None:
+            return self._generation, {tp: o for tp, o in self._checkpointed.items() if tp in self._trackers}
         return self._generation, {tp: t.committed() for tp, t in self._trackers.items()}
+
+    # ------------------------------------------------------------------ exactly-once
+
+    #: the executor passes :meth:`rewind` the union of every task's position: a partition the
+    #: consumer group moves between tasks is found in whichever task checkpointed it
+    merge_positions = True
+
+    def position(self):
+        """``{"topic/partition": next offset}`` of the owned partitions (called with nothing pending)."""
+        with self._member.lock:
+            return {f"{t}/{p}": tracker.committed() for (t, p), tracker in self._trackers.items()}
+
+    def rewind(self, position):
+        """Forget every record emitted or buffered and take the current assignment again, each
+        partition from its position in ``position`` (else the group's committed offset, else
+        ``kafka.offset.reset``). A later change of the assignment asks the topology to go back to its
+        last checkpoint again (the partitions' new owners must start from the same cut)."""
+        checkpointed = {}
+        for key, offset in (position or {}).items():
+            topic, _, partition = key.rpartition("/")
+            checkpointed[(topic, int(partition))] = int(offset)
+        with self._member.lock:
+            self._checkpointed = checkpointed
+            self._trackers = {}
+            self._generation = -1  # take the assignment again on the next next_tuple
+        self._buffer.clear()
+        self._applied_since_rewind = False
 
     # ------------------------------------------------------------------ introspection (tests, UI)
 

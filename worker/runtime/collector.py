@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from gale.topology.tuple import Fields, Tuple, new_tuple
 from gale.worker.runtime import lineage as _lineage
 from gale.worker.runtime.acker import ACK, FAIL, INIT, RESET
+from gale.worker.state.epochs import with_generation
 from gale.worker.runtime.anchoring import Rand, steer_root
 from gale.worker.runtime.grouping import DirectGrouper, Grouper
 
@@ -171,6 +172,8 @@ class SpoutOutputCollector(_Collector):
         # root ids map to acker_tasks[root % n]; steer them to this worker's own ackers
         self._steer = (n, local[task % len(local)]) if local and len(local) < n else None
         self._message_salts: dict[str, int] = {}
+        #: exactly-once topologies: the generation every root id carries (set by the executor)
+        self._generation: int | None = None
 
     def _message_lineage(self, stream: str, msg_id: Any) -> int:
         salt = self._message_salts.get(stream)
@@ -182,6 +185,11 @@ class SpoutOutputCollector(_Collector):
             salt = self._message_salts[stream] = _lineage.spout_salt(self.component, stream,
                                                                      None if unique else self.task)
         return _lineage.message(salt, msg_id)
+
+    def rewind_needed(self) -> None:
+        """Exactly-once topologies: this source's position no longer fits the last checkpoint (a
+        Kafka consumer group moved partitions): the topology goes back to it. No-op otherwise."""
+        self._executor.rewind_needed(self.task)
 
     def emit(self, values: Sequence[Any], msg_id: Any = None, stream: str = "default") -> list[int]:
         route = self._routes.get(stream)
@@ -207,6 +215,8 @@ class SpoutOutputCollector(_Collector):
             root = rand(64) | 2  # anchoring.new_root_id
             if self._steer is not None:
                 root = steer_root(root, *self._steer)
+            if self._generation is not None:
+                root = with_generation(root, self._generation, *(self._steer or (1, 0)))
             xor = 0
             lineage = self._message_lineage(stream, msg_id)
             queues = route.const_queues

@@ -210,6 +210,10 @@ class SpoutExecutor(Executor):
         for task in self.tasks:
             self._call("activate" if active else "deactivate", task)
 
+    def rewind_needed(self, task: int) -> None:
+        """A spout's source moved away from the last checkpoint (exactly-once only; see
+        ``gale.worker.state.exactly_once``)."""
+
     def ack_now(self, task: int, msg_id: Any, stream: str) -> None:
         """Acking disabled: the spout is told ``ack`` right after the emit."""
         self.stats.acked[stream] += 1

@@ -208,6 +208,11 @@ class WorkerRuntime:
             ex.budget = 8192
         elif self.defn.components[component].kind == "spout":
             factory = getattr(self.topology.component_class(component), "executor_class", None)
+            if factory is None and self.checkpointing and component != CHECKPOINT_COMPONENT \
+                    and self.conf.get("topology.state.guarantee") == "exactly-once":
+                from gale.worker.state.exactly_once import ExactlyOnceSpoutExecutor
+
+                factory = ExactlyOnceSpoutExecutor
             ex = (factory or SpoutExecutor)(self, ex_id, component)
             ex.budget = 100
         else:
@@ -357,6 +362,8 @@ class WorkerRuntime:
 
             self.resources["state"] = open_provider(self.conf)
             self.resources["state_prefix"] = self.state_prefix
+            self.resources["source_components"] = sorted(
+                c for c, comp in self.defn.components.items() if comp.kind == "spout" and c != CHECKPOINT_COMPONENT)
         if "spark" not in self.resources and self.defn.uses_spark(self.local_components()):
             from gale.worker.spark.session import start_spark_for
 

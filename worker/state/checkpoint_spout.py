@@ -21,7 +21,44 @@ from gale.worker.state.coordinator import Committed, Coordinator, Emit, Save, Tx
 log = get_logger("checkpoint")
 
 
-class CheckpointSpout(Spout):
+class CoordinatorShell:
+    """What the shells of both coordinators (at-least-once here, exactly-once in
+    :mod:`gale.worker.state.exactly_once`) do alike: the acks and fails of their checkpoint tuples,
+    the emit of one, and the figures of a commit. A shell has ``coordinator``, ``collector``,
+    ``_levels``, ``_now`` and ``_perform``."""
+
+    coordinator: Any
+    collector: Any
+    _levels: dict
+
+    def ack(self, msg_id: Any) -> None:
+        txid, action = msg_id
+        self._perform(self.coordinator.acked(txid, action, self._now()))
+
+    def fail(self, msg_id: Any) -> None:
+        txid, action = msg_id
+        if self.coordinator.in_flight == (txid, action):
+            self.collector.incr_metric("checkpoint_failures")
+            log.warning("checkpoint-failed", txid=txid, action=action)
+        self._perform(self.coordinator.failed(txid, action, self._now()))
+
+    def _emit_checkpoint(self, txid: int, action: str) -> None:
+        self.collector.emit([txid, action], msg_id=(txid, action), stream=CHECKPOINT_STREAM)
+
+    def _committed(self, txid: int, duration: float) -> None:
+        self.collector.incr_metric("checkpoints_committed")
+        self._levels["checkpoint_txid_max"] = txid
+        self._levels["checkpoint_duration_ms"] = round(duration * 1000.0, 3)
+        self._levels["checkpoint_commit_time_secs"] = round(time.time(), 3)
+
+    def _perform(self, actions: list) -> None:  # pragma: no cover - each shell's own
+        raise NotImplementedError
+
+    def _now(self) -> float:  # pragma: no cover - each shell's own
+        raise NotImplementedError
+
+
+class CheckpointSpout(CoordinatorShell, Spout):
     def __init__(self, clock: Any = time.monotonic):
         self._now = clock
 
@@ -30,6 +67,13 @@ class CheckpointSpout(Spout):
 
     def open(self, conf, context, collector) -> None:
         super().open(conf, context, collector)
+        if conf.get("topology.state.guarantee") == "exactly-once":
+            from gale.worker.state.exactly_once import ExactlyOnceCheckpointer
+
+            collector.declare_metrics(["checkpoints_committed", "checkpoint_failures", "checkpoint_rollbacks"])
+            self._eo = ExactlyOnceCheckpointer(self, conf, context, collector, self._now)
+            self.next_tuple, self.ack, self.fail = self._eo.next_tuple, self._eo.ack, self._eo.fail
+            return
         self.provider = context.resources["state"]
         prefix = context.resources["state_prefix"]
         self.meta_name = f"{prefix}/__state"
@@ -61,17 +105,6 @@ class CheckpointSpout(Spout):
             return
         self._perform(self.coordinator.tick(self._now()))
 
-    def ack(self, msg_id: Any) -> None:
-        txid, action = msg_id
-        self._perform(self.coordinator.acked(txid, action, self._now()))
-
-    def fail(self, msg_id: Any) -> None:
-        txid, action = msg_id
-        if self.coordinator.in_flight == (txid, action):
-            self.collector.incr_metric("checkpoint_failures")
-            log.warning("checkpoint-failed", txid=txid, action=action)
-        self._perform(self.coordinator.failed(txid, action, self._now()))
-
     def _perform(self, actions: list) -> None:
         while actions:
             action, actions = actions[0], actions[1:]
@@ -83,10 +116,6 @@ class CheckpointSpout(Spout):
                     self.collector.incr_metric("checkpoint_failures")
                     actions = self.coordinator.save_failed(self._now())
             elif isinstance(action, Emit):
-                self.collector.emit([action.txid, action.action], msg_id=(action.txid, action.action),
-                                    stream=CHECKPOINT_STREAM)
+                self._emit_checkpoint(action.txid, action.action)
             elif isinstance(action, Committed):
-                self.collector.incr_metric("checkpoints_committed")
-                self._levels["checkpoint_txid_max"] = action.txid
-                self._levels["checkpoint_duration_ms"] = round(action.duration * 1000.0, 3)
-                self._levels["checkpoint_commit_time_secs"] = round(time.time(), 3)
+                self._committed(action.txid, action.duration)

@@ -228,7 +228,7 @@ class EpochCoordinator:
             return self._rollback(now, reason)
         if e.phase == ROLLING_BACK:
             if not self.rollback_acked:
-                return self._emit(e.txid, ROLLBACK)
+                return self._emit(e.txid + 1, ROLLBACK)
             if all(r is not None and r.generation == g and r.rewound for r in reports.values()):
                 self.last_checkpoint = now
                 return [self._save(Epoch(e.txid, COMMITTED, g))]
@@ -295,7 +295,9 @@ class EpochCoordinator:
         to, g = e.committed, e.generation + 1
         self.last_checkpoint = now
         self.rollback_acked = False
-        return [RolledBack(to, g, reason), self._save(Epoch(to, ROLLING_BACK, g)), *self._emit(to, ROLLBACK)]
+        # ROLLBACK carries to + 1, as Storm's ROLLBACK(n) ("n is abandoned, back to n - 1"): a task's
+        # checkpoint barrier takes a txid below the last one it acted on for a stale duplicate
+        return [RolledBack(to, g, reason), self._save(Epoch(to, ROLLING_BACK, g)), *self._emit(to + 1, ROLLBACK)]
 
     def _save(self, epoch: Epoch) -> Save:
         self._before_save, self.epoch = self.epoch, epoch

@@ -115,6 +115,8 @@ class DeferringCollector(BoltOutputCollector):
 
 
 class StatefulBoltExecutor(CheckpointBoltExecutor):
+    collector_class: type[BoltOutputCollector] = DeferringCollector
+
     def __init__(self, runtime: Any, executor_id: tuple[int, int], component: str):
         super().__init__(runtime, executor_id, component)
         self.initialized: dict[int, bool] = {task: False for task in self.tasks}
@@ -138,7 +140,7 @@ class StatefulBoltExecutor(CheckpointBoltExecutor):
                 [i.grouping.fields for i in inputs] if keyed else (), writer=runtime.topology_id,
             )
             bolt = runtime.instantiate(self.component)
-            collector = DeferringCollector(self, task, routes)
+            collector = self.collector_class(self, task, routes)
             self.bolts[task] = bolt
             self.collectors[task] = collector
             self.basic[task] = False
@@ -221,15 +223,20 @@ class StatefulBoltExecutor(CheckpointBoltExecutor):
             collector.fail_held(collector.deferred.rollback())
         elif action == INITSTATE:
             if not ready:
-                state.load()
-                bolt.init_state(state.kv)
-                self.initialized[task] = True
-                held = self.held[task]
-                if held:
-                    self.queues[task].extendleft(reversed(held))
-                    self.held[task] = []
+                self.initialize(task)
         else:
             raise ValueError(f"unknown checkpoint action {action!r}")
+
+    def initialize(self, task: int) -> None:
+        """Load the task's committed state, hand it to the bolt, and release the tuples held until now."""
+        state = self.states[task]
+        state.load()
+        self.bolts[task].init_state(state.kv)
+        self.initialized[task] = True
+        held = self.held[task]
+        if held:
+            self.queues[task].extendleft(reversed(held))
+            self.held[task] = []
 
 
 class CheckpointWindowedBoltExecutor(CheckpointBoltExecutor, WindowedBoltExecutor):
@@ -250,4 +257,10 @@ def bolt_executor_for(cls: type, conf: Any = None) -> type[BoltExecutor]:
 
             return PersistentWindowedBoltExecutor
         return CheckpointWindowedBoltExecutor
-    return StatefulBoltExecutor if issubclass(cls, StatefulBolt) else CheckpointBoltExecutor
+    if issubclass(cls, StatefulBolt):
+        if conf and conf.get("topology.state.guarantee") == "exactly-once":
+            from gale.worker.state.exactly_once import ExactlyOnceBoltExecutor
+
+            return ExactlyOnceBoltExecutor
+        return StatefulBoltExecutor
+    return CheckpointBoltExecutor

@@ -1,0 +1,133 @@
+"""Exactly-once state in local mode (real runtime, real acker, memory provider): the wiring of
+gale.worker.state.epochs — the checkpoint spout's coordinator, the sources' pause and rewind, the
+stateful bolts' rollback by generation — with failures injected. The protocol itself is checked on a
+model in tests/test_epochs_model.py."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+
+from gale import TopologyBuilder, TopologyError
+from gale.topology.state import CHECKPOINT_COMPONENT
+from gale.worker.local import LocalCluster
+from gale.worker.state.exactly_once import POSITION_KEY, read_epoch, source_namespace
+from gale.topology.state import unpack_value
+from tests.state_topologies import FlakySplit, NumberedSentences, RewindableSentences, Sink, StatefulCount, sentence
+from tests.test_state_local import bolts_of, counts_in, spouts_of
+from tests.waiting import eventually
+
+EO = {"topology.state.guarantee": "exactly-once"}
+
+
+def word_count(spout=RewindableSentences) -> TopologyBuilder:
+    b = TopologyBuilder()
+    b.set_spout("sentences", spout, 2)
+    b.set_bolt("split", FlakySplit, 2).shuffle_grouping("sentences")
+    b.set_bolt("count", StatefulCount, 2).fields_grouping("split", ["word"])
+    b.set_bolt("sink", Sink, 1).shuffle_grouping("count")
+    return b
+
+
+def committed_positions(running):
+    provider = running.runtime.resources["state"]
+    prefix = running.runtime.state_prefix
+    out = []
+    for i in range(2):
+        ns = source_namespace(prefix, "sentences", i)
+        raw = provider.load([ns])[ns].get(POSITION_KEY)
+        out.append(unpack_value(raw) if raw is not None else None)
+    return out
+
+
+@pytest.mark.parametrize("fail_every,fail_prepare", [(0, 0), (9, 0), (0, 3), (5, 2)])
+def test_counts_are_exact_through_failed_tuples_and_failed_checkpoints(fail_every, fail_prepare):
+    n = 300
+    expected = dict(Counter(w for i in range(n) for w in sentence(i).split()))
+    conf = {**EO, "test.sentences": n, "test.fail.every": fail_every, "test.fail.prepare": fail_prepare,
+            "topology.state.checkpoint.interval.ms": 50, "topology.max.spout.pending": 40}
+    topo = word_count().create_topology("eo", conf)
+    with LocalCluster() as cluster:
+        running = cluster.submit_topology(f"eo-{fail_every}-{fail_prepare}", {}, topo)
+        provider = running.runtime.resources["state"]
+
+        def everything_read_and_committed():
+            # task i emits sentences i, i + 2, ...: its position after the last one is the next index
+            assert committed_positions(running) == [n + (i - n) % 2 for i in range(2)], committed_positions(running)
+            return read_epoch(provider, running.runtime.state_prefix).txid
+
+        txid = eventually(everything_read_and_committed, timeout=90)
+        # two more checkpoints commit with nothing new: the counts stay what they were
+        def two_more_committed():
+            epoch = read_epoch(provider, running.runtime.state_prefix)
+            assert epoch.phase == "COMMITTED" and epoch.txid >= txid + 2, epoch
+
+        eventually(two_more_committed, timeout=30)
+        counts = counts_in(running)
+        stats = running.component_stats()
+        rewinds = [r for s in spouts_of(running, "sentences") for r in s.rewinds]
+        rollbacks = sum(b.rollbacks for b in bolts_of(running, "count"))
+    assert counts == expected  # nothing lost, nothing counted twice
+    extra = stats[CHECKPOINT_COMPONENT]["extra"]
+    assert extra["checkpoints_committed"] >= 3
+    if fail_every or fail_prepare:
+        # a failure rolled the topology back: the sources rewound beyond the start-up rewind
+        assert extra["checkpoint_rollbacks"] >= 2 and len(rewinds) >= 4
+        assert rollbacks >= 1
+    else:
+        assert extra["checkpoint_rollbacks"] == 1  # only the start-up rollback (generation 1)
+
+
+def _assert_ge(a, b):
+    assert a >= b, f"{a} < {b}"
+    return a
+
+
+def test_a_spout_that_cannot_rewind_is_reported_and_emits_nothing():
+    conf = {**EO, "test.sentences": 20, "topology.state.checkpoint.interval.ms": 50}
+    topo = word_count(spout=NumberedSentences).create_topology("eo", conf)
+    with LocalCluster() as cluster:
+        running = cluster.submit_topology("eo-norewind", {}, topo)
+
+        def reported():
+            errors = running.errors.get("sentences", [])
+            assert any("cannot rewind" in e and "NumberedSentences" in e for e in errors), errors
+
+        eventually(reported, timeout=30)
+        # a positive marker that the topology got past the point where the spout would emit: the
+        # start-up rollback reached the stateful tasks (they are initialized), the sources never rewind
+        counters = [ex for ex in running.runtime.executors.values() if ex.component == "count"]
+        eventually(lambda: _assert_ge(sum(all(ex.initialized.values()) for ex in counters), len(counters)), timeout=30)
+        stats = running.component_stats()
+    assert stats["sentences"]["emitted"] == 0
+
+
+def test_exactly_once_without_a_stateful_bolt_is_refused():
+    b = TopologyBuilder()
+    b.set_spout("sentences", RewindableSentences, 1)
+    b.set_bolt("split", FlakySplit, 1).shuffle_grouping("sentences")
+    with pytest.raises(TopologyError, match="exactly-once.*no stateful bolt"):
+        b.create_topology("eo", EO)
+
+
+def test_exactly_once_with_a_rabbitmq_spout_is_refused_naming_it():
+    from gale.connectors import RabbitMQSpout
+
+    b = TopologyBuilder()
+    b.set_spout("events", RabbitMQSpout, 1)
+    b.set_bolt("count", StatefulCount, 1).fields_grouping("events", ["body"])
+    with pytest.raises(TopologyError, match="spout 'events' \\(RabbitMQSpout\\) cannot rewind"):
+        b.create_topology("eo", EO)
+
+
+def test_the_task_count_of_an_exactly_once_source_cannot_change():
+    from gale.config import defaults
+    from gale.nimbus.rescale import plan_rescale
+
+    defn = word_count().create_topology("eo", EO).definition
+    conf = {**defaults(), **EO}
+    with pytest.raises(TopologyError, match=r"spout 'sentences' is a source of an exactly-once topology.*from 2 to 3"):
+        plan_rescale(defn, conf, {}, {}, {"sentences": 3})
+    assert plan_rescale(defn, conf, {}, {}, {"sentences": 1}).tasks == {}  # within its tasks: Storm's rebalance
+    assert plan_rescale(defn, conf, {}, {}, {"count": 3}).tasks == {"count": 3}  # keyed state moves by key groups
