@@ -11,9 +11,9 @@ import pytest
 
 from gale import TopologyBuilder
 from gale.connectors import KafkaSpout
-from gale.topology.state import CHECKPOINT_COMPONENT, unpack_value
+from gale.topology.state import CHECKPOINT_COMPONENT
 from gale.worker.local import LocalCluster
-from gale.worker.state.exactly_once import POSITION_KEY, read_epoch, source_namespace
+from gale.worker.state.exactly_once import committed_position, read_epoch, source_namespace
 from tests.brokers import kafka_broker  # noqa: F401
 from tests.state_topologies import FlakyRecords, StatefulCount
 from tests.test_kafka_spout import PARTITIONS, committed, kafka_conf
@@ -33,13 +33,9 @@ def topology(spout_tasks: int):
 
 def checkpointed_offsets(running, tasks: int) -> dict[int, int]:
     provider = running.runtime.resources["state"]
-    out: dict[int, int] = {}
-    for i in range(tasks):
-        ns = source_namespace(running.runtime.state_prefix, "kafka", i)
-        raw = provider.load([ns])[ns].get(POSITION_KEY)
-        for key, offset in (unpack_value(raw) if raw is not None else {}).items():
-            out[int(key.rpartition("/")[2])] = offset
-    return out
+    names = [source_namespace(running.runtime.state_prefix, "kafka", i) for i in range(tasks)]
+    merged = committed_position(provider, names, merge=True)
+    return {int(key.rpartition("/")[2]): offset for key, offset in (merged or {}).items()}
 
 
 @pytest.mark.parametrize("spout_tasks,fail_every", [(1, 0), (2, 29)])

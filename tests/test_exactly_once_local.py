@@ -12,8 +12,7 @@ import pytest
 from gale import TopologyBuilder, TopologyError
 from gale.topology.state import CHECKPOINT_COMPONENT
 from gale.worker.local import LocalCluster
-from gale.worker.state.exactly_once import POSITION_KEY, read_epoch, source_namespace
-from gale.topology.state import unpack_value
+from gale.worker.state.exactly_once import committed_position, read_epoch, source_namespace
 from tests.state_topologies import FlakySplit, NumberedSentences, RewindableSentences, Sink, StatefulCount, sentence
 from tests.test_state_local import bolts_of, counts_in, spouts_of
 from tests.waiting import eventually
@@ -33,12 +32,7 @@ def word_count(spout=RewindableSentences) -> TopologyBuilder:
 def committed_positions(running):
     provider = running.runtime.resources["state"]
     prefix = running.runtime.state_prefix
-    out = []
-    for i in range(2):
-        ns = source_namespace(prefix, "sentences", i)
-        raw = provider.load([ns])[ns].get(POSITION_KEY)
-        out.append(unpack_value(raw) if raw is not None else None)
-    return out
+    return [committed_position(provider, [source_namespace(prefix, "sentences", i)], merge=False) for i in range(2)]
 
 
 @pytest.mark.parametrize("fail_every,fail_prepare", [(0, 0), (9, 0), (0, 3), (5, 2)])
@@ -131,3 +125,27 @@ def test_the_task_count_of_an_exactly_once_source_cannot_change():
         plan_rescale(defn, conf, {}, {}, {"sentences": 3})
     assert plan_rescale(defn, conf, {}, {}, {"sentences": 1}).tasks == {}  # within its tasks: Storm's rebalance
     assert plan_rescale(defn, conf, {}, {}, {"count": 3}).tasks == {"count": 3}  # keyed state moves by key groups
+
+
+def test_merged_positions_keep_parts_without_an_owner_and_take_the_newest():
+    """A Kafka partition nobody owned at a checkpoint (its consumer was dead, the group not yet
+    rebalanced) keeps the position an older checkpoint gave it; a partition two tasks checkpointed
+    (it moved) takes the newer one."""
+    from gale.worker.state.exactly_once import committed_position, position_changes
+    from gale.worker.state.provider import MemoryStateProvider
+
+    class Kafkaish:
+        merge_positions = True
+
+    p = MemoryStateProvider()
+    a, b = "t/kafka/source0", "t/kafka/source1"
+    p.prepare(1, {a: (position_changes("kafka", Kafkaish(), {"x/0": 10, "x/1": 20}, 1), ())})
+    p.prepare(1, {b: (position_changes("kafka", Kafkaish(), {"x/2": 30}, 1), ())})
+    p.commit(1, [a, b])
+    # checkpoint 2: task 0 died (stages nothing), task 1 now owns x/1 too
+    p.prepare(2, {b: (position_changes("kafka", Kafkaish(), {"x/1": 25, "x/2": 35}, 2), ())})
+    p.commit(2, [a, b])
+    assert committed_position(p, [a, b], merge=True) == {"x/0": 10, "x/1": 25, "x/2": 35}
+    assert committed_position(p, ["t/kafka/none"], merge=True) is None
+    with pytest.raises(Exception, match="position\\(\\) must return a dict with str keys"):
+        position_changes("kafka", Kafkaish(), [1, 2], 3)

@@ -54,6 +54,7 @@ log = get_logger("checkpoint")
 
 POLL_SECS = 0.005  # how often a source task reads the record, and the coordinator the reports
 POSITION_KEY = b"position"
+PART_PREFIX = b"part:"  # merged positions: one key per part (a Kafka partition), valued [txid, position]
 
 
 def state_name(prefix: str) -> str:
@@ -66,6 +67,39 @@ def report_name(prefix: str, task: int) -> str:
 
 def source_namespace(prefix: str, component: str, index: int) -> str:
     return f"{prefix}/{component}/source{index}"
+
+
+def position_changes(component: str, spout: Any, position: Any, txid: int) -> dict[bytes, bytes]:
+    """The provider keys a source task stages for checkpoint ``txid``. A spout with
+    ``merge_positions`` (its position is a dict of parts a task may hand to another: Kafka's
+    partitions) stages one key per part, valued ``[txid, position]``: the parts it does not own now
+    keep the value of the checkpoint that last saw them (a partition without an owner at a checkpoint
+    must not lose its place), and a rewind takes, per part, the newest over every task."""
+    try:
+        if getattr(spout, "merge_positions", False):
+            if not isinstance(position, dict) or not all(isinstance(k, str) for k in position):
+                raise StateError(f"with merge_positions, position() must return a dict with str keys, got {position!r}")
+            return {PART_PREFIX + k.encode(): pack([txid, v]) for k, v in position.items()}
+        return {POSITION_KEY: pack(position)}
+    except StateError as exc:
+        raise StateError(f"spout {component!r} position() returned what a checkpoint cannot hold: {exc}") from None
+
+
+def committed_position(provider: Any, namespaces: list[str], merge: bool) -> Any:
+    """The committed position in ``namespaces`` (one task's; or, merged, every task's)."""
+    loaded = provider.load(namespaces)
+    if not merge:
+        raw = loaded.get(namespaces[0], {}).get(POSITION_KEY)
+        return unpack_value(raw) if raw is not None else None
+    newest: dict[str, tuple[int, Any]] = {}
+    for ns in namespaces:
+        for key, raw in loaded.get(ns, {}).items():
+            if key.startswith(PART_PREFIX):
+                txid, value = unpack_value(raw)
+                part = key[len(PART_PREFIX):].decode()
+                if part not in newest or txid > newest[part][0]:
+                    newest[part] = (txid, value)
+    return {part: value for part, (_, value) in newest.items()} or None
 
 
 def read_epoch(provider: Any, prefix: str) -> Epoch:
@@ -236,12 +270,7 @@ class ExactlyOnceSpoutExecutor(SpoutExecutor):
                 position = spout.position()
             finally:
                 self.in_call = False
-            try:
-                packed = pack(position)
-            except StateError as exc:
-                raise StateError(f"spout {self.component!r} position() returned what a checkpoint cannot hold: "
-                                 f"{exc}") from None
-            self.provider.prepare(action.txid, {ns: ({POSITION_KEY: packed}, ())})
+            self.provider.prepare(action.txid, {ns: (position_changes(self.component, spout, position, action.txid), ())})
         elif isinstance(action, WriteReport):
             self.provider.put_meta(report_name(self.prefix, task), json.dumps(action.report.to_record()).encode())
 
@@ -250,17 +279,9 @@ class ExactlyOnceSpoutExecutor(SpoutExecutor):
         self._next_tuple[task] = _idle
 
     def _committed_position(self, spout: Any, ns: str) -> Any:
-        """The task's committed position; for a spout with ``merge_positions`` (positions are dicts
-        keyed by what a task may hand to another, e.g. Kafka partitions) every task's, merged."""
-        names = list(self.all_namespaces) if getattr(spout, "merge_positions", False) else [ns]
-        loaded = self.provider.load(names)
-        values = [unpack_value(raw) for n in names if (raw := loaded.get(n, {}).get(POSITION_KEY)) is not None]
-        if not getattr(spout, "merge_positions", False):
-            return values[0] if values else None
-        merged: dict = {}
-        for v in values:
-            merged.update(v)
-        return merged or None
+        merge = bool(getattr(spout, "merge_positions", False))
+        names = list(self.all_namespaces) if merge else [ns]
+        return committed_position(self.provider, names, merge)
 
     def _call(self, method: str, task: int, *args: Any) -> None:
         if method == "fail":

@@ -1,0 +1,103 @@
+"""Exactly-once state on a real cluster: real ZooKeeper, nimbus, supervisors and worker processes,
+a real Kafka-protocol broker and a real Redis. kill -9 of the worker holding counting tasks while
+records flow: the topology rolls back to its last checkpoint, the Kafka spout rewinds, and the counts
+committed in Redis equal the counts of the topic's records exactly — nothing lost, nothing twice
+(at-least-once, the same fault over-counts: tests/test_state_cluster.py)."""
+
+from __future__ import annotations
+
+import os
+import signal
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from gale.redisserver import RedisServer
+from gale.worker.state.exactly_once import committed_position, read_epoch, source_namespace
+from gale.worker.state.inspect import read_committed
+from gale.worker.state.redis_provider import RedisStateProvider
+from tests.brokers import kafka_broker  # noqa: F401
+from tests.cluster import Topologies, make_cluster, status
+from tests.waiting import eventually
+
+pytestmark = [pytest.mark.cluster, pytest.mark.timeout(300)]
+
+TOPOLOGY = Path(__file__).resolve().parent / "cluster_topologies" / "eo_kafka_wc.py"
+PARTITIONS = 4
+WORDS = [f"w{i}" for i in range(13)]
+
+
+@pytest.fixture(scope="module")
+def redis_server():
+    with RedisServer() as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def cluster(zk_server, tmp_path_factory):
+    c = make_cluster(zk_server, tmp_path_factory.mktemp("eo"), supervisors=2, slots=2)
+    c.start()
+    yield c
+    c.cleanup()
+
+
+def checkpointed_offsets(provider, name) -> dict[int, int]:
+    merged = committed_position(provider, [source_namespace(name, "kafka", i) for i in range(2)], merge=True)
+    return {int(key.rpartition("/")[2]): offset for key, offset in (merged or {}).items()}
+
+
+def test_kill_minus_9_of_the_counting_worker_counts_every_record_exactly_once(cluster, redis_server,
+                                                                              kafka_broker):  # noqa: F811
+    topic = "eo-words"
+    kafka_broker.create_topic(topic, PARTITIONS)
+    values = [WORDS[(i * 5) % len(WORDS)] for i in range(3000)]
+    kafka_broker.produce(topic, values[:1500], partitions=PARTITIONS)
+    provider = RedisStateProvider(redis_server.url)
+    with Topologies(cluster) as topologies:
+        name, _ = topologies.submit(TOPOLOGY, "eo-kill", *[x for k, v in {
+            "kafka.bootstrap.servers": kafka_broker.bootstrap, "kafka.topic": topic, "kafka.group": "eo",
+            "kafka.zookeeper.root": cluster.root.rsplit("/", 1)[0] + "/kafka",
+            "topology.state.provider": "redis", "topology.state.redis.url": redis_server.url,
+        }.items() for x in ("-c", f"{k}={v}")])
+
+        def some_committed():
+            counts = read_committed(provider, name, "count", key_groups=128)
+            assert sum(counts.values()) > 0, "nothing committed yet"
+
+        eventually(some_committed, 120)
+
+        def count_worker():
+            worker = status(cluster, name)["components"]["count"]["executor_list"][0]["worker"]
+            assert worker and worker["pid"], "the count executor's worker has not reported yet"
+            return worker["pid"]
+
+        pid = eventually(count_worker, 30)
+        kafka_broker.produce(topic, values[1500:], partitions=PARTITIONS)  # records flowing at the kill
+        os.kill(pid, signal.SIGKILL)
+        hws = kafka_broker.high_watermarks(topic, PARTITIONS)
+        assert sum(hws.values()) == len(values)
+
+        def every_record_checkpointed():
+            assert checkpointed_offsets(provider, name) == hws
+            return read_epoch(provider, name).txid
+
+        txid = eventually(every_record_checkpointed, 180)
+
+        def two_more_committed():
+            epoch = read_epoch(provider, name)
+            assert epoch.phase == "COMMITTED" and epoch.txid >= txid + 2, epoch
+            return epoch
+
+        epoch = eventually(two_more_committed, 60)
+        counts = read_committed(provider, name, "count", key_groups=128)
+        assert counts == dict(Counter(values))  # nothing lost, nothing counted twice
+        # the kill rolled the topology back: a generation beyond the start-up one
+        assert epoch.generation >= 2, epoch
+
+        def restarted():
+            pids = {e["worker"]["pid"] for e in status(cluster, name)["components"]["count"]["executor_list"]
+                    if e["worker"]}
+            assert pids and pid not in pids, pids
+
+        eventually(restarted, 60)
