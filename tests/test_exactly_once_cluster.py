@@ -47,6 +47,38 @@ def checkpointed_offsets(provider, name) -> dict[int, int]:
     return {int(key.rpartition("/")[2]): offset for key, offset in (merged or {}).items()}
 
 
+def submit(cluster, topologies, redis_server, kafka_broker, topic, name):  # noqa: F811
+    return topologies.submit(TOPOLOGY, name, *[x for k, v in {
+        "kafka.bootstrap.servers": kafka_broker.bootstrap, "kafka.topic": topic, "kafka.group": name,
+        "kafka.zookeeper.root": cluster.root.rsplit("/", 1)[0] + "/kafka",
+        "topology.state.provider": "redis", "topology.state.redis.url": redis_server.url,
+    }.items() for x in ("-c", f"{k}={v}")])[0]
+
+
+def wait_exact(provider, name, hws, values):
+    """Every record's position checkpointed, then two more checkpoints: the committed counts are the
+    topic's counts exactly. Returns the record (its generation tells how often it rolled back)."""
+    def every_record_checkpointed():
+        assert checkpointed_offsets(provider, name) == hws
+        return read_epoch(provider, name).txid
+
+    txid = eventually(every_record_checkpointed, 180)
+
+    def two_more_committed():
+        epoch = read_epoch(provider, name)
+        assert epoch.phase == "COMMITTED" and epoch.txid >= txid + 2, epoch
+        return epoch
+
+    epoch = eventually(two_more_committed, 60)
+    assert read_committed(provider, name, "count", key_groups=128) == dict(Counter(values))  # nothing lost or twice
+    return epoch
+
+
+def some_committed(provider, name):
+    counts = read_committed(provider, name, "count", key_groups=128)
+    assert sum(counts.values()) > 0, "nothing committed yet"
+
+
 def test_kill_minus_9_of_the_counting_worker_counts_every_record_exactly_once(cluster, redis_server,
                                                                               kafka_broker):  # noqa: F811
     topic = "eo-words"
@@ -55,17 +87,8 @@ def test_kill_minus_9_of_the_counting_worker_counts_every_record_exactly_once(cl
     kafka_broker.produce(topic, values[:1500], partitions=PARTITIONS)
     provider = RedisStateProvider(redis_server.url)
     with Topologies(cluster) as topologies:
-        name, _ = topologies.submit(TOPOLOGY, "eo-kill", *[x for k, v in {
-            "kafka.bootstrap.servers": kafka_broker.bootstrap, "kafka.topic": topic, "kafka.group": "eo",
-            "kafka.zookeeper.root": cluster.root.rsplit("/", 1)[0] + "/kafka",
-            "topology.state.provider": "redis", "topology.state.redis.url": redis_server.url,
-        }.items() for x in ("-c", f"{k}={v}")])
-
-        def some_committed():
-            counts = read_committed(provider, name, "count", key_groups=128)
-            assert sum(counts.values()) > 0, "nothing committed yet"
-
-        eventually(some_committed, 120)
+        name = submit(cluster, topologies, redis_server, kafka_broker, topic, "eo-kill")
+        eventually(lambda: some_committed(provider, name), 120)
 
         def count_worker():
             worker = status(cluster, name)["components"]["count"]["executor_list"][0]["worker"]
@@ -78,20 +101,7 @@ def test_kill_minus_9_of_the_counting_worker_counts_every_record_exactly_once(cl
         hws = kafka_broker.high_watermarks(topic, PARTITIONS)
         assert sum(hws.values()) == len(values)
 
-        def every_record_checkpointed():
-            assert checkpointed_offsets(provider, name) == hws
-            return read_epoch(provider, name).txid
-
-        txid = eventually(every_record_checkpointed, 180)
-
-        def two_more_committed():
-            epoch = read_epoch(provider, name)
-            assert epoch.phase == "COMMITTED" and epoch.txid >= txid + 2, epoch
-            return epoch
-
-        epoch = eventually(two_more_committed, 60)
-        counts = read_committed(provider, name, "count", key_groups=128)
-        assert counts == dict(Counter(values))  # nothing lost, nothing counted twice
+        epoch = wait_exact(provider, name, hws, values)
         # the kill rolled the topology back: a generation beyond the start-up one
         assert epoch.generation >= 2, epoch
 
@@ -101,3 +111,29 @@ def test_kill_minus_9_of_the_counting_worker_counts_every_record_exactly_once(cl
             assert pids and pid not in pids, pids
 
         eventually(restarted, 60)
+
+
+def test_redis_killed_mid_run_rolls_back_and_every_record_counts_exactly_once(cluster, redis_server,
+                                                                              kafka_broker):  # noqa: F811
+    """kill -9 of Redis while records flow (checkpoints fail, nothing is committed in part), then Redis
+    back (from its append-only file): the topology rolls back to the last checkpoint and the counts
+    come out exact."""
+    topic = "eo-redis"
+    kafka_broker.create_topic(topic, PARTITIONS)
+    values = [WORDS[(i * 3) % len(WORDS)] for i in range(3000)]
+    kafka_broker.produce(topic, values[:1500], partitions=PARTITIONS)
+    provider = RedisStateProvider(redis_server.url)
+    with Topologies(cluster) as topologies:
+        name = submit(cluster, topologies, redis_server, kafka_broker, topic, "eo-redis")
+        eventually(lambda: some_committed(provider, name), 120)
+        kafka_broker.produce(topic, values[1500:], partitions=PARTITIONS)
+        redis_server.kill()
+        try:
+            def checkpoints_failing():
+                cp = status(cluster, name)["components"]["$checkpointspout"]
+                assert cp["stats"]["extra"].get("checkpoint_failures", 0) >= 1, cp["stats"]
+
+            eventually(checkpoints_failing, 60)
+        finally:
+            redis_server.start()
+        wait_exact(provider, name, kafka_broker.high_watermarks(topic, PARTITIONS), values)

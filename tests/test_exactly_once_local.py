@@ -149,3 +149,36 @@ def test_merged_positions_keep_parts_without_an_owner_and_take_the_newest():
     assert committed_position(p, ["t/kafka/none"], merge=True) is None
     with pytest.raises(Exception, match="position\\(\\) must return a dict with str keys"):
         position_changes("kafka", Kafkaish(), [1, 2], 3)
+
+
+def test_a_rewind_drops_what_the_task_staged_for_a_checkpoint_that_did_not_commit():
+    """Checkpoint 3 is staged, then rolled back; the next checkpoint reuses txid 3 and this task
+    stages nothing for it (a Kafka task owning no partition then): the old positions must not be
+    committed with it. The real Redis provider skips a namespace without changes, so the executor
+    rolls its namespace back at every rewind."""
+    from gale.redisserver import RedisServer
+    from gale.worker.state.exactly_once import ExactlyOnceSpoutExecutor, position_changes
+    from gale.worker.state.epochs import Rewind
+    from gale.worker.state.redis_provider import RedisStateProvider
+
+    class Kafkaish:
+        merge_positions = True
+
+        def rewind(self, position):
+            self.rewound_to = position
+
+    with RedisServer() as server:
+        provider = RedisStateProvider(server.url)
+        ns = "t/kafka/source0"
+        provider.prepare(2, {ns: (position_changes("kafka", Kafkaish(), {"x/0": 10}, 2), ())})
+        provider.commit(2, [ns])
+        provider.prepare(3, {ns: (position_changes("kafka", Kafkaish(), {"x/0": 99}, 3), ())})  # then rolled back
+        ex = ExactlyOnceSpoutExecutor.__new__(ExactlyOnceSpoutExecutor)  # only what _perform(Rewind) uses
+        ex.provider, ex.component, ex.pending = provider, "kafka", {}
+        ex.spouts, ex.namespaces, ex.all_namespaces = {1: Kafkaish()}, {1: ns}, [ns]
+        ex.in_call = False
+        ex._perform(1, Rewind(2))
+        assert ex.spouts[1].rewound_to == {"x/0": 10}
+        provider.prepare(3, {ns: ({}, ())})  # the new checkpoint 3: nothing to stage
+        provider.commit(3, [ns])
+        assert committed_position(provider, [ns], merge=True) == {"x/0": 10}

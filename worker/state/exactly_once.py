@@ -157,6 +157,7 @@ class ExactlyOnceCheckpointer(CoordinatorShell):
                        for t in self.sources}
         except Exception as exc:  # noqa: BLE001 - the provider unreachable, a record unreadable
             self.collector.report_error(f"exactly-once checkpoints: cannot read the checkpoint records: {exc}")
+            self.collector.incr_metric("checkpoint_failures")
             self.next_poll = now + self.coordinator.retry_secs
             return
         self._perform(self.coordinator.tick(now, reports))
@@ -257,6 +258,10 @@ class ExactlyOnceSpoutExecutor(SpoutExecutor):
         if isinstance(action, Rewind):
             for root in [r for r, info in self.pending.items() if info[0] == task]:
                 self.pending.pop(root)  # their acks and fails are ignored from now on
+            # what this task staged for a checkpoint that did not commit must go: the checkpoint after
+            # the rollback reuses its txid, and a task with nothing to stage then (a Kafka task owning
+            # no partition) would leave the old, later positions to be committed with it
+            self.provider.rollback([ns])
             position = self._committed_position(spout, ns)
             self.in_call = True
             try:
