@@ -4,13 +4,14 @@ Run: ``.venv/bin/python -m benchmarks.bench_state [--sentences N] [--repeat R] [
 
 Prints ``name: value unit`` lines:
 
-* ``state_wordcount_{stateless,stateful_memory,stateful_redis}_spout_tuples_per_sec`` — sentences
+* ``state_wordcount_{stateless,stateful_memory,exactly_once_memory,stateful_redis}_spout_tuples_per_sec`` — sentences
   fully processed (acked) per second in local mode, in steady state (``--window`` seconds after a
   3 s warm-up; ``--window 0``: whole runs of ``--sentences``, including the wait for the last checkpoint): spout → split ×4 (shuffle) → count ×4 (fields on
   word), the count a plain dict (stateless) or a ``StatefulBolt`` with 1 s checkpoints (memory
   provider; Redis from Debian's ``redis-server``, started here), ``topology.max.spout.pending``
   ``--pending`` (default 20000) for all three, best of ``--repeat``, interleaved; and ``..._ratio``
-  (stateful / stateless, the issue's target is ≥ 0.8). A stateful bolt's acks wait for the next
+  (stateful / stateless, the issue's target is ≥ 0.8); ``exactly_once_memory`` is the stateful one with
+  ``topology.state.guarantee: exactly-once`` (acks at once, a pause per checkpoint). A stateful bolt's acks wait for the next
   commit, so its rate is bounded by about pending / (1.5 × interval): the ratio depends on
   ``--pending``;
 * ``state_checkpoint_{memory,redis}_{N}_changed_keys_ms`` — one task's prepare + commit of a
@@ -116,7 +117,9 @@ def main() -> None:
 
         redis = RedisServer().start()
     try:
-        variants = [("stateless", False, {}), ("stateful_memory", True, {"topology.state.provider": "memory"})]
+        variants = [("stateless", False, {}), ("stateful_memory", True, {"topology.state.provider": "memory"}),
+                    ("exactly_once_memory", True, {"topology.state.provider": "memory",
+                                                   "topology.state.guarantee": "exactly-once"})]
         if redis is not None:
             variants.append(("stateful_redis", True, {"topology.state.provider": "redis",
                                                       "topology.state.redis.url": redis.url}))

@@ -52,6 +52,20 @@ class RandomSentenceSpout(ReliableSpout):
         self.sent += 1
         self.emit([SENTENCES[self.rng.randrange(len(SENTENCES))]])
 
+    # exactly-once state (topology.state.guarantee: exactly-once) needs a source that can go back
+    def position(self):
+        return [self.sent, self.rng.getstate()]
+
+    def rewind(self, position):
+        self.forget_pending()
+        if position is None:
+            self.rng = random.Random(self.seed if self.seed is None else self.seed + self.context.task_id)
+            self.sent = 0
+        else:
+            version, internal, gauss = position[1]
+            self.sent = position[0]
+            self.rng.setstate((version, tuple(internal), gauss))
+
 
 class SplitSentence(BasicBolt):
     def declare_output_fields(self, declarer):

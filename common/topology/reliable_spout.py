@@ -67,6 +67,13 @@ class ReliableSpout(Spout):
         self._next_id = 0
         collector.declare_metrics([REPLAYED, EXHAUSTED])
 
+    def forget_pending(self) -> None:
+        """Forget every message in flight or waiting for a replay — for a subclass's ``rewind``
+        (exactly-once: the topology went back to a checkpoint, so they will be read again)."""
+        self.pending.clear()
+        self._failures.clear()
+        self._replay.clear()
+
     # ------------------------------------------------------------------ what subclasses implement
 
     def next_message(self) -> None:

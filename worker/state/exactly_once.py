@@ -229,6 +229,8 @@ class ExactlyOnceSpoutExecutor(SpoutExecutor):
         return super().run_batch(budget)
 
     def _pending_of(self, task: int) -> int:
+        if len(self.tasks) == 1:
+            return len(self.pending)
         return sum(1 for _, info in self.pending.items() if info[0] == task)
 
     def _observe(self) -> None:
