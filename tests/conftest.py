@@ -75,6 +75,15 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> None:
         report.sections.append(("ZooKeeper server log (tail)", _SERVER.log_tail(40)))
 
 
+@pytest.fixture(scope="module")
+def redis_server():
+    """A Redis server (Debian's ``redis-server``, AOF with ``appendfsync always``) per test module."""
+    from gale.redisserver import RedisServer
+
+    with RedisServer() as server:
+        yield server
+
+
 @pytest.fixture
 def zk_chroot(zk_server: ZooKeeperServer) -> str:
     chroot = f"/t-{uuid.uuid4().hex[:12]}"

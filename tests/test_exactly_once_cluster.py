@@ -13,7 +13,6 @@ from pathlib import Path
 
 import pytest
 
-from gale.redisserver import RedisServer
 from gale.worker.state.exactly_once import committed_position, read_epoch, source_namespace
 from gale.worker.state.inspect import read_committed
 from gale.worker.state.redis_provider import RedisStateProvider
@@ -26,12 +25,6 @@ pytestmark = [pytest.mark.cluster, pytest.mark.timeout(300)]
 TOPOLOGY = Path(__file__).resolve().parent / "cluster_topologies" / "eo_kafka_wc.py"
 PARTITIONS = 4
 WORDS = [f"w{i}" for i in range(13)]
-
-
-@pytest.fixture(scope="module")
-def redis_server():
-    with RedisServer() as server:
-        yield server
 
 
 @pytest.fixture(scope="module")

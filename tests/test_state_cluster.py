@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 
-from gale.redisserver import RedisServer
 from gale.worker.state.inspect import read_committed
 from gale.worker.state.redis_provider import RedisStateProvider
 from tests.cluster import CORPUS, DurableInput, Topologies, api, cli, make_cluster, status, worker_pids
@@ -19,12 +18,6 @@ from tests.waiting import eventually
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(300)]
 
 STATEFUL_WC = Path(__file__).resolve().parent / "cluster_topologies" / "stateful_wc.py"
-
-
-@pytest.fixture(scope="module")
-def redis_server():
-    with RedisServer() as server:
-        yield server
 
 
 @pytest.fixture(scope="module")

@@ -4,15 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from gale.redisserver import RedisServer
 from gale.worker.state.provider import MemoryStateProvider, StateProviderError, open_provider
 from gale.worker.state.redis_provider import RedisStateProvider
-
-
-@pytest.fixture(scope="module")
-def redis_server():
-    with RedisServer() as server:
-        yield server
 
 
 @pytest.fixture(params=["memory", "redis"])
