@@ -18,6 +18,7 @@ from gale.worker.state.inspect import read_committed
 from gale.worker.state.redis_provider import RedisStateProvider
 from tests.brokers import kafka_broker  # noqa: F401
 from tests.cluster import Topologies, make_cluster, status
+from tests.test_exactly_once_local import two_more_commits
 from tests.waiting import eventually
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(300)]
@@ -56,13 +57,7 @@ def wait_exact(provider, name, hws, values):
         return read_epoch(provider, name).txid
 
     txid = eventually(every_record_checkpointed, 180)
-
-    def two_more_committed():
-        epoch = read_epoch(provider, name)
-        assert epoch.phase == "COMMITTED" and epoch.txid >= txid + 2, epoch
-        return epoch
-
-    epoch = eventually(two_more_committed, 60)
+    epoch = two_more_commits(provider, name, txid)
     assert read_committed(provider, name, "count", key_groups=128) == dict(Counter(values))  # nothing lost or twice
     return epoch
 

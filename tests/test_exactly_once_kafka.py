@@ -17,6 +17,7 @@ from gale.worker.state.exactly_once import committed_position, read_epoch, sourc
 from tests.brokers import kafka_broker  # noqa: F401
 from tests.state_topologies import FlakyRecords, StatefulCount
 from tests.test_kafka_spout import PARTITIONS, committed, kafka_conf
+from tests.test_exactly_once_local import two_more_commits
 from tests.test_state_local import counts_in
 from tests.waiting import eventually
 
@@ -58,11 +59,7 @@ def test_counts_from_a_topic_are_exact_through_failures(kafka_broker, zk, zk_chr
 
         txid = eventually(every_record_checkpointed, timeout=120)
 
-        def two_more_committed():
-            epoch = read_epoch(provider, running.runtime.state_prefix)
-            assert epoch.phase == "COMMITTED" and epoch.txid >= txid + 2, epoch
-
-        eventually(two_more_committed, timeout=60)
+        two_more_commits(provider, running.runtime.state_prefix, txid)
         counts = counts_in(running)
         stats = running.component_stats()
         group = committed(zk, f"g{topic}", topic)

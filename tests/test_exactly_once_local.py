@@ -35,6 +35,17 @@ def committed_positions(running):
     return [committed_position(provider, [source_namespace(prefix, "sentences", i)], merge=False) for i in range(2)]
 
 
+def two_more_commits(provider, prefix, txid):
+    """Wait until the record is COMMITTED two checkpoints past ``txid`` (nothing new to read: the
+    counts must stay what they are); returns the record."""
+    def committed():
+        epoch = read_epoch(provider, prefix)
+        assert epoch.phase == "COMMITTED" and epoch.txid >= txid + 2, epoch
+        return epoch
+
+    return eventually(committed, timeout=60)
+
+
 @pytest.mark.parametrize("fail_every,fail_prepare", [(0, 0), (9, 0), (0, 3), (5, 2)])
 def test_counts_are_exact_through_failed_tuples_and_failed_checkpoints(fail_every, fail_prepare):
     n = 300
@@ -52,12 +63,7 @@ def test_counts_are_exact_through_failed_tuples_and_failed_checkpoints(fail_ever
             return read_epoch(provider, running.runtime.state_prefix).txid
 
         txid = eventually(everything_read_and_committed, timeout=90)
-        # two more checkpoints commit with nothing new: the counts stay what they were
-        def two_more_committed():
-            epoch = read_epoch(provider, running.runtime.state_prefix)
-            assert epoch.phase == "COMMITTED" and epoch.txid >= txid + 2, epoch
-
-        eventually(two_more_committed, timeout=30)
+        two_more_commits(provider, running.runtime.state_prefix, txid)
         counts = counts_in(running)
         stats = running.component_stats()
         rewinds = [r for s in spouts_of(running, "sentences") for r in s.rewinds]

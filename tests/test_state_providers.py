@@ -62,6 +62,13 @@ def test_namespaces_without_changes_and_large_checkpoints(provider):
     assert len(provider.load(["a"])["a"]) == 500
 
 
+def test_staging_a_txid_again_replaces_it_even_with_nothing(provider):
+    provider.prepare(3, {"ns": ({b"k": b"old"}, set())})
+    provider.prepare(3, {"ns": ({}, set())})  # the same txid staged again, with no change
+    provider.commit(3, ["ns"])
+    assert provider.load(["ns"])["ns"] == {}
+
+
 def test_meta_records(provider):
     assert provider.get_meta("topo/__state") is None
     provider.put_meta("topo/__state", b'{"txid": 1}')

@@ -107,13 +107,13 @@ def read_epoch(provider: Any, prefix: str) -> Epoch:
     return Epoch.from_record(json.loads(raw) if raw else None)
 
 
-def source_tasks(task_to_component: dict[int, str], spouts: list[str]) -> dict[int, str]:
-    """Every data spout task → its position namespace (prefix applied by the caller)."""
+def source_tasks(task_to_component: dict[int, str], spouts: list[str], prefix: str) -> dict[int, str]:
+    """Every data spout task → its position namespace."""
     out = {}
     for component in spouts:
         tasks = sorted(t for t, c in task_to_component.items() if c == component)
         for i, t in enumerate(tasks):
-            out[t] = f"{component}/source{i}"
+            out[t] = source_namespace(prefix, component, i)
     return out
 
 
@@ -128,10 +128,9 @@ class ExactlyOnceCheckpointer(CoordinatorShell):
         self._clock = clock
         interval = conf["topology.state.checkpoint.interval.ms"] / 1000.0
         self.coordinator = EpochCoordinator(interval, pause_timeout=float(conf["topology.message.timeout.secs"]),
-                                     retry_secs=interval)
+                                            retry_secs=interval)
         spouts = list(context.resources["source_components"])
-        self.sources = {t: f"{self.prefix}/{ns}" for t, ns in source_tasks(dict(context.task_to_component),
-                                                                             spouts).items()}
+        self.sources = source_tasks(dict(context.task_to_component), spouts, self.prefix)
         self._levels = collector._stats.extra
         self._levels.setdefault("checkpoint_generation", 0)
         self.started = False

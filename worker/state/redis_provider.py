@@ -112,10 +112,10 @@ class RedisStateProvider:
             pipe = self.client.pipeline(transaction=True)
             for ns, (puts, deletes) in changes.items():
                 puts, deletes = dict(puts), list(deletes)
+                staged, deleted = _staged(ns, txid), _deleted(ns, txid)
+                pipe.delete(staged, deleted)  # staging a txid again replaces it (with nothing, too)
                 if not puts and not deletes:
                     continue
-                staged, deleted = _staged(ns, txid), _deleted(ns, txid)
-                pipe.delete(staged, deleted)
                 items = list(puts.items())
                 for i in range(0, len(items), _CHUNK):
                     pipe.hset(staged, mapping=dict(items[i:i + _CHUNK]))
