@@ -1,7 +1,7 @@
 """The cluster under test: two "nodes" on this machine, and the observations faults rely on.
 
 * host node: ZooKeeper (the cluster's own server, or an ensemble of three, so it can be restarted),
-  RabbitMQ, two nimbuses and ``HOST_SUPERVISORS`` supervisors, all bound to and advertising the
+  the workload's services (RabbitMQ; or a Kafka-protocol broker and Redis), two nimbuses and ``HOST_SUPERVISORS`` supervisors, all bound to and advertising the
   veth host address;
 * namespaced node: one supervisor (and so its workers) inside :class:`~tests.chaos.netns.NetNamespace`,
   advertising the namespace's address.
@@ -13,8 +13,8 @@ requested while slots are free) and every fault finds work on every node.
 Observations come from outside the daemons: ZooKeeper read directly (the project's own
 :class:`~gale.layout.Layout` and :mod:`gale.records`, every read bounded by a timeout so a
 ZooKeeper restart never blocks a fault), nimbus's HTTP API,
-ZooKeeper's ``cons`` four-letter word (which client connection has which session), ``/proc``
-(psutil) for processes, and ``rabbitmqctl`` for the queue.
+ZooKeeper's ``cons`` four-letter word (which client connection has which session), and ``/proc``
+(psutil) for processes. The workload (:mod:`tests.chaos.workload`) observes its own services.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 import psutil
@@ -39,11 +40,9 @@ from gale.records import Assignment
 from gale.zkserver import ZooKeeperEnsemble, ZooKeeperServer, four_letter
 from gale.nimbus.client import NimbusClient
 from gale.nimbus.devcluster import DevCluster
-from tests.chaos.broker import ChaosRabbitMQ
 from tests.chaos.netns import NetNamespace, sweep_stale
 
 ROOT = Path(__file__).resolve().parents[2]
-TOPOLOGY = ROOT / "tests" / "chaos_topology" / "pipeline.py"
 TOPOLOGY_NAME = "chaos"
 HOST_SUPERVISORS = 2
 NS_SUPERVISOR_ID = "sup-netns"
@@ -119,43 +118,45 @@ _CONS = re.compile(r"/([0-9.]+):(\d+)\[\d+\]\(.*?sid=(0x[0-9a-f]+)")
 
 
 class ChaosCluster:
-    def __init__(self, base: Path, *, queue: str = "chaos-input", zookeepers: int = 1):
+    def __init__(self, base: Path, *, zookeepers: int = 1):
         self.zookeepers = zookeepers
         self.base = Path(base)
         self.base.mkdir(parents=True, exist_ok=True)
         self.state_dir = self.base / "state"
         self.state_dir.mkdir(exist_ok=True)
-        self.queue = queue
         self.ns = NetNamespace()
         self.host = self.ns.host_ip
         self.zk: ZooKeeperServer | ZooKeeperEnsemble | None = None
-        self.rabbit: ChaosRabbitMQ | None = None
         self.dev: DevCluster | None = None
         self.observer: KazooClient | None = None
         self.layout = Layout("/storm")
         self.topology_id: str | None = None
+        #: the workload's Redis server, when it has one (the target of the redis_kill fault)
+        self.redis: Any = None
         self.stopped_pids: set[int] = set()  # SIGSTOPped by a fault and not resumed yet
         #: set when the run stops: fault threads still running must not start or kill anything more
         self.closing = threading.Event()
 
     # ------------------------------------------------------------------ lifecycle
 
-    def start(self) -> ChaosCluster:
+    def start(self, services: Callable[[], None] | None = None) -> ChaosCluster:
+        """Create the namespace, start ZooKeeper, nimbuses and supervisors; ``services`` (the
+        workload's brokers, reachable at :attr:`host`) start on a thread meanwhile."""
         for name in sweep_stale():
             log(f"removed a stale namespace {name}")
         self.ns.create()
         log(f"namespace {self.ns.name}: host {self.ns.host_ip}, namespace {self.ns.ns_ip} ({self.ns.host_if})")
-        self.rabbit = ChaosRabbitMQ(self.base / "rabbitmq", also_listen=self.host)
-        rabbit_error: list[BaseException] = []
+        services_error: list[BaseException] = []
 
-        def start_rabbit() -> None:
+        def start_services() -> None:
             try:
-                self.rabbit.start(timeout=120)
+                if services is not None:
+                    services()
             except BaseException as exc:  # noqa: BLE001 - reported by the joining thread
-                rabbit_error.append(exc)
+                services_error.append(exc)
 
-        rabbit_thread = threading.Thread(target=start_rabbit, name="chaos-rabbitmq-start", daemon=True)
-        rabbit_thread.start()
+        services_thread = threading.Thread(target=start_services, name="chaos-services-start", daemon=True)
+        services_thread.start()
         if self.zookeepers > 1:
             self.zk = ZooKeeperEnsemble(self.zookeepers, base_dir=self.base / "zookeeper", host=self.host,
                                         tick_time_ms=500)
@@ -170,14 +171,12 @@ class ChaosCluster:
         self.dev.wait_for_supervisors(self.n_supervisors, 120)
         self.observer = KazooClient(hosts=self.zk.address, timeout=10.0)
         self.observer.start(timeout=20)
-        rabbit_thread.join(150)
-        if rabbit_error:
-            raise rabbit_error[0]
-        if rabbit_thread.is_alive():
-            raise RuntimeError("RabbitMQ did not start within 150 s")
-        self.rabbit.declare(self.queue)
-        log(f"cluster up: ZooKeeper {self.zk.address}, nimbus {self.dev.nimbus_ports}, "
-            f"RabbitMQ {self.host}:{self.rabbit.port}, base {self.base}")
+        services_thread.join(150)
+        if services_error:
+            raise services_error[0]
+        if services_thread.is_alive():
+            raise RuntimeError("the workload's services did not start within 150 s")
+        log(f"cluster up: ZooKeeper {self.zk.address}, nimbus {self.dev.nimbus_ports}, base {self.base}")
         return self
 
     @property
@@ -188,10 +187,11 @@ class ChaosCluster:
     def ns_index(self) -> int:
         return HOST_SUPERVISORS
 
-    def submit(self, timeout: float = 180.0) -> str:
-        overrides = {**self.rabbit.spout_conf(self.queue), "chaos.state.dir": str(self.state_dir),
-                     "chaos.workers": self.n_supervisors}
-        args = ["submit", str(TOPOLOGY), "--name", TOPOLOGY_NAME, "--wait", "--wait-timeout", str(timeout)]
+    def submit(self, topology: Path, conf: dict[str, Any], timeout: float = 180.0) -> str:
+        """Submit ``topology`` as :data:`TOPOLOGY_NAME` with the ``-c`` overrides ``conf`` (plus
+        ``chaos.state.dir`` and ``chaos.workers``: one worker per supervisor)."""
+        overrides = {**conf, "chaos.state.dir": str(self.state_dir), "chaos.workers": self.n_supervisors}
+        args = ["submit", str(topology), "--name", TOPOLOGY_NAME, "--wait", "--wait-timeout", str(timeout)]
         for k, v in overrides.items():
             args += ["-c", f"{k}={v}"]
         proc = self.cli(*args, timeout=timeout + 60)
@@ -246,8 +246,6 @@ class ChaosCluster:
             self.ns.cleanup()
         if self.zk is not None:
             self.zk.stop()
-        if self.rabbit is not None:
-            self.rabbit.cleanup()
 
     def cleanup(self) -> None:
         self.stop()
@@ -401,11 +399,27 @@ class ChaosCluster:
         except Exception:  # noqa: BLE001 - unreachable or no leader: not observable right now
             return None
 
-    def spout_failed(self) -> int | None:
+    def spout_failed(self, component: str = "mq") -> int | None:
         t = self.topology()
         if t is None:
             return None
-        return int((t["components"]["mq"]["stats"] or {}).get("failed", 0))
+        return int((t["components"][component]["stats"] or {}).get("failed", 0))
+
+    def component_stat(self, component: str, key: str) -> int | None:
+        """A counter of ``component``'s stats (its ``extra`` metrics included), as nimbus reports it."""
+        t = self.topology()
+        if t is None or component not in t["components"]:
+            return None
+        stats = t["components"][component]["stats"] or {}
+        return int(stats.get(key, (stats.get("extra") or {}).get(key, 0)))
+
+    def component_workers(self, component: str) -> set[int]:
+        """Pids of the workers running ``component``'s executors, as nimbus reports them."""
+        t = self.topology()
+        if t is None or component not in t["components"]:
+            return set()
+        return {e["worker"]["pid"] for e in t["components"][component]["executor_list"]
+                if (e.get("worker") or {}).get("pid")}
 
     def heartbeats(self) -> dict[int, int]:
         """Worker pid → its latest heartbeat time (secs), as nimbus reports the topology."""
@@ -462,14 +476,6 @@ class ChaosCluster:
                 return True, time.monotonic() - t0, []
             time.sleep(0.5)
         return False, time.monotonic() - t0, problems
-
-    # ------------------------------------------------------------------ broker
-
-    def queue_counts(self) -> tuple[int, int] | None:
-        try:
-            return self.rabbit.queue_counts(self.queue)
-        except Exception:  # noqa: BLE001
-            return None
 
     # ------------------------------------------------------------------ diagnostics
 

@@ -9,7 +9,8 @@ on it. They always undo what they did (SIGCONT, link up, restart) in ``finally``
 
 Kinds (``FAULTS``): ``worker_kill``, ``supervisor_kill``, ``nimbus_leader_kill``, ``zk_restart``,
 ``supervisor_session_expiry``, ``worker_session_expiry``, ``partition``, ``slow_bolt``; on a
-ZooKeeper ensemble also ``zk_leader_kill``, ``zk_follower_kill`` and ``zk_ensemble_restart``.
+ZooKeeper ensemble also ``zk_leader_kill``, ``zk_follower_kill`` and ``zk_ensemble_restart``; with the
+exactly-once workload ``redis_kill`` (its Redis server, ``c.redis``).
 """
 
 from __future__ import annotations
@@ -22,8 +23,11 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from gale.redisserver import _command as redis_command
+from gale.worker.state.exactly_once import read_epoch
+from gale.worker.state.redis_provider import RedisStateProvider
 from gale.zkserver import four_letter
-from tests.chaos.cluster import CONF, SESSION_TIMEOUT_SECS, ChaosCluster, Stopping, log, process_alive
+from tests.chaos.cluster import CONF, SESSION_TIMEOUT_SECS, TOPOLOGY_NAME, ChaosCluster, Stopping, log, process_alive
 from tests.chaos_topology.pipeline import SLOW_FILE
 
 
@@ -98,12 +102,16 @@ def _safe(fn: Callable[[], Any], default: Any = None) -> Any:
 # ---------------------------------------------------------------------------------- processes
 
 
-def worker_kill(ctx: Context, rec: FaultRecord, count: int = 1) -> None:
-    """kill -9 of ``count`` random workers; the supervisors relaunch them."""
+def worker_kill(ctx: Context, rec: FaultRecord, count: int = 1, component: str | None = None) -> None:
+    """kill -9 of ``count`` random workers (among those running ``component``'s executors, when
+    given); the supervisors relaunch them."""
     c = ctx.c
     workers = c.workers()
+    if component is not None:
+        hosting, _ = ctx.wait(lambda: c.component_workers(component) & set(workers), 30)
+        workers = {p: i for p, i in workers.items() if p in (hosting or ())}
     if not workers:
-        rec.error = "no live worker to kill"
+        rec.error = "no live worker to kill" + (f" running {component}" if component else "")
         return
     victims = ctx.rng.sample(sorted(workers), min(count, len(workers)))
     rec.target = ", ".join(f"pid {p} on {c.supervisor_id(workers[p])}" for p in victims)
@@ -129,6 +137,8 @@ def worker_kill(ctx: Context, rec: FaultRecord, count: int = 1) -> None:
                                          "after_secs": None})
     rec.end = ctx.now()
     rec.evidence = {"killed": victims, "dead": bool(dead), "relaunched": relaunched}
+    if component is not None:
+        rec.evidence["component"] = component
     rec.injected = bool(dead)
 
 
@@ -214,6 +224,62 @@ def zk_restart(ctx: Context, rec: FaultRecord, down_secs: float = 3.0) -> None:
                     "old_pid_dead": not process_alive(old_pid),
                     "supervisors_and_leader_back_after_secs": secs if everyone else None}
     rec.injected = unreachable and rec.evidence["old_pid_dead"] and new_pid != old_pid
+
+
+def _redis_pong(server: Any) -> bool:
+    try:
+        return redis_command(server.host, server.port, "PING", timeout=0.5).startswith(b"+PONG")
+    except OSError:
+        return False
+
+
+#: the phases of a checkpoint in flight (docs/state.md "Exactly-once"): PREPARE sent to the stateful
+#: tasks (they stage), or past the commit point with COMMIT going out (they commit)
+IN_FLIGHT = ("PREPARING", "COMMITTING")
+
+
+def redis_kill(ctx: Context, rec: FaultRecord, down_secs: float = 5.0) -> None:
+    """kill -9 of the workload's Redis while a checkpoint is in flight (the epoch record says
+    PREPARING or COMMITTING; at any moment if none is seen within 10 s), started again on the same
+    port and append-only file after ``down_secs``. Evidence: the pid gone, PING unanswered while
+    down, a new pid answering PING, and checkpoints that failed meanwhile."""
+    c = ctx.c
+    server = c.redis
+    if server is None or not server.running():
+        rec.error = "this workload has no running Redis"
+        return
+    old_pid = server.proc.pid
+    failures0 = _safe(lambda: c.component_stat("$checkpointspout", "checkpoint_failures"))
+    watcher = RedisStateProvider(server.url, timeout=1.0)
+    try:
+        phase, _ = ctx.wait(lambda: (p := read_epoch(watcher, TOPOLOGY_NAME).phase) in IN_FLIGHT and p, 10,
+                            interval=0.005)
+    finally:
+        _safe(watcher.close)
+    rec.target = f"Redis {server.host}:{server.port} (pid {old_pid})"
+    rec.start = ctx.now()
+    c.guard()
+    server.kill()
+    t0 = time.monotonic()
+    unanswered = not _redis_pong(server)
+    old_dead = not process_alive(old_pid)
+    ctx.sleep(down_secs - (time.monotonic() - t0))
+    c.guard()
+    server.start()
+    rec.healed = ctx.now()
+    pong, pong_secs = ctx.wait(lambda: _redis_pong(server), 30)
+    # the checkpoint spout's failure counter reaches nimbus with its heartbeats: read it after
+    failed, failed_secs = ctx.wait(
+        lambda: (f := c.component_stat("$checkpointspout", "checkpoint_failures")) is not None
+        and failures0 is not None and f > failures0 and f, 30.0, interval=0.5)
+    rec.end = ctx.now()
+    new_pid = server.proc.pid if server.running() else None
+    rec.evidence = {"old_pid": old_pid, "new_pid": new_pid, "old_pid_dead": old_dead,
+                    "ping_unanswered_while_down": unanswered, "answers_ping_after_restart_secs": pong_secs if pong else None,
+                    "phase_at_kill": phase or "none seen (killed between checkpoints)",
+                    "checkpoint_failures_before": failures0, "checkpoint_failures_after": failed or None,
+                    "checkpoint_failure_seen_after_restart_secs": failed_secs if failed else None}
+    rec.injected = old_dead and unanswered and bool(pong) and new_pid not in (None, old_pid)
 
 
 # ---------------------------------------------------------------------------------- ZooKeeper ensemble
@@ -475,6 +541,7 @@ FAULTS: dict[str, Callable[..., None]] = {
     "zk_leader_kill": zk_leader_kill,
     "zk_follower_kill": zk_follower_kill,
     "zk_ensemble_restart": zk_ensemble_restart,
+    "redis_kill": redis_kill,
 }
 
 

@@ -29,7 +29,12 @@ def machine() -> dict[str, object]:
 def _evidence(f: FaultRecord) -> str:
     e = f.evidence
     pick = {
-        "worker_kill": lambda: f"relaunched after {[v.get('after_secs') for v in e.get('relaunched', {}).values()]} s",
+        "worker_kill": lambda: ((f"the worker running {e['component']}: " if e.get("component") else "")
+                                + f"relaunched after {[v.get('after_secs') for v in e.get('relaunched', {}).values()]} s"),
+        "redis_kill": lambda: (f"killed in {e.get('phase_at_kill')}, pid {e.get('old_pid')}→{e.get('new_pid')}, "
+                               f"PING answered {e.get('answers_ping_after_restart_secs')} s after restart, "
+                               f"checkpoint failures {e.get('checkpoint_failures_before')}→"
+                               f"{e.get('checkpoint_failures_after')}"),
         "supervisor_kill": lambda: (f"node gone from ZK after {e.get('ephemeral_vanished_after_secs')} s, "
                                     f"{e.get('executors_before')} executors moved after "
                                     f"{e.get('executors_moved_after_secs')} s"),
@@ -65,22 +70,31 @@ def markdown(result: RunResult, command: str) -> str:
                                                             if result.mode == "soak" else "")
     if result.zookeepers > 1:
         title += f", ZooKeeper ensemble of {result.zookeepers}"
+    if result.workload != "rabbitmq":
+        title += f", workload {result.workload}"
+    exactly_once = result.workload == "kafka-eo"
     lines = [
         title,
         "",
         f"Command: `{command}`  ",
         f"Machine: {m['cpus']} cores, load average {m['load_avg_1_5_15']} at the end, Python {m['python']}.",
         "",
-        "| N | lost | duplicates (ids) | unexpected | converged after last fault | faults (injected) | "
-        "fault phase | total | verdict |",
+        ("| N | lost | over-counted | unexpected keys | converged after last fault | faults (injected) | "
+         if exactly_once else
+         "| N | lost | duplicates (ids) | unexpected | converged after last fault | faults (injected) | ")
+        + "fault phase | total | verdict |",
         "|---|---|---|---|---|---|---|---|---|",
-        f"| {result.n} | {result.lost} | {result.duplicates} ({result.duplicated_ids}) | {result.unexpected} | "
+        f"| {result.n} | {result.lost} | "
+        + (f"{result.over_counted}" if exactly_once else f"{result.duplicates} ({result.duplicated_ids})")
+        + f" | {result.unexpected} | "
         f"{(str(result.convergence_secs) + ' s') if result.converged else 'no'} | "
         f"{len(result.faults)} ({sum(f.injected for f in result.faults)}) | {result.fault_phase_secs} s | "
         f"{result.total_secs} s | {'PASS' if result.ok else 'FAIL'} |",
         "",
-        "| # | t start (s) | fault | target | held (s) | injected | evidence | longest sink stall (s) | "
-        "first id after heal (s) |",
+        ("| # | t start (s) | fault | target | held (s) | injected | evidence | longest commit stall (s) | "
+         "first count after heal (s) |" if exactly_once else
+         "| # | t start (s) | fault | target | held (s) | injected | evidence | longest sink stall (s) | "
+         "first id after heal (s) |"),
         "|---|---|---|---|---|---|---|---|---|",
     ]
     for n, f in enumerate(result.faults, 1):
@@ -92,6 +106,8 @@ def markdown(result: RunResult, command: str) -> str:
         lines += ["", f"Run error: `{result.error}`"]
     if result.lost_ids:
         lines += ["", f"Lost ids (first 100): {result.lost_ids}"]
+    if result.lost_keys or result.over_counted_keys:
+        lines += ["", f"Per key: lost {result.lost_keys}, over-counted {result.over_counted_keys}"]
     return "\n".join(lines) + "\n"
 
 

@@ -4,12 +4,15 @@
 
     result = run_chaos(base_dir, mode="bounded")            # every fault kind once (CI)
     result = run_chaos(base_dir, mode="soak", duration=600, seed=1)
+    result = run_chaos(base_dir, mode="bounded", workload=KafkaEOWorkload())
 
-Timeline: start the cluster and submit the topology; start publishing ids at ``rate`` per second;
-wait until the sink sees the first ids; inject the planned faults one after another; stop
-publishing when the last fault is removed (N = ids the broker confirmed); then wait for
-convergence: the queue empty with nothing unacknowledged and every id in the sink. The
-convergence time is measured from the moment the last fault was removed.
+Timeline: start the cluster (and the workload's services) and submit the workload's topology;
+start the input (RabbitMQ: ids at ``rate`` per second; Kafka: keyed records); wait until the
+first outputs; inject the planned faults one after another; stop the input when the last fault is
+removed (N = inputs the broker acknowledged); then wait for convergence (RabbitMQ: the queue empty
+with nothing unacknowledged and every id in the sink; Kafka: every record's position checkpointed
+and two more checkpoints committed) and check. The convergence time is measured from the moment
+the last fault was removed.
 """
 
 from __future__ import annotations
@@ -23,14 +26,15 @@ from typing import Any
 
 from tests.chaos.cluster import ChaosCluster, log
 from tests.chaos.faults import Context, FaultRecord, inject
-from tests.chaos.schedule import Step, bounded_ensemble_plan, bounded_plan, conflicts, kinds_for, soak_steps
-from tests.chaos.workload import Publisher, SinkReader, check
+from tests.chaos.schedule import Step, conflicts, soak_steps
+from tests.chaos.workload import RabbitWorkload, Workload
 
 
 class Sampler:
-    """Samples the sink every ``period`` seconds: (t, distinct ids) for stall and resume times."""
+    """Samples the workload's progress (anything with ``progress()``: the sink's distinct ids, the
+    committed counts' total) every ``period`` seconds, for stall and resume times."""
 
-    def __init__(self, sink: SinkReader, now, period: float = 0.5):
+    def __init__(self, sink, now, period: float = 0.5):
         self.sink = sink
         self.now = now
         self.period = period
@@ -48,8 +52,7 @@ class Sampler:
 
     def _run(self) -> None:
         while not self._stop.is_set():
-            self.sink.poll()
-            self.samples.append((self.now(), self.sink.distinct))
+            self.samples.append((self.now(), self.sink.progress()))
             self._stop.wait(self.period)
 
     def max_stall(self, start: float, end: float) -> float:
@@ -80,12 +83,16 @@ class RunResult:
     duration: float | None
     rate: float
     zookeepers: int = 1
+    workload: str = "rabbitmq"
     n: int = 0
     lost: int = 0
     lost_ids: list[int] = field(default_factory=list)
     duplicates: int = 0
     duplicated_ids: int = 0
     unexpected: int = 0
+    over_counted: int = 0  # exactly-once: counts beyond the inputs (summed over keys)
+    over_counted_keys: dict[str, int] = field(default_factory=dict)
+    lost_keys: dict[str, int] = field(default_factory=dict)
     converged: bool = False
     convergence_secs: float | None = None
     last_heal: float | None = None
@@ -102,7 +109,8 @@ class RunResult:
 
     @property
     def ok(self) -> bool:
-        return self.error is None and self.converged and self.lost == 0 and self.unexpected == 0 and self.all_injected
+        return (self.error is None and self.converged and self.lost == 0 and self.unexpected == 0
+                and self.over_counted == 0 and self.all_injected)
 
     def to_json(self) -> dict[str, Any]:
         d = {k: v for k, v in self.__dict__.items() if k != "faults"}
@@ -112,57 +120,32 @@ class RunResult:
         return d
 
 
-def converge(c: ChaosCluster, sink: SinkReader, published: list[int], timeout: float,
-             settle_secs: float = 20.0) -> tuple[bool, float | None]:
-    """Wait until the queue is empty with nothing unacknowledged and every published id is in the
-    sink. Gives up early when the queue has been empty and idle for ``settle_secs`` with ids still
-    missing (nothing is left that could bring them: they are lost)."""
-    t0 = time.monotonic()
-    wanted = set(published)
-    idle_since = None
-    while time.monotonic() - t0 < timeout:
-        counts = sink.poll()
-        missing = sum(1 for i in wanted if counts.get(i, 0) == 0)
-        q = c.queue_counts()
-        if q == (0, 0):
-            if not missing:
-                return True, round(time.monotonic() - t0, 2)
-            idle_since = idle_since or time.monotonic()
-            if time.monotonic() - idle_since > settle_secs:
-                log(f"queue empty for {settle_secs}s with {missing} ids missing from the sink")
-                return False, None
-        else:
-            idle_since = None
-        time.sleep(1.0)
-    return False, None
-
-
 def run_chaos(base: Path, *, mode: str = "bounded", duration: float = 600.0, seed: int = 1, rate: float = 40.0,
-              zookeepers: int = 1,
+              zookeepers: int = 1, workload: Workload | None = None,
               converge_timeout: float = 300.0, plan: list[Step] | None = None) -> RunResult:
-    """Run one chaos experiment in ``base`` (removed afterwards unless the run failed)."""
+    """Run one chaos experiment in ``base`` (removed afterwards unless the run failed).
+    ``workload`` defaults to the RabbitMQ one at ``rate`` ids per second."""
     rng = random.Random(seed)
+    work = workload if workload is not None else RabbitWorkload(rate)
     result = RunResult(mode=mode, seed=seed, duration=duration if mode == "soak" else None, rate=rate,
-                       zookeepers=zookeepers,
+                       zookeepers=zookeepers, workload=work.name,
                        started_at=time.strftime("%Y-%m-%d %H:%M:%S"))
     t_start = time.monotonic()
     c = ChaosCluster(base, zookeepers=zookeepers)
-    publisher = sampler = None
+    sampler = None
     running: list[tuple[threading.Thread, FaultRecord]] = []
     try:
-        c.start()
-        c.submit()
+        c.start(services=lambda: work.start_services(c))
+        c.submit(work.topology, work.submit_conf(c))
         ctx = Context(c, rng, time.monotonic())
-        sink = SinkReader(c.state_dir)
-        sampler = Sampler(sink, ctx.now).start()
-        publisher = Publisher("127.0.0.1", c.rabbit.port, c.queue, rate).start()
-        first, _ = wait_first(lambda: sink.distinct > 0, 60)
+        work.start(c)
+        sampler = Sampler(work, ctx.now).start()
+        first, _ = wait_first(lambda: work.progress() > 0, 60)
         if not first:
-            raise RuntimeError("the sink saw nothing within 60 s of publishing")
-        log(f"workload flowing: {publisher.count} published, {sink.distinct} processed")
-        default_plan = bounded_ensemble_plan() if zookeepers > 1 else bounded_plan()
-        steps = (iter(plan if plan is not None else default_plan) if mode == "bounded"
-                 else soak_steps(rng, kinds_for(zookeepers)))
+            raise RuntimeError("no output within 60 s of the input starting")
+        log(f"workload {work.name} flowing: {work.progress()} processed")
+        steps = (iter(plan if plan is not None else work.bounded_plan(zookeepers)) if mode == "bounded"
+                 else soak_steps(rng, work.kinds(zookeepers)))
         phase_start = ctx.now()
         for step in steps:
             if mode == "soak" and ctx.now() - phase_start >= duration:
@@ -186,11 +169,9 @@ def run_chaos(base: Path, *, mode: str = "bounded", duration: float = 600.0, see
             thread.join()
         result.fault_phase_secs = round(ctx.now() - phase_start, 2)
         result.last_heal = max((f.healed for f in result.faults if f.healed is not None), default=ctx.now())
-        publisher.stop()
-        result.n = publisher.count
-        result.publish_errors = len(publisher.errors)
-        log(f"faults done; {result.n} ids published; converging ...")
-        converged, _ = converge(c, sink, publisher.confirmed, converge_timeout)
+        result.n = work.stop_input()
+        log(f"faults done; {result.n} inputs acknowledged by the broker; converging ...")
+        converged = work.converge(c, converge_timeout)
         result.converged = converged
         if converged:
             result.convergence_secs = round(ctx.now() - result.last_heal, 2)
@@ -199,11 +180,9 @@ def run_chaos(base: Path, *, mode: str = "bounded", duration: float = 600.0, see
             rec.max_stall_secs = sampler.max_stall(rec.start, rec.end or rec.start)
             if rec.healed is not None:
                 rec.resumed_secs = sampler.resumed_after(rec.healed)
-        verdict = check(publisher.confirmed, sink.poll())
-        result.lost, result.lost_ids = len(verdict.lost), verdict.lost[:100]
-        result.duplicates, result.duplicated_ids = verdict.duplicates, verdict.duplicated_ids
-        result.unexpected = len(verdict.unexpected)
+        work.check(result)
         log(f"result: N={result.n} lost={result.lost} duplicates={result.duplicates} "
+            f"over-counted={result.over_counted} "
             f"converged={result.converged} in {result.convergence_secs}s after the last fault")
     except Exception as exc:  # noqa: BLE001 - reported in the result, the caller decides
         result.error = f"{type(exc).__name__}: {exc}"
@@ -212,8 +191,6 @@ def run_chaos(base: Path, *, mode: str = "bounded", duration: float = 600.0, see
         c.closing.set()  # faults still running stop at their next step (they undo what they did)
         for thread, _ in running:
             thread.join(30)
-        if publisher is not None:
-            publisher.stop()
         if sampler is not None:
             sampler.stop()
         if not result.ok and c.dev is not None:
@@ -221,7 +198,10 @@ def run_chaos(base: Path, *, mode: str = "bounded", duration: float = 600.0, see
         try:
             c.stop()
         finally:
-            result.total_secs = round(time.monotonic() - t_start, 2)
+            try:
+                work.stop_services()
+            finally:
+                result.total_secs = round(time.monotonic() - t_start, 2)
     return result
 
 

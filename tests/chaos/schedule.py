@@ -2,7 +2,9 @@
 
 * :func:`bounded_plan`: every fault kind exactly once, in a fixed order, each after the cluster is
   healthy again. :func:`bounded_ensemble_plan`: the ZooKeeper ensemble's faults (leader, follower,
-  whole ensemble) once each, for a cluster on three ZooKeeper servers. The partition goes first, while the namespaced node surely hosts executors; the
+  whole ensemble) once each, for a cluster on three ZooKeeper servers. :func:`bounded_eo_plan`: the
+  exactly-once workload's faults (:data:`EO_KINDS`) once each, the worker kill twice (the counting
+  worker, the checkpoint spout's worker). The partition goes first, while the namespaced node surely hosts executors; the
   slow bolt goes last, so convergence includes draining the backlog it built up.
 * :func:`soak_steps`: the random faults of a soak, from a seeded :class:`random.Random` — the same
   seed gives the same sequence of kinds and parameters (each fault's targets come from a generator
@@ -35,6 +37,11 @@ KINDS = (
 ENSEMBLE_KINDS = ("zk_leader_kill", "zk_follower_kill", "zk_ensemble_restart")
 
 
+#: faults of the exactly-once workload (Kafka → keyed count, state in Redis): the process faults and
+#: Redis's own kill -9 (no partition, session expiry or slow bolt: those test the acker's timeouts)
+EO_KINDS = ("worker_kill", "supervisor_kill", "nimbus_leader_kill", "zk_restart", "redis_kill")
+
+
 def kinds_for(zookeepers: int) -> tuple[str, ...]:
     """The fault kinds of a run on ``zookeepers`` ZooKeeper servers."""
     if zookeepers <= 1:
@@ -56,6 +63,7 @@ RESOURCES: dict[str, frozenset[str]] = {
     "zk_leader_kill": frozenset({"zookeeper"}),
     "zk_follower_kill": frozenset({"zookeeper"}),
     "zk_ensemble_restart": frozenset({"zookeeper", "supervisors"}),
+    "redis_kill": frozenset({"redis"}),
 }
 MAX_CONCURRENT = 2
 
@@ -101,6 +109,21 @@ def bounded_ensemble_plan() -> list[Step]:
     return [Step(kind, params[kind], seed=100 + n) for n, kind in enumerate(params)]
 
 
+def bounded_eo_plan() -> list[Step]:
+    """Each exactly-once fault once, Redis last but one: kill -9 of the worker counting, of the
+    worker with the checkpoint spout (it drives the epochs), a supervisor with its workers, the
+    leader nimbus, ZooKeeper, and Redis while a checkpoint is in flight."""
+    steps = [
+        ("worker_kill", {"count": 1, "component": "count"}),
+        ("worker_kill", {"count": 1, "component": "$checkpointspout"}),
+        ("redis_kill", {"down_secs": 5.0}),
+        ("supervisor_kill", {"index": 1, "down_secs": 15.0}),
+        ("nimbus_leader_kill", {"down_secs": 5.0}),
+        ("zk_restart", {"down_secs": 3.0}),
+    ]
+    return [Step(kind, params, seed=200 + n) for n, (kind, params) in enumerate(steps)]
+
+
 def soak_steps(rng: random.Random, kinds: tuple[str, ...] = KINDS) -> Iterator[Step]:
     """Endless random steps; the same ``rng`` state gives the same steps."""
     while True:
@@ -124,6 +147,7 @@ def soak_step(rng: random.Random, kind: str) -> Step:
         "zk_leader_kill": lambda: {"down_secs": r(3, 30)},
         "zk_follower_kill": lambda: {"down_secs": r(3, 30)},
         "zk_ensemble_restart": lambda: {"down_secs": r(1, 10)},
+        "redis_kill": lambda: {"down_secs": r(1, 20)},
     }[kind]()
     return Step(kind, params, gap_secs=r(2, 20), wait_healthy=rng.random() < 0.6, overlap=rng.random() < 0.3,
                 seed=rng.randrange(2**32))

@@ -1,4 +1,14 @@
-"""The workload (a publisher of known message ids) and the checker (lost, duplicates).
+"""Workloads: what a chaos run feeds the topology, and how it checks the result.
+
+A :class:`Workload` owns its services (brokers), its topology, its input and its checker;
+:func:`tests.chaos.run.run_chaos` drives any of them through the same timeline. Two exist:
+
+* :class:`RabbitWorkload` (``rabbitmq``, the default): known message ids through RabbitMQ → work →
+  sink files, at-least-once — lost ids must be none, duplicates are reported.
+* :class:`tests.chaos.eo_workload.KafkaEOWorkload` (``kafka-eo``): keyed records through Kafka →
+  a stateful count with exactly-once state in Redis — lost and over-counted must both be 0.
+
+The RabbitMQ workload's parts:
 
 * :class:`Publisher` publishes ids ``0, 1, 2, …`` as persistent messages at a steady rate on its
   own thread, with publisher confirms: an id counts as an input only once the broker confirmed it.
@@ -17,6 +27,17 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from tests.chaos.broker import ChaosRabbitMQ
+from tests.chaos.cluster import log
+from tests.chaos.schedule import Step, bounded_ensemble_plan, bounded_plan, kinds_for
+
+if TYPE_CHECKING:
+    from tests.chaos.cluster import ChaosCluster
+    from tests.chaos.run import RunResult
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 class Publisher:
@@ -119,6 +140,11 @@ class SinkReader:
     def distinct(self) -> int:
         return len(self.counts)
 
+    def progress(self) -> int:
+        """Distinct ids processed so far (what the run's sampler follows)."""
+        self.poll()
+        return self.distinct
+
 
 @dataclass
 class CheckResult:
@@ -148,3 +174,134 @@ def check(published: Iterable[int], counts: Counter) -> CheckResult:
         n=len(inputs), processed=len(inputs) - len(lost), lost=lost,
         duplicates=sum(counts[i] - 1 for i in dup_ids), duplicated_ids=len(dup_ids), unexpected=unexpected,
     )
+
+
+# ------------------------------------------------------------------------------------- workloads
+
+
+class Workload:
+    """What :func:`~tests.chaos.run.run_chaos` needs of a workload, in the order it calls it:
+    :meth:`start_services` (on a thread while the cluster starts), :meth:`submit_conf`,
+    :meth:`start` (input begins), :meth:`progress` (sampled), :meth:`stop_input`,
+    :meth:`converge`, :meth:`check`, and :meth:`stop_services` at the end, whatever happened."""
+
+    name = ""
+    topology: Path
+
+    def kinds(self, zookeepers: int) -> tuple[str, ...]:
+        """The fault kinds a soak deals."""
+        raise NotImplementedError
+
+    def bounded_plan(self, zookeepers: int) -> list[Step]:
+        raise NotImplementedError
+
+    def start_services(self, c: ChaosCluster) -> None:
+        raise NotImplementedError
+
+    def submit_conf(self, c: ChaosCluster) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def start(self, c: ChaosCluster) -> None:
+        raise NotImplementedError
+
+    def progress(self) -> int:
+        """A count that grows while the topology makes progress (outputs so far)."""
+        raise NotImplementedError
+
+    def stop_input(self) -> int:
+        """Stop feeding input; the number of inputs (acknowledged by the broker)."""
+        raise NotImplementedError
+
+    def converge(self, c: ChaosCluster, timeout: float) -> bool:
+        """Wait until every input has been processed (False if it does not happen)."""
+        raise NotImplementedError
+
+    def check(self, result: RunResult) -> None:
+        """Compare inputs and outputs, filling ``result``'s verdict fields."""
+        raise NotImplementedError
+
+    def stop_services(self) -> None:
+        raise NotImplementedError
+
+
+class RabbitWorkload(Workload):
+    """Message ids through RabbitMQ → work → sink files (at-least-once)."""
+
+    name = "rabbitmq"
+    topology = ROOT / "tests" / "chaos_topology" / "pipeline.py"
+
+    def __init__(self, rate: float = 40.0, queue: str = "chaos-input"):
+        self.rate = rate
+        self.queue = queue
+        self.rabbit: ChaosRabbitMQ | None = None
+        self.publisher: Publisher | None = None
+        self.sink: SinkReader | None = None
+
+    def kinds(self, zookeepers: int) -> tuple[str, ...]:
+        return kinds_for(zookeepers)
+
+    def bounded_plan(self, zookeepers: int) -> list[Step]:
+        return bounded_ensemble_plan() if zookeepers > 1 else bounded_plan()
+
+    def start_services(self, c: ChaosCluster) -> None:
+        self.rabbit = ChaosRabbitMQ(c.base / "rabbitmq", also_listen=c.host)
+        self.rabbit.start(timeout=120)
+        self.rabbit.declare(self.queue)
+        log(f"RabbitMQ {c.host}:{self.rabbit.port}")
+
+    def submit_conf(self, c: ChaosCluster) -> dict[str, Any]:
+        return self.rabbit.spout_conf(self.queue)
+
+    def start(self, c: ChaosCluster) -> None:
+        self.sink = SinkReader(c.state_dir)
+        self.publisher = Publisher("127.0.0.1", self.rabbit.port, self.queue, self.rate).start()
+
+    def progress(self) -> int:
+        return self.sink.progress() if self.sink is not None else 0
+
+    def stop_input(self) -> int:
+        if self.publisher is None:
+            return 0
+        self.publisher.stop()
+        return self.publisher.count
+
+    def queue_counts(self) -> tuple[int, int] | None:
+        try:
+            return self.rabbit.queue_counts(self.queue)
+        except Exception:  # noqa: BLE001
+            return None
+
+    def converge(self, c: ChaosCluster, timeout: float, settle_secs: float = 20.0) -> bool:
+        """Wait until the queue is empty with nothing unacknowledged and every published id is in
+        the sink. Gives up early when the queue has been empty and idle for ``settle_secs`` with
+        ids still missing (nothing is left that could bring them: they are lost)."""
+        t0 = time.monotonic()
+        wanted = set(self.publisher.confirmed)
+        idle_since = None
+        while time.monotonic() - t0 < timeout:
+            counts = self.sink.poll()
+            missing = sum(1 for i in wanted if counts.get(i, 0) == 0)
+            if self.queue_counts() == (0, 0):
+                if not missing:
+                    return True
+                idle_since = idle_since or time.monotonic()
+                if time.monotonic() - idle_since > settle_secs:
+                    log(f"queue empty for {settle_secs}s with {missing} ids missing from the sink")
+                    return False
+            else:
+                idle_since = None
+            time.sleep(1.0)
+        return False
+
+    def check(self, result: RunResult) -> None:
+        result.publish_errors = len(self.publisher.errors)
+        verdict = check(self.publisher.confirmed, self.sink.poll())
+        result.lost, result.lost_ids = len(verdict.lost), verdict.lost[:100]
+        result.duplicates, result.duplicated_ids = verdict.duplicates, verdict.duplicated_ids
+        result.unexpected = len(verdict.unexpected)
+
+    def stop_services(self) -> None:
+        if self.publisher is not None:
+            self.publisher.stop()
+        if self.rabbit is not None:
+            self.rabbit.cleanup()
