@@ -112,7 +112,13 @@ def markdown(result: RunResult, command: str) -> str:
 
 
 def append_markdown(result: RunResult, path: Path, command: str) -> None:
+    """Append the run's section at the end of the results (before the next ``## `` section after
+    the marker, if the document goes on)."""
     text = path.read_text() if path.exists() else ""
     if RESULTS_MARKER not in text:
         text = text.rstrip("\n") + ("\n\n" if text else "") + "## Results\n\n" + RESULTS_MARKER + "\n"
-    path.write_text(text.rstrip("\n") + "\n\n" + markdown(result, command))
+    after = text.index(RESULTS_MARKER) + len(RESULTS_MARKER)
+    nxt = text.find("\n## ", after)
+    head, tail = (text, "") if nxt < 0 else (text[:nxt + 1], text[nxt + 1:])
+    text = head.rstrip("\n") + "\n\n" + markdown(result, command)
+    path.write_text(text + ("\n" + tail if tail else ""))
