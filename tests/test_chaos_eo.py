@@ -65,7 +65,8 @@ def test_bounded_eo_plan_has_every_kind_and_kills_the_counting_and_checkpoint_wo
     plan = bounded_eo_plan()
     assert {s.kind for s in plan} == set(EO_KINDS)
     kills = [s.params.get("component") for s in plan if s.kind == "worker_kill"]
-    assert kills == ["count", "$checkpointspout"]
+    assert kills == ["count", "kafka", "$checkpointspout"]
+    assert [s.params["phase"] for s in plan if s.kind == "redis_kill"] == ["PREPARING", "COMMITTING"]
     assert all(s.wait_healthy for s in plan) and len({s.seed for s in plan}) == len(plan)
     assert set(EO_KINDS) <= set(FAULTS) and set(EO_KINDS) <= set(RESOURCES)
 
@@ -134,12 +135,14 @@ def test_bounded_exactly_once_chaos_run(tmp_path):
     assert_exact(result)
     assert result.n > 1000
     assert sorted(f.kind for f in result.faults) == sorted(s.kind for s in bounded_eo_plan())
-    for component in ("count", "$checkpointspout"):
+    for component in ("count", "kafka", "$checkpointspout"):
         kill = _evidence(result, "worker_kill", component=component)
         assert kill["dead"] and all(v["new_pid"] for v in kill["relaunched"].values()), kill
-    redis = _evidence(result, "redis_kill")
-    assert redis["old_pid_dead"] and redis["ping_unanswered_while_down"] and redis["new_pid"] != redis["old_pid"]
-    assert redis["checkpoint_failures_after"], "no checkpoint failed while Redis was down"
+    for phase in ("PREPARING", "COMMITTING"):
+        redis = _evidence(result, "redis_kill", phase=phase)
+        assert redis["old_pid_dead"] and redis["ping_unanswered_while_down"] and redis["new_pid"] != redis["old_pid"]
+        assert redis["checkpoint_failures_after"], "no checkpoint failed while Redis was down"
+        print(f"Redis killed waiting for {phase}: killed in {redis['phase_at_kill']}")
     sup = _evidence(result, "supervisor_kill")
     assert sup["workers_dead"] and sup["ephemeral_vanished_after_secs"] is not None
     leader = _evidence(result, "nimbus_leader_kill")

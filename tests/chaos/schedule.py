@@ -4,7 +4,7 @@
   healthy again. :func:`bounded_ensemble_plan`: the ZooKeeper ensemble's faults (leader, follower,
   whole ensemble) once each, for a cluster on three ZooKeeper servers. :func:`bounded_eo_plan`: the
   exactly-once workload's faults (:data:`EO_KINDS`) once each, the worker kill twice (the counting
-  worker, the checkpoint spout's worker). The partition goes first, while the namespaced node surely hosts executors; the
+  worker, a Kafka spout's, the checkpoint spout's) and Redis's twice (mid-prepare, mid-commit). The partition goes first, while the namespaced node surely hosts executors; the
   slow bolt goes last, so convergence includes draining the backlog it built up.
 * :func:`soak_steps`: the random faults of a soak, from a seeded :class:`random.Random` — the same
   seed gives the same sequence of kinds and parameters (each fault's targets come from a generator
@@ -110,13 +110,16 @@ def bounded_ensemble_plan() -> list[Step]:
 
 
 def bounded_eo_plan() -> list[Step]:
-    """Each exactly-once fault once, Redis last but one: kill -9 of the worker counting, of the
-    worker with the checkpoint spout (it drives the epochs), a supervisor with its workers, the
-    leader nimbus, ZooKeeper, and Redis while a checkpoint is in flight."""
+    """Each exactly-once fault once: kill -9 of the worker counting, of a worker reading Kafka, of
+    the worker with the checkpoint spout (it drives the epochs); Redis killed while the stateful
+    tasks stage a checkpoint and while they commit one; a supervisor with its workers, the leader
+    nimbus, ZooKeeper."""
     steps = [
         ("worker_kill", {"count": 1, "component": "count"}),
+        ("worker_kill", {"count": 1, "component": "kafka"}),
         ("worker_kill", {"count": 1, "component": "$checkpointspout"}),
-        ("redis_kill", {"down_secs": 5.0}),
+        ("redis_kill", {"down_secs": 5.0, "phase": "PREPARING"}),
+        ("redis_kill", {"down_secs": 5.0, "phase": "COMMITTING"}),
         ("supervisor_kill", {"index": 1, "down_secs": 15.0}),
         ("nimbus_leader_kill", {"down_secs": 5.0}),
         ("zk_restart", {"down_secs": 3.0}),
@@ -147,7 +150,7 @@ def soak_step(rng: random.Random, kind: str) -> Step:
         "zk_leader_kill": lambda: {"down_secs": r(3, 30)},
         "zk_follower_kill": lambda: {"down_secs": r(3, 30)},
         "zk_ensemble_restart": lambda: {"down_secs": r(1, 10)},
-        "redis_kill": lambda: {"down_secs": r(1, 20)},
+        "redis_kill": lambda: {"down_secs": r(1, 20), "phase": rng.choice((None, "PREPARING", "COMMITTING"))},
     }[kind]()
     return Step(kind, params, gap_secs=r(2, 20), wait_healthy=rng.random() < 0.6, overlap=rng.random() < 0.3,
                 seed=rng.randrange(2**32))
