@@ -242,7 +242,7 @@ def redis_kill(ctx: Context, rec: FaultRecord, down_secs: float = 5.0, phase: st
     """kill -9 of the workload's Redis while a checkpoint is in flight — the epoch record (polled
     every 5 ms) says ``phase`` (PREPARING: the stateful tasks stage; COMMITTING: past the commit
     point, they commit), or either when ``phase`` is None; at any moment if that is not seen within
-    10 s — started again on the same port and append-only file after ``down_secs``. Evidence: the
+    30 s — started again on the same port and append-only file after ``down_secs``. Evidence: the
     pid gone, PING unanswered while down, a new pid answering PING, the phase at the kill, and the
     checkpoints that failed."""
     c = ctx.c
@@ -255,7 +255,7 @@ def redis_kill(ctx: Context, rec: FaultRecord, down_secs: float = 5.0, phase: st
     watcher = RedisStateProvider(server.url, timeout=1.0)
     try:
         wanted = IN_FLIGHT if phase is None else (phase,)
-        seen, _ = ctx.wait(lambda: (p := read_epoch(watcher, TOPOLOGY_NAME).phase) in wanted and p, 10,
+        seen, _ = ctx.wait(lambda: (p := read_epoch(watcher, TOPOLOGY_NAME).phase) in wanted and p, 30,
                            interval=0.005)
     finally:
         _safe(watcher.close)
@@ -279,7 +279,7 @@ def redis_kill(ctx: Context, rec: FaultRecord, down_secs: float = 5.0, phase: st
     new_pid = server.proc.pid if server.running() else None
     rec.evidence = {"old_pid": old_pid, "new_pid": new_pid, "old_pid_dead": old_dead,
                     "ping_unanswered_while_down": unanswered, "answers_ping_after_restart_secs": pong_secs if pong else None,
-                    "phase_at_kill": seen or f"{phase or 'a checkpoint'} not seen in 10 s (killed between checkpoints)",
+                    "phase_at_kill": seen or f"{phase or 'a checkpoint'} not seen in 30 s (killed between checkpoints)",
                     "checkpoint_failures_before": failures0, "checkpoint_failures_after": failed or None,
                     "checkpoint_failure_seen_after_restart_secs": failed_secs if failed else None}
     rec.injected = old_dead and unanswered and bool(pong) and new_pid not in (None, old_pid)
