@@ -213,6 +213,7 @@ class ExactlyOnceSpoutExecutor(SpoutExecutor):
         for task in self.tasks:
             self._next_tuple[task] = _idle
         self.next_poll = float("-inf")
+        self.draining = False  # a task waits for its trees to complete before it reports "paused"
         self.cannot_rewind = not can_rewind(type(self.spouts[self.tasks[0]]))
         if self.cannot_rewind:
             self.report_error(
@@ -225,7 +226,16 @@ class ExactlyOnceSpoutExecutor(SpoutExecutor):
         if now >= self.next_poll and not self.cannot_rewind:
             self.next_poll = now + POLL_SECS
             self._observe()
-        return super().run_batch(budget)
+        work = super().run_batch(budget)
+        if self.draining and not self.pending:
+            # the last tree of a pause completed (its ack arrived in this batch): report at once rather
+            # than at the next poll — the whole topology waits for the last source to report. Once per
+            # pause (draining is set again only while trees are pending): a provider that cannot be
+            # written is not asked again every round
+            self.draining = False
+            self.next_poll = now + POLL_SECS
+            self._observe()
+        return work
 
     def _pending_of(self, task: int) -> int:
         if len(self.tasks) == 1:
@@ -238,6 +248,7 @@ class ExactlyOnceSpoutExecutor(SpoutExecutor):
         except Exception as exc:  # noqa: BLE001 - the provider unreachable: stop until it is back
             for task in self.tasks:
                 self._next_tuple[task] = _idle
+            self.draining = False
             self.report_error(f"exactly-once: cannot read the checkpoint record: {exc}")
             self.next_poll = self.clock.monotonic() + 1.0
             return
@@ -252,6 +263,9 @@ class ExactlyOnceSpoutExecutor(SpoutExecutor):
                     break
             self._next_tuple[task] = self._user_next[task] if source.emitting else _idle
             self.collectors[task]._generation = source.generation
+        paused = Report(epoch.generation, paused=epoch.txid)
+        self.draining = bool(epoch.phase == "PAUSING" and self.pending
+                             and any(s.report != paused for s in self.sources.values()))
 
     def _perform(self, task: int, action: Any) -> None:
         spout = self.spouts[task]
