@@ -39,6 +39,8 @@ from gale.worker.state.epochs import (
     Emit,
     Epoch,
     EpochCoordinator,
+    PAUSING,
+    PREPARING,
     Report,
     Rewind,
     RolledBack,
@@ -53,6 +55,9 @@ from gale.worker.state.executor import StatefulBoltExecutor
 log = get_logger("checkpoint")
 
 POLL_SECS = 0.005  # how often a source task reads the record, and the coordinator the reports
+#: the same during a pause (the coordinator waiting for the sources' reports, a paused source for the
+#: commit point), when the whole topology waits for the poll: a few more reads per checkpoint
+PAUSE_POLL_SECS = 0.001
 POSITION_KEY = b"position"
 PART_PREFIX = b"part:"  # merged positions: one key per part (a Kafka partition), valued [txid, position]
 
@@ -143,7 +148,7 @@ class ExactlyOnceCheckpointer(CoordinatorShell):
         now = self._now()
         if now < self.next_poll:
             return
-        self.next_poll = now + POLL_SECS
+        self.next_poll = now + (PAUSE_POLL_SECS if self.coordinator.epoch.phase == PAUSING else POLL_SECS)
         try:
             if not self.started:
                 saved = read_epoch(self.provider, self.prefix)
@@ -214,6 +219,7 @@ class ExactlyOnceSpoutExecutor(SpoutExecutor):
             self._next_tuple[task] = _idle
         self.next_poll = float("-inf")
         self.draining = False  # a task waits for its trees to complete before it reports "paused"
+        self.pausing = False  # the record says PAUSING or PREPARING: the sources wait for the commit point
         self.cannot_rewind = not can_rewind(type(self.spouts[self.tasks[0]]))
         if self.cannot_rewind:
             self.report_error(
@@ -224,8 +230,7 @@ class ExactlyOnceSpoutExecutor(SpoutExecutor):
     def run_batch(self, budget: int) -> int:
         now = self.clock.monotonic()
         if now >= self.next_poll and not self.cannot_rewind:
-            self.next_poll = now + POLL_SECS
-            self._observe()
+            self._poll(now)
         work = super().run_batch(budget)
         if self.draining and not self.pending:
             # the last tree of a pause completed (its ack arrived in this batch): report at once rather
@@ -233,9 +238,14 @@ class ExactlyOnceSpoutExecutor(SpoutExecutor):
             # pause (draining is set again only while trees are pending): a provider that cannot be
             # written is not asked again every round
             self.draining = False
-            self.next_poll = now + POLL_SECS
-            self._observe()
+            self._poll(now)
         return work
+
+    def _poll(self, now: float) -> None:
+        self.next_poll = now + POLL_SECS
+        self._observe()  # may put next_poll further (the provider unreachable)
+        if self.pausing:
+            self.next_poll = min(self.next_poll, now + PAUSE_POLL_SECS)
 
     def _pending_of(self, task: int) -> int:
         if len(self.tasks) == 1:
@@ -248,12 +258,12 @@ class ExactlyOnceSpoutExecutor(SpoutExecutor):
         except Exception as exc:  # noqa: BLE001 - the provider unreachable: stop until it is back
             for task in self.tasks:
                 self._next_tuple[task] = _idle
-            self.draining = False
+            self.draining = self.pausing = False
             self.report_error(f"exactly-once: cannot read the checkpoint record: {exc}")
             self.next_poll = self.clock.monotonic() + 1.0
             return
         for task, source in self.sources.items():
-            pending = self._pending_of(task) if epoch.phase == "PAUSING" else 0
+            pending = self._pending_of(task) if epoch.phase == PAUSING else 0
             for action in source.observe(epoch, pending):
                 try:
                     self._perform(task, action)
@@ -263,8 +273,9 @@ class ExactlyOnceSpoutExecutor(SpoutExecutor):
                     break
             self._next_tuple[task] = self._user_next[task] if source.emitting else _idle
             self.collectors[task]._generation = source.generation
+        self.pausing = epoch.phase in (PAUSING, PREPARING)
         paused = Report(epoch.generation, paused=epoch.txid)
-        self.draining = bool(epoch.phase == "PAUSING" and self.pending
+        self.draining = bool(epoch.phase == PAUSING and self.pending
                              and any(s.report != paused for s in self.sources.values()))
 
     def _perform(self, task: int, action: Any) -> None:
