@@ -64,6 +64,8 @@ def with_generation(root: int, generation: int, n_ackers: int = 1, acker_index: 
     acked without effect — lost."""
     base = (generation & _GEN_MASK) << _GEN_SHIFT
     r = base | (root & _LOW_MASK)
+    if n_ackers == 1:  # one acker (local mode, a worker's own acker): no steering
+        return r if r >= 2 else r + 2
     r = r - r % n_ackers + acker_index  # within n_ackers of where it was
     while r < max(base, 2):
         r += n_ackers
