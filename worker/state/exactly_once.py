@@ -55,9 +55,11 @@ from gale.worker.state.executor import StatefulBoltExecutor
 log = get_logger("checkpoint")
 
 POLL_SECS = 0.005  # how often a source task reads the record, and the coordinator the reports
-#: the same during a pause (the coordinator waiting for the sources' reports, a paused source for the
-#: commit point), when the whole topology waits for the poll: a few more reads per checkpoint
+#: the same during the first PAUSE_POLL_FOR seconds of a pause (the coordinator waiting for the sources'
+#: reports, a paused source for the commit point), when the whole topology waits for the poll: a few
+#: more reads per checkpoint (on Redis, a GET each), and not 1,000 a second through a long pause
 PAUSE_POLL_SECS = 0.001
+PAUSE_POLL_FOR = 0.1
 POSITION_KEY = b"position"
 PART_PREFIX = b"part:"  # merged positions: one key per part (a Kafka partition), valued [txid, position]
 
@@ -148,7 +150,8 @@ class ExactlyOnceCheckpointer(CoordinatorShell):
         now = self._now()
         if now < self.next_poll:
             return
-        self.next_poll = now + (PAUSE_POLL_SECS if self.coordinator.epoch.phase == PAUSING else POLL_SECS)
+        pausing = self.coordinator.epoch.phase == PAUSING and now - self.coordinator.pause_started < PAUSE_POLL_FOR
+        self.next_poll = now + (PAUSE_POLL_SECS if pausing else POLL_SECS)
         try:
             if not self.started:
                 saved = read_epoch(self.provider, self.prefix)
@@ -220,6 +223,7 @@ class ExactlyOnceSpoutExecutor(SpoutExecutor):
         self.next_poll = float("-inf")
         self.draining = False  # a task waits for its trees to complete before it reports "paused"
         self.pausing = False  # the record says PAUSING or PREPARING: the sources wait for the commit point
+        self.pause_since = 0.0  # when this executor first saw the pause
         self.cannot_rewind = not can_rewind(type(self.spouts[self.tasks[0]]))
         if self.cannot_rewind:
             self.report_error(
@@ -244,7 +248,7 @@ class ExactlyOnceSpoutExecutor(SpoutExecutor):
     def _poll(self, now: float) -> None:
         self.next_poll = now + POLL_SECS
         self._observe()  # may put next_poll further (the provider unreachable)
-        if self.pausing:
+        if self.pausing and now - self.pause_since < PAUSE_POLL_FOR:
             self.next_poll = min(self.next_poll, now + PAUSE_POLL_SECS)
 
     def _pending_of(self, task: int) -> int:
@@ -273,7 +277,10 @@ class ExactlyOnceSpoutExecutor(SpoutExecutor):
                     break
             self._next_tuple[task] = self._user_next[task] if source.emitting else _idle
             self.collectors[task]._generation = source.generation
-        self.pausing = epoch.phase in (PAUSING, PREPARING)
+        pausing = epoch.phase in (PAUSING, PREPARING)
+        if pausing and not self.pausing:
+            self.pause_since = self.clock.monotonic()
+        self.pausing = pausing
         paused = Report(epoch.generation, paused=epoch.txid)
         self.draining = bool(epoch.phase == PAUSING and self.pending
                              and any(s.report != paused for s in self.sources.values()))
