@@ -38,6 +38,7 @@ from gale.worker.state.epochs import (
     StagePosition,
     WriteReport,
     generation_of,
+    generation_range,
     is_current,
     with_generation,
 )
@@ -380,6 +381,9 @@ def test_generations_live_in_the_top_byte_whatever_acker_the_root_is_steered_to(
         idx = rng.randrange(n)
         r = with_generation(root, g, n, idx)
         assert generation_of(r) == g % 256, (root, g, n, idx)
+        for other in (g, g + 1, g - 1, g + 256, rng.randrange(1000)):  # the executors' inlined check
+            lo, hi = generation_range(other)
+            assert (lo <= r < hi) == (generation_of(r) == other % 256), (root, g, other)
         assert r % n == idx and 1 < r < 1 << 64, (root, g, n, idx)
     assert is_current({with_generation(5, 3): 1, with_generation(9, 3): 2}, 3)
     assert not is_current({with_generation(5, 3): 1, with_generation(9, 4): 2}, 3)

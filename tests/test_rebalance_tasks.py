@@ -15,12 +15,13 @@ from gale.errors import TopologyError
 from gale.records import StormBase, TopologyStatus
 from gale.topology.builder import TopologyBuilder
 from gale.topology.definition import ACKER_COMPONENT, TopologyTasks, component_parallelism
-from gale.topology.keygroups import key_group, owned_groups, owner_index
+from gale.topology.keygroups import key_group, owned_groups, owner_index, owner_task
 from gale.topology.tuple import Fields
 from gale.nimbus import transitions as tr
 from gale.nimbus.daemon import Nimbus
 from gale.nimbus.rescale import plan_rescale, state_kind
 from gale.worker.state.provider import MemoryStateProvider
+from gale.worker.state import routing
 from gale.worker.state.routing import KeyGroupGrouper
 from gale.worker.state.task_state import TaskState
 from tests.state_topologies import NumberedItems, NumberedSentences, PersistentTens, StatefulCount, TaskTotals
@@ -194,6 +195,17 @@ def test_the_fields_grouping_routes_each_key_to_the_task_owning_its_group_for_ev
         for w in words:
             (task,) = grouper.choose([w])
             assert key_group(w, 128) in owned_groups(tasks.index(task), 128, n), (n, w)
+
+
+def test_the_fields_grouping_remembers_targets_of_str_keys_without_changing_them(monkeypatch):
+    monkeypatch.setattr(routing, "CACHE_KEYS", 64)  # the cache fills and starts afresh many times
+    words = [f"w{i}" for i in range(500)] + ["", "é", "\udc80"]
+    tasks = list(range(10, 17))
+    grouper = KeyGroupGrouper(tasks, Fields(["word"]), ["word"], 128)
+    for _ in range(3):
+        for w in words:
+            assert grouper.choose([w]) == [owner_task(w, 128, tasks)], w
+            assert len(grouper._cache) <= 64
 
 
 # ------------------------------------------------------------------------------ state moves by key groups

@@ -64,6 +64,8 @@ def with_generation(root: int, generation: int, n_ackers: int = 1, acker_index: 
     acked without effect — lost."""
     base = (generation & _GEN_MASK) << _GEN_SHIFT
     r = base | (root & _LOW_MASK)
+    if n_ackers == 1:  # one acker (local mode, a worker's own acker): no steering
+        return r if r >= 2 else r + 2
     r = r - r % n_ackers + acker_index  # within n_ackers of where it was
     while r < max(base, 2):
         r += n_ackers
@@ -76,12 +78,20 @@ def generation_of(root: int) -> int:
     return (root >> _GEN_SHIFT) & _GEN_MASK
 
 
+def generation_range(generation: int) -> tuple[int, int]:
+    """``(lo, hi)``: the root ids of ``generation`` (mod 256) are exactly those with
+    ``lo <= root < hi`` (root ids are 64-bit: the generation is their top byte). One comparison per
+    root, for the stateful executors' per-tuple check (:func:`is_current` is defined by it)."""
+    lo = (generation & _GEN_MASK) << _GEN_SHIFT
+    return lo, lo + (1 << _GEN_SHIFT)
+
+
 def is_current(roots: Mapping[int, int] | None, generation: int) -> bool:
     """Whether a tuple whose anchors are ``roots`` (root → edge) belongs to ``generation``. A tuple
     without roots (emitted unanchored or without a message id) cannot be told apart: it counts as
     current (exactly-once needs anchored emits from spouts with message ids; docs/state.md)."""
-    g = generation & _GEN_MASK
-    return all((root >> _GEN_SHIFT) & _GEN_MASK == g for root in roots) if roots else True
+    lo, hi = generation_range(generation)
+    return all(lo <= root < hi for root in roots) if roots else True
 
 
 @dataclass(frozen=True)
