@@ -188,3 +188,79 @@ def test_a_rewind_drops_what_the_task_staged_for_a_checkpoint_that_did_not_commi
         provider.prepare(3, {ns: ({}, ())})  # the new checkpoint 3: nothing to stage
         provider.commit(3, [ns])
         assert committed_position(provider, [ns], merge=True) == {"x/0": 10}
+
+
+def _run_over(name, topo, provider=None):
+    """A local run of ``topo`` whose state lives in ``provider`` (one kept open across runs, as Redis
+    would be), or in a new memory provider."""
+    from gale.worker.local import LocalTopology, local_conf
+
+    run = LocalTopology(name, topo, local_conf(topo), start=False)
+    if provider is not None:
+        run.runtime.resources["state"] = provider
+        run.runtime.resources["state_prefix"] = run.runtime.state_prefix
+    run.runtime.start(active=True)
+    return run
+
+
+def test_switching_the_guarantee_keeps_the_state_and_forgets_positions_the_state_moved_past():
+    """exactly-once → at-least-once → exactly-once over one state. The at-least-once run reads the
+    exactly-once record (it used to refuse it as malformed) and goes on from its committed counts.
+    The exactly-once run after it must not rewind to the positions of the first run — the state has
+    counted past them — so they are forgotten and the sources start where the spout starts (this
+    spout: its first sentence; Kafka: the group's offsets, which the at-least-once run committed)."""
+    n = 60
+    once = Counter(w for i in range(n) for w in sentence(i).split())
+    base = {"test.sentences": n, "topology.state.checkpoint.interval.ms": 50, "topology.name": "wc"}
+    eo = word_count().create_topology("wc", {**base, **EO})
+    alo = word_count().create_topology("wc", base)
+
+    def counts_are(run, times):
+        def check():
+            assert counts_in(run) == {w: times * c for w, c in once.items()}
+            return read_epoch(run.runtime.resources["state"], "wc").txid
+
+        return eventually(check, timeout=60)
+
+    first = _run_over("wc-eo1", eo)
+    try:
+        eventually(lambda: _assert_eq(committed_positions(first), [n + (i - n) % 2 for i in range(2)]), timeout=60)
+        counts_are(first, 1)
+        provider = first.runtime.resources.pop("state")
+    finally:
+        first.kill()
+    second = _run_over("wc-alo", alo, provider)
+    try:
+        txid = counts_are(second, 2)  # the spout has no offsets of its own: it reads everything again
+        two_more_commits(provider, "wc", txid)
+        assert counts_in(second) == {w: 2 * c for w, c in once.items()}
+        assert not [e for errs in second.errors.values() for e in errs], second.errors
+    finally:
+        second.runtime.resources.pop("state")
+        second.kill()
+    third = _run_over("wc-eo2", eo, provider)
+    try:
+        counts_are(third, 3)
+        assert [s.rewinds[0] for s in spouts_of(third, "sentences")] == [None, None]
+        assert not [e for errs in third.errors.values() for e in errs], third.errors
+    finally:
+        third.kill()
+
+
+def _assert_eq(a, b):
+    assert a == b, f"{a} != {b}"
+
+
+@pytest.mark.parametrize("phase,txid,expected", [
+    ("COMMITTED", 7, (7, "COMMITTED")),
+    ("PAUSING", 8, (7, "COMMITTED")),  # paused for 8: 7 is the last committed, nothing prepared
+    ("PREPARING", 8, (8, "PREPARING")),  # prepared 8: rolled back
+    ("COMMITTING", 8, (8, "COMMITTING")),  # past the commit point: finished
+    ("ROLLING_BACK", 7, (7, "COMMITTED")),
+])
+def test_an_exactly_once_record_maps_to_the_at_least_once_recovery(phase, txid, expected):
+    from gale.worker.state.coordinator import TxState
+    from gale.worker.state.epochs import Epoch
+
+    state = TxState.from_record(Epoch(txid, phase, 3).to_record())
+    assert (state.txid, state.phase) == expected
