@@ -29,11 +29,14 @@ from gale.topology.tuple import Fields, Tuple
 from gale.topology.windowing import WindowSpec, check_limits
 from gale.worker.runtime.windows.executor import METRICS, WindowRunner, make_core
 from gale.worker.runtime.windows.store import Entry, InMemoryWindowStore
+from gale.worker.runtime.windows.watermark import WatermarkTracker
 from gale.worker.state.coordinator import ROLLBACK
-from gale.worker.state.executor import DeferringCollector, StatefulBoltExecutor
+from gale.worker.state.exactly_once import ExactlyOnceBoltExecutor
+from gale.worker.state.executor import StatefulBoltExecutor
 from gale.worker.state.task_state import TaskState
 
 META_KEY = "__meta"
+INPUTS_KEY = "__inputs"  # the watermark tracker's newest timestamp per input task, at the last checkpoint
 
 
 def _serializable(value: Any) -> bool:
@@ -115,10 +118,25 @@ class PersistentRunner(WindowRunner):
             self.core.restore()
         self.seq = self.core.next_seq()
         self.reset_mark = self.seq
+        if self.tracker is not None:
+            # the newest timestamp per input task as of the checkpoint, not as of now: the inputs
+            # since then are replayed (or, exactly-once, read again after the rewind), and a watermark
+            # ahead of them would make them late (the core's restored watermark keeps it from going back)
+            tracker = WatermarkTracker(list(self.tracker.latest), self.spec.lag_ms, self.spec.idle_timeout_ms,
+                                       self._mono_ms())
+            for task, ts in state.get(INPUTS_KEY) or ():
+                if task in tracker.latest:
+                    tracker.latest[task] = ts
+            self.tracker = tracker
         self.restores += 1
 
     def pre_prepare(self, txid: int) -> None:
-        pass
+        """The watermark tracker's newest timestamp per input task goes into the checkpoint."""
+        if self.tracker is not None:
+            latest = [[t, ts] for t, ts in sorted(self.tracker.latest.items()) if ts is not None]
+            state = self.core.store.state
+            if latest and state.get(INPUTS_KEY) != latest:
+                state.put(INPUTS_KEY, latest)
 
     def pre_commit(self, txid: int) -> None:
         pass
@@ -141,7 +159,7 @@ class PersistentWindowedBoltExecutor(StatefulBoltExecutor):
             self.states[task] = TaskState(provider, runtime.state_prefix, self.component, all_tasks.index(task),
                                           len(all_tasks), None)
             bolt = runtime.instantiate(self.component)
-            collector = DeferringCollector(self, task, routes)
+            collector = self.collector_class(self, task, routes)
             conf = runtime.task_conf(self.component)
             spec = WindowSpec.from_conf(conf, where=where)
             check_limits(spec, conf, where)
@@ -172,3 +190,25 @@ class PersistentWindowedBoltExecutor(StatefulBoltExecutor):
 
     def pending_count(self) -> int:
         return super().pending_count() + sum(len(r.core) for r in self.bolts.values())
+
+
+class ExactlyOnceWindowedBoltExecutor(ExactlyOnceBoltExecutor, PersistentWindowedBoltExecutor):
+    """A persistent window in an exactly-once topology: the window's buffer and metadata are in the
+    checkpoint like any managed state; inputs are acked on arrival (at once: no held acks), inputs
+    of an older generation are dropped, and a ROLLBACK reloads the window from the last checkpoint.
+
+    Its outputs are not anchored (the inputs' trees are already complete), yet they stay consistent
+    with the checkpoints: this executor forwards each ``$checkpoint`` action after everything it
+    emitted before it, and a stateful task downstream acts on an action only once it has arrived on
+    all its inputs, so an output emitted before the window's PREPARE is in the downstream state's
+    checkpoint too, and one emitted before a ROLLBACK is rolled back with it. An output emitted
+    from a timer (processing time, or a watermark interval) belongs to the generation the task is in."""
+
+    def act(self, task: int, txid: int, action: str) -> None:
+        ready = self.initialized[task]
+        ExactlyOnceBoltExecutor.act(self, task, txid, action)
+        if action == ROLLBACK and ready:  # the state went back to the last commit: so does the window
+            self.bolts[task].init_state(self.states[task].kv)
+
+    def pending_count(self) -> int:
+        return ExactlyOnceBoltExecutor.pending_count(self) + sum(len(r.core) for r in self.bolts.values())
