@@ -317,3 +317,23 @@ class ItemTally(FailingPrepare):
         for i in tup["items"]:
             self.state.put(i, self.state.get(i, 0) + 1)
         self.collector.ack(tup)
+
+
+class FlakyWindowSink(Bolt):
+    """Records the windows (``[items]``) it acks; fails the first arrival of the window starting at
+    ``test.fail.window`` (-1: none)."""
+
+    def prepare(self, conf, context, collector):
+        super().prepare(conf, context, collector)
+        self.fail_window = int(conf.get("test.fail.window", -1))
+        self.failed: list[list[int]] = []
+        self.acked: list[list[int]] = []
+
+    def execute(self, tup):
+        items = list(tup["items"])
+        if items and items[0] == self.fail_window and not self.failed:
+            self.failed.append(items)
+            self.collector.fail(tup)
+            return
+        self.acked.append(items)
+        self.collector.ack(tup)

@@ -30,9 +30,9 @@ from gale.topology.windowing import WindowSpec, check_limits
 from gale.worker.runtime.windows.executor import METRICS, WindowRunner, make_core
 from gale.worker.runtime.windows.store import Entry, InMemoryWindowStore
 from gale.worker.runtime.windows.watermark import WatermarkTracker
-from gale.worker.state.coordinator import ROLLBACK
+from gale.worker.state.coordinator import PREPARE, ROLLBACK
 from gale.worker.state.exactly_once import ExactlyOnceBoltExecutor
-from gale.worker.state.executor import StatefulBoltExecutor
+from gale.worker.state.executor import DeferringCollector, StatefulBoltExecutor
 from gale.worker.state.task_state import TaskState
 
 META_KEY = "__meta"
@@ -102,6 +102,49 @@ class StateWindowStore:
         return len(self._entries)
 
 
+class WindowOutputCollector(DeferringCollector):
+    """The collector of a persistent window's task (at-least-once): inputs' acks held until their
+    checkpoint commits (:class:`DeferringCollector`), and the outputs of ``execute(window)`` held
+    until the next PREPARE, then emitted anchored to that checkpoint tuple. The checkpoint commits
+    only once its tuple tree completed, so only once every output of the windows it records as
+    fired was processed downstream (and whatever a downstream bolt anchored to them); an output that
+    fails fails the checkpoint, which rolls back to the previous one, where those windows had not
+    fired: they fire again. ``emit`` returns ``[]`` for a held output (its targets are chosen when
+    it is sent); ``emit_direct`` its task."""
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.holding = False
+        self.held_outputs: list[tuple[int | None, list[Any], str]] = []
+
+    def emit(self, values: Any, anchors: Any = None, stream: str = "default") -> list[int]:
+        if not self.holding:
+            return super().emit(values, anchors, stream)
+        self._route(stream, values)  # refused now, in the bolt's execute, as any emit
+        self.held_outputs.append((None, list(values), stream))
+        return []
+
+    def emit_direct(self, task: int, values: Any, anchors: Any = None, stream: str = "default") -> list[int]:
+        if not self.holding:
+            return super().emit_direct(task, values, anchors, stream)
+        self._direct_targets(self._route(stream, values), task)
+        self.held_outputs.append((task, list(values), stream))
+        return [task]
+
+    def send_held(self, checkpoint: Tuple) -> None:
+        """Emit the held outputs, anchored to the checkpoint tuple about to be forwarded."""
+        out, self.held_outputs = self.held_outputs, []
+        for task, values, stream in out:
+            if task is None:
+                super().emit(values, checkpoint, stream)
+            else:
+                super().emit_direct(task, values, checkpoint, stream)
+
+    def discard_held(self) -> None:
+        """A rollback: the windows that made them fire again from the reloaded state."""
+        self.held_outputs = []
+
+
 class PersistentRunner(WindowRunner):
     """A :class:`WindowRunner` over managed state; the stateful executor calls the hooks of a
     stateful bolt on it."""
@@ -130,6 +173,16 @@ class PersistentRunner(WindowRunner):
             self.tracker = tracker
         self.restores += 1
 
+    def _fire(self, fire: Any) -> None:
+        collector = self.collector
+        if not isinstance(collector, WindowOutputCollector):  # exactly-once: emitted at once
+            return super()._fire(fire)
+        collector.holding = True
+        try:
+            super()._fire(fire)
+        finally:
+            collector.holding = False
+
     def pre_prepare(self, txid: int) -> None:
         """The watermark tracker's newest timestamp per input task goes into the checkpoint."""
         if self.tracker is not None:
@@ -146,6 +199,9 @@ class PersistentRunner(WindowRunner):
 
 
 class PersistentWindowedBoltExecutor(StatefulBoltExecutor):
+    collector_class = WindowOutputCollector
+    _checkpoint: Tuple | None = None
+
     def prepare(self) -> None:
         runtime = self.runtime
         routes = runtime.routes_for(self.component)
@@ -176,11 +232,23 @@ class PersistentWindowedBoltExecutor(StatefulBoltExecutor):
     def fields_of(self, component: str, stream: str) -> Fields:
         return self.runtime._stream_fields[(component, stream)]
 
+    def on_checkpoint(self, task: int, tup: Tuple) -> None:
+        self._checkpoint = tup  # the anchor of the outputs released at PREPARE
+        try:
+            super().on_checkpoint(task, tup)
+        finally:
+            self._checkpoint = None
+
     def act(self, task: int, txid: int, action: str) -> None:
         ready = self.initialized[task]
         super().act(task, txid, action)
-        if action == ROLLBACK and ready:  # the state went back to the last commit: so does the window
-            self.bolts[task].init_state(self.states[task].kv)
+        collector = self.collectors[task]
+        if action == PREPARE:
+            collector.send_held(self._checkpoint)  # type: ignore[attr-defined]
+        elif action == ROLLBACK:
+            collector.discard_held()  # type: ignore[attr-defined]
+            if ready:  # the state went back to the last commit: so does the window
+                self.bolts[task].init_state(self.states[task].kv)
 
     def on_timer(self, now: float) -> None:
         super().on_timer(now)
