@@ -11,8 +11,10 @@ were acked when the checkpoint holding them committed).
 :class:`PersistentWindowedBoltExecutor` is a :class:`StatefulBoltExecutor` whose tasks run a
 :class:`WindowRunner` in persistent mode: tuples are held until INITSTATE, which loads the task's
 state and restores the window core from it (``core.restore()``); the runner acks every tuple on
-arrival, which the deferring collector holds until the checkpoint holding it commits; a ROLLBACK
-reloads the committed state and restores the core again (the inputs since then fail and replay).
+arrival, which the deferring collector holds until the checkpoint holding it commits; the outputs
+of a window are held until the next PREPARE and sent anchored to it (:class:`WindowOutputCollector`);
+a ROLLBACK reloads the committed state and restores the core again (the inputs since then fail and
+replay). :class:`ExactlyOnceWindowedBoltExecutor` is its exactly-once variant.
 The state is per task (``<topology>/<component>/task<I>``) whatever the input grouping: a window is
 per task, and its keys are arrival ordinals, not values of a grouping field, so key groups do not
 apply.
