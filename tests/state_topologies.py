@@ -260,3 +260,80 @@ class FlakyRecords(Bolt):
             return
         self.collector.emit([tup["value"]], anchors=tup)
         self.collector.ack(tup)
+
+
+class RewindableItems(gale.Spout):
+    """Items ``0 .. test.items.stop - 1`` (``[i]``) from a source that can rewind (exactly-once):
+    task ``i`` of ``k`` emits ``i, i+k, ...``; its position is the next item."""
+
+    output_fields = ["i"]
+
+    def open(self, conf, context, collector):
+        super().open(conf, context, collector)
+        self.n = int(conf.get("test.items.stop", 100))
+        self.start, self.step = context.this_task_index, len(context.this_component_tasks)
+        self.next = self.start
+        self.rewinds: list = []
+
+    def next_tuple(self):
+        if self.next < self.n:
+            i = self.next
+            self.next += self.step
+            self.collector.emit([i], msg_id=i)
+
+    def position(self):
+        return self.next
+
+    def rewind(self, position):
+        self.rewinds.append(position)
+        self.next = self.start if position is None else position
+
+
+class FlakyPass(Bolt):
+    """Passes ``[i]`` on, anchored; fails the first attempt of every ``test.fail.every``-th item."""
+
+    output_fields = ["i"]
+
+    def prepare(self, conf, context, collector):
+        super().prepare(conf, context, collector)
+        self.every = int(conf.get("test.fail.every", 0))
+        self.seen: set[int] = set()
+
+    def execute(self, tup):
+        i = tup["i"]
+        if self.every and i % self.every == 0 and i not in self.seen:
+            self.seen.add(i)
+            self.collector.fail(tup)
+            return
+        self.collector.emit([i], anchors=tup)
+        self.collector.ack(tup)
+
+
+class ItemTally(FailingPrepare):
+    """Counts, per item, how many fired windows held it (``[items]`` inputs): exactly once, every
+    count is 1. Its ``test.fail.prepare``-th prepare raises once."""
+
+    def execute(self, tup):
+        for i in tup["items"]:
+            self.state.put(i, self.state.get(i, 0) + 1)
+        self.collector.ack(tup)
+
+
+class FlakyWindowSink(Bolt):
+    """Records the windows (``[items]``) it acks; fails the first arrival of the window starting at
+    ``test.fail.window`` (-1: none)."""
+
+    def prepare(self, conf, context, collector):
+        super().prepare(conf, context, collector)
+        self.fail_window = int(conf.get("test.fail.window", -1))
+        self.failed: list[list[int]] = []
+        self.acked: list[list[int]] = []
+
+    def execute(self, tup):
+        items = list(tup["items"])
+        if items and items[0] == self.fail_window and not self.failed:
+            self.failed.append(items)
+            self.collector.fail(tup)
+            return
+        self.acked.append(items)
+        self.collector.ack(tup)

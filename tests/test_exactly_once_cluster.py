@@ -24,6 +24,7 @@ from tests.waiting import eventually
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(300)]
 
 TOPOLOGY = Path(__file__).resolve().parent / "cluster_topologies" / "eo_kafka_wc.py"
+WINDOWS = Path(__file__).resolve().parent / "cluster_topologies" / "eo_kafka_windows.py"
 PARTITIONS = 4
 WORDS = [f"w{i}" for i in range(13)]
 
@@ -41,8 +42,8 @@ def checkpointed_offsets(provider, name) -> dict[int, int]:
     return {int(key.rpartition("/")[2]): offset for key, offset in (merged or {}).items()}
 
 
-def submit(cluster, topologies, redis_server, kafka_broker, topic, name):  # noqa: F811
-    return topologies.submit(TOPOLOGY, name, *[x for k, v in {
+def submit(cluster, topologies, redis_server, kafka_broker, topic, name, topology=TOPOLOGY):  # noqa: F811
+    return topologies.submit(topology, name, *[x for k, v in {
         "kafka.bootstrap.servers": kafka_broker.bootstrap, "kafka.topic": topic, "kafka.group": name,
         "kafka.zookeeper.root": cluster.root.rsplit("/", 1)[0] + "/kafka",
         "topology.state.provider": "redis", "topology.state.redis.url": redis_server.url,
@@ -67,6 +68,12 @@ def some_committed(provider, name):
     assert sum(counts.values()) > 0, "nothing committed yet"
 
 
+def worker_of(cluster, name, component):
+    worker = status(cluster, name)["components"][component]["executor_list"][0]["worker"]
+    assert worker and worker["pid"], f"the {component} executor's worker has not reported yet"
+    return worker["pid"]
+
+
 def test_kill_minus_9_of_the_counting_worker_counts_every_record_exactly_once(cluster, redis_server,
                                                                               kafka_broker):  # noqa: F811
     topic = "eo-words"
@@ -78,12 +85,7 @@ def test_kill_minus_9_of_the_counting_worker_counts_every_record_exactly_once(cl
         name = submit(cluster, topologies, redis_server, kafka_broker, topic, "eo-kill")
         eventually(lambda: some_committed(provider, name), 120)
 
-        def count_worker():
-            worker = status(cluster, name)["components"]["count"]["executor_list"][0]["worker"]
-            assert worker and worker["pid"], "the count executor's worker has not reported yet"
-            return worker["pid"]
-
-        pid = eventually(count_worker, 30)
+        pid = eventually(lambda: worker_of(cluster, name, "count"), 30)
         kafka_broker.produce(topic, values[1500:], partitions=PARTITIONS)  # records flowing at the kill
         os.kill(pid, signal.SIGKILL)
         hws = kafka_broker.high_watermarks(topic, PARTITIONS)
@@ -125,3 +127,46 @@ def test_redis_killed_mid_run_rolls_back_and_every_record_counts_exactly_once(cl
         finally:
             redis_server.start()
         wait_exact(provider, name, kafka_broker.high_watermarks(topic, PARTITIONS), values)
+
+
+def test_kill_minus_9_of_the_windowing_worker_mid_window_fires_every_item_exactly_once(cluster, redis_server,
+                                                                                     kafka_broker):  # noqa: F811
+    """Kafka → persistent 1 s windows → a tally of how many fired windows held each item, exactly
+    once; kill -9 of the worker holding the window while records flow: the window in progress is
+    reloaded from the last checkpoint, the sources rewind to that checkpoint's offsets, and every
+    item is in exactly one fired window (results equal the reference: a tally of 1 per item)."""
+    topic = "eo-windows"
+    kafka_broker.create_topic(topic, PARTITIONS)
+    n = 3000
+    kafka_broker.produce(topic, [str(i) for i in range(n // 2)], partitions=PARTITIONS)
+    provider = RedisStateProvider(redis_server.url)
+    with Topologies(cluster) as topologies:
+        name = submit(cluster, topologies, redis_server, kafka_broker, topic, "eo-windows", WINDOWS)
+
+        def some_tallied():
+            assert read_committed(provider, name, "tally", tasks=1), "no window committed yet"
+
+        eventually(some_tallied, 120)
+        pid = eventually(lambda: worker_of(cluster, name, "window"), 30)
+        kafka_broker.produce(topic, [str(i) for i in range(n // 2, n)], partitions=PARTITIONS)
+        os.kill(pid, signal.SIGKILL)
+        hws = kafka_broker.high_watermarks(topic, PARTITIONS)
+
+        def every_item_in_one_window():
+            assert checkpointed_offsets(provider, name) == hws
+            tally = read_committed(provider, name, "tally", tasks=1)
+            wrong = {i: c for i, c in tally.items() if c != 1}
+            missing = set(range(n)) - set(tally)
+            assert not wrong and not missing, (f"tallied more than once: {sorted(wrong.items())[:10]}; "
+                                               f"{len(missing)} missing, e.g. {sorted(missing)[:10]}")
+            return read_epoch(provider, name).txid
+
+        txid = eventually(every_item_in_one_window, 180)
+        epoch = two_more_commits(provider, name, txid)
+        assert read_committed(provider, name, "tally", tasks=1) == {i: 1 for i in range(n)}
+        assert epoch.generation >= 2, epoch  # the kill rolled the topology back
+
+        def restarted():
+            assert worker_of(cluster, name, "window") != pid
+
+        eventually(restarted, 60)

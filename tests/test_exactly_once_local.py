@@ -188,3 +188,132 @@ def test_a_rewind_drops_what_the_task_staged_for_a_checkpoint_that_did_not_commi
         provider.prepare(3, {ns: ({}, ())})  # the new checkpoint 3: nothing to stage
         provider.commit(3, [ns])
         assert committed_position(provider, [ns], merge=True) == {"x/0": 10}
+
+
+def _run_over(name, topo, provider=None):
+    """A local run of ``topo`` whose state lives in ``provider`` (one kept open across runs, as Redis
+    would be), or in a new memory provider."""
+    from gale.worker.local import LocalTopology, local_conf
+
+    run = LocalTopology(name, topo, local_conf(topo), start=False)
+    if provider is not None:
+        run.runtime.resources["state"] = provider
+        run.runtime.resources["state_prefix"] = run.runtime.state_prefix
+    run.runtime.start(active=True)
+    return run
+
+
+def test_switching_the_guarantee_keeps_the_state_and_forgets_positions_the_state_moved_past():
+    """exactly-once → at-least-once → exactly-once over one state. The at-least-once run reads the
+    exactly-once record (it used to refuse it as malformed) and goes on from its committed counts.
+    The exactly-once run after it must not rewind to the positions of the first run — the state has
+    counted past them — so they are forgotten and the sources start where the spout starts (this
+    spout: its first sentence; Kafka: the group's offsets, which the at-least-once run committed)."""
+    n = 60
+    once = Counter(w for i in range(n) for w in sentence(i).split())
+    base = {"test.sentences": n, "topology.state.checkpoint.interval.ms": 50, "topology.name": "wc"}
+    eo = word_count().create_topology("wc", {**base, **EO})
+    alo = word_count().create_topology("wc", base)
+
+    def counts_are(run, times):
+        def check():
+            assert counts_in(run) == {w: times * c for w, c in once.items()}
+            return read_epoch(run.runtime.resources["state"], "wc").txid
+
+        return eventually(check, timeout=60)
+
+    first = _run_over("wc-eo1", eo)
+    try:
+        eventually(lambda: _assert_eq(committed_positions(first), [n + (i - n) % 2 for i in range(2)]), timeout=60)
+        counts_are(first, 1)
+        provider = first.runtime.resources.pop("state")
+    finally:
+        first.kill()
+    second = _run_over("wc-alo", alo, provider)
+    try:
+        txid = counts_are(second, 2)  # the spout has no offsets of its own: it reads everything again
+        two_more_commits(provider, "wc", txid)
+        assert counts_in(second) == {w: 2 * c for w, c in once.items()}
+        assert not [e for errs in second.errors.values() for e in errs], second.errors
+    finally:
+        second.runtime.resources.pop("state")
+        second.kill()
+    third = _run_over("wc-eo2", eo, provider)
+    try:
+        counts_are(third, 3)
+        assert [s.rewinds[0] for s in spouts_of(third, "sentences")] == [None, None]
+        assert not [e for errs in third.errors.values() for e in errs], third.errors
+    finally:
+        third.kill()
+
+
+def _assert_eq(a, b):
+    assert a == b, f"{a} != {b}"
+
+
+@pytest.mark.parametrize("phase,txid,expected", [
+    ("COMMITTED", 7, (7, "COMMITTED")),
+    ("PAUSING", 8, (7, "COMMITTED")),  # paused for 8: 7 is the last committed, nothing prepared
+    ("PREPARING", 8, (8, "PREPARING")),  # prepared 8: rolled back
+    ("COMMITTING", 8, (8, "COMMITTING")),  # past the commit point: finished
+    ("ROLLING_BACK", 7, (7, "COMMITTED")),
+])
+def test_an_exactly_once_record_maps_to_the_at_least_once_recovery(phase, txid, expected):
+    from gale.worker.state.coordinator import TxState
+    from gale.worker.state.epochs import Epoch
+
+    state = TxState.from_record(Epoch(txid, phase, 3).to_record())
+    assert (state.txid, state.phase) == expected
+
+
+@pytest.mark.parametrize("fail_every,fail_prepare", [(0, 0), (23, 0), (0, 3), (17, 2)])
+def test_a_persistent_window_in_an_exactly_once_topology_fires_every_item_once(fail_every, fail_prepare):
+    """items → flaky pass-through → persistent event-time tumbling windows of 10 items → a stateful
+    tally of how many fired windows held each item. Failed trees and failed prepares roll the whole
+    topology back (window included) and the source rewinds: each item of every window that fired is
+    tallied exactly once — a window fired twice, or an item lost from one, shows."""
+    from gale.worker.state.inspect import read_committed
+    from tests.state_topologies import EventTimeTenths, FlakyPass, ItemTally, RewindableItems
+
+    n = 200
+    conf = {**EO, "test.items.stop": n, "test.fail.every": fail_every, "test.fail.prepare": fail_prepare,
+            "topology.state.checkpoint.interval.ms": 50, "topology.max.spout.pending": 30}
+    b = TopologyBuilder()
+    b.set_spout("items", RewindableItems, 1)
+    b.set_bolt("flaky", FlakyPass, 1).shuffle_grouping("items")
+    b.set_bolt("win", EventTimeTenths, 1, kwargs={"persistent": True}).shuffle_grouping("flaky")
+    b.set_bolt("tally", ItemTally, 1).shuffle_grouping("win")
+    topo = b.create_topology("eow", conf)
+    # windows of 1 s over ts = i * 100: the last window (190..199) never fires (no later timestamp)
+    expected = {i: 1 for i in range(n - 10)}
+    with LocalCluster() as cluster:
+        running = cluster.submit_topology(f"eow-{fail_every}-{fail_prepare}", {}, topo)
+        provider = running.runtime.resources["state"]
+        prefix = running.runtime.state_prefix
+
+        def tallied():
+            tally = read_committed(provider, prefix, "tally", tasks=1)
+            assert tally == expected, sorted(set(tally.items()) ^ set(expected.items()))[:10]
+            return read_epoch(provider, prefix).txid
+
+        txid = eventually(tallied, timeout=90)
+        two_more_commits(provider, prefix, txid)
+        assert tallied() >= txid
+        stats = running.component_stats()
+        windows = [r.bolt.windows for r in bolts_of(running, "win")]
+    extra = stats[CHECKPOINT_COMPONENT]["extra"]
+    if fail_every or fail_prepare:
+        assert extra["checkpoint_rollbacks"] >= 2
+    assert stats["win"]["extra"].get("late_tuples", 0) == 0
+    assert windows and all(len(w) == 10 for ws in windows for w in ws)
+
+
+def test_a_window_kept_in_memory_is_refused_in_an_exactly_once_topology_naming_it():
+    from tests.state_topologies import EventTimeTenths, ItemTally, RewindableItems
+
+    b = TopologyBuilder()
+    b.set_spout("items", RewindableItems, 1)
+    b.set_bolt("win", EventTimeTenths, 1, kwargs={"persistent": False}).shuffle_grouping("items")
+    b.set_bolt("tally", ItemTally, 1).shuffle_grouping("win")
+    with pytest.raises(TopologyError, match=r"windowed bolt 'win' keeps its window in the task's memory.*with_persistence\(\)"):
+        b.create_topology("eow", EO)

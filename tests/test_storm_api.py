@@ -287,13 +287,14 @@ def test_numbers_agree_across_endpoints_while_deactivated_then_actions_work(clus
 def test_rebalance_through_storms_path_then_cli_views_and_kill(cluster, topologies, tmp_path):
     name, tid = topologies.submit(write_flaky(tmp_path / "topo"), "rebal")
     result = post(cluster, f"/api/v1/topology/{tid}/rebalance/1",
-                  json={"rebalanceOptions": {"numWorkers": 1, "executors": {"split": "1"}}, "callback": "foo"})
+                  json={"rebalanceOptions": {"numWorkers": 1, "executors": {"split": "1"}, "tasks": {"split": 3}},
+                        "callback": "foo"})
     assert result == {"topologyOperation": "rebalance", "topologyId": tid, "status": "success"}
 
-    def rebalanced():
+    def rebalanced():  # Storm's options, and Gale's new task count
         p = get(cluster, f"/api/v1/topology/{tid}")
         split = next(b for b in p["bolts"] if b["boltId"] == "split")
-        assert (p["status"], p["workersTotal"], split["executors"]) == ("ACTIVE", 1, 1)
+        assert (p["status"], p["workersTotal"], split["executors"], split["tasks"]) == ("ACTIVE", 1, 1, 3)
         assert p["executorsRunning"] == p["executorsTotal"]
 
     eventually(rebalanced, 90)

@@ -200,8 +200,12 @@ def run(decoder, payload):
     return delivered, seen
 
 
+#: the streams each bolt task's component subscribes to
+INPUTS = {3: {("split", "default")}, 4: {("count", "default")}}
+
+
 def decode(*messages):
-    decoder = BatchDecoder(fields_for, ROLES)
+    decoder = BatchDecoder(fields_for, ROLES, INPUTS)
     payload = b"".join(msgpack.packb(m, use_bin_type=True) for m in messages)
     delivered, seen = run(decoder, payload)
     return delivered, seen, {k: v for k, v in decoder.invalid.items() if v}
@@ -265,6 +269,8 @@ BAD = [
     ([TUPLE, 3, "split", "default", 2**40, ["x"], [], 0], "out_of_range"),
     ([TUPLE, 3, "split", "errors", 2, ["x"], [], 0], "unknown_stream"),
     ([TUPLE, 3, "nosuch", "default", 2, ["x"], [], 0], "unknown_stream"),
+    # declared, but task 3's component does not subscribe to it (a task id reused by another component)
+    ([TUPLE, 3, "count", "default", 2, ["x", 1], [], 0], "not_subscribed"),
     ([TUPLE, 3, "split", "default", 2, ["x"], [], "7"], "malformed"),     # lineage of the wrong type
     ([ACKER, 7, ACK, -1, 1, 0], "out_of_range"),                     # the issue's worker killer
     ([ACKER, 7, ACK, -(2**63), 1, 0], "out_of_range"),

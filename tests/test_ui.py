@@ -244,6 +244,23 @@ def act_through_the_page(cluster, browser, name, tid, By):
     until(lambda: dialog.get_attribute("open") is not None, 5)
     by_id(browser, "confirm-ok").click()
     until(lambda: status.text == "ACTIVE", 15)
+    # rebalance: a new task count for split, typed into the dialog's table of components
+    by_id(browser, "action-rebalance").click()
+    until(lambda: dialog.get_attribute("open") is not None, 5)
+    assert by_id(browser, "confirm-tasks-split").get_attribute("value") == "2"
+    for field, value in (("confirm-wait", "0"), ("confirm-tasks-split", "3")):
+        box = by_id(browser, field)
+        box.clear()
+        box.send_keys(value)
+    by_id(browser, "confirm-ok").click()
+
+    def rebalanced():
+        topo = httpx.get(api).json()
+        split = next(b for b in topo["bolts"] if b["boltId"] == "split")
+        assert (topo["status"], split["tasks"], split["executors"]) == ("ACTIVE", 3, 2), topo
+        assert status.text == "ACTIVE"
+
+    eventually(rebalanced, 60)
     # kill with a wait typed into the dialog
     by_id(browser, "action-kill").click()
     until(lambda: dialog.get_attribute("open") is not None, 5)

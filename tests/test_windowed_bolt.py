@@ -254,7 +254,7 @@ def test_count_windows_by_event_time_equal_the_reference():
         fires, late = flat(ref_count(4, 2, True, items))
         assert sim.windows() == fires and sim.late() == late
         # acked: late ones and those no window can hold any more; the rest wait for the next window
-        buffered = [e.item["seq"] for e in sim.runner.core.store.entries()]
+        buffered = [e.item["seq"] for e in sim.runner.core.buffered()]
         assert len(buffered) <= 2 and sorted(sim.acked + buffered) == list(range(60))
     finally:
         sim.stop()
@@ -271,7 +271,7 @@ def test_mixed_windows_by_event_time_equal_the_reference(seed, length, slide, la
             items = drive(sim, random_batches(random.Random(seed), 40, lag), lag, close=False)
             fires, late = flat(ref(n, d, True, items))
             assert sim.windows() == fires and sim.late() == late
-            buffered = [e.item["seq"] for e in sim.runner.core.store.entries()]
+            buffered = [e.item["seq"] for e in sim.runner.core.buffered()]
             assert sorted(sim.acked + buffered) == list(range(40)) and sim.failed == []
         finally:
             sim.stop()

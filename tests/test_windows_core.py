@@ -169,7 +169,7 @@ def test_count_windows_slide_and_expire():
     steps, actions = run(core, events(range(7)))
     fires = [f[3] for s, _ in steps for f in s]
     assert fires == [(0, 1), (1, 2, 3), (3, 4, 5)]
-    check_acks(actions, range(7), still_buffered=[e.seq for e in core.store.entries()])
+    check_acks(actions, range(7), still_buffered=[e.seq for e in core.buffered()])
 
 
 def test_count_windows_by_event_time_release_in_timestamp_order():
@@ -184,10 +184,17 @@ def test_in_memory_store_holds_exactly_the_buffered_tuples():
     store = InMemoryWindowStore()
     core = TimeWindows(10, 5, store=store)
     run(core, events([1, 2, 11]) + [("w", 10)])
-    # [-5, 5) and [0, 10) fired; ts 1 and 2 are in no later window: expired and removed
+    # [-5, 5) and [0, 10) fired; ts 1 and 2 are in no later window: expired, and kept in the store
+    # only as the previous window (the next firing's get_expired()) until the next firing
+    assert sorted(e.seq for e in core.buffered()) == [2] and len(core) == 1
+    assert sorted(e.seq for e in store.entries()) == [0, 1, 2]
+    core.advance(20)  # [5, 15) and [10, 20) fired: 0 and 1 leave; 2 expired, the previous window now
+    assert core.buffered() == [] and len(core) == 0
     assert sorted(e.seq for e in store.entries()) == [2]
-    core.advance(20)
-    assert store.entries() == []
+    core.advance(30)  # [15, 25) fired (empty windows do not fire): nothing changes
+    core.add(Entry(3, 31, ("value", 3), None))
+    core.advance(40)  # [25, 35) and [30, 40) fired: the previous window is theirs
+    assert [e.seq for e in store.entries()] == [3]
 
 
 # ------------------------------------------------------------------------------------ properties
@@ -242,8 +249,8 @@ def test_count_windows_equal_the_reference(length, slide, event_time, items):
     core = CountWindows(length, slide, event_time=event_time)
     steps, actions = run(core, items)
     assert steps == ref_count(length, slide, event_time, items)
-    check_acks(actions, [i[1] for i in items if i[0] == "e"], still_buffered=[e.seq for e in core.store.entries()])
-    assert len(core.store) == len(core.queue) + len(core.pending)
+    check_acks(actions, [i[1] for i in items if i[0] == "e"], still_buffered=[e.seq for e in core.buffered()])
+    assert len(core) == len(core.queue) + len(core.pending)
 
 
 # ------------------------------------------------------------------------------------ restore from the store
@@ -263,7 +270,8 @@ def _outcome(actions):
     out = []
     for a in actions:
         if isinstance(a, Fire):
-            out.append(("fire", a.start, a.end, a.key, [e.seq for e in a.entries], a.update, [e.seq for e in a.new]))
+            out.append(("fire", a.start, a.end, a.key, [e.seq for e in a.entries], a.update, [e.seq for e in a.new],
+                        [e.seq for e in a.expired]))
         elif isinstance(a, Expire):
             out.append(("expire", sorted(e.seq for e in a.entries)))
         else:
@@ -322,7 +330,7 @@ def test_count_every_duration_equals_the_reference(length, slide, items, data):
     core = CountEveryDuration(length, slide, event_time=True)
     steps, actions = run(core, items)
     assert steps == ref_count_every_duration(length, slide, True, items)
-    check_acks(actions, [i[1] for i in items if i[0] == "e"], still_buffered=[e.seq for e in core.store.entries()])
+    check_acks(actions, [i[1] for i in items if i[0] == "e"], still_buffered=[e.seq for e in core.buffered()])
     assert len(core.queue) <= length  # after the end of input only the last window's tuples wait
     cut = data.draw(st.integers(0, len(items)))
     check_restore(lambda store: CountEveryDuration(length, slide, True, store), items, cut)
@@ -334,7 +342,7 @@ def test_duration_every_count_equals_the_reference(length, slide, items, data):
     core = DurationEveryCount(length, slide, event_time=True)
     steps, actions = run(core, items)
     assert steps == ref_duration_every_count(length, slide, True, items)
-    check_acks(actions, [i[1] for i in items if i[0] == "e"], still_buffered=[e.seq for e in core.store.entries()])
+    check_acks(actions, [i[1] for i in items if i[0] == "e"], still_buffered=[e.seq for e in core.buffered()])
     cut = data.draw(st.integers(0, len(items)))
     check_restore(lambda store: DurationEveryCount(length, slide, True, store), items, cut)
 

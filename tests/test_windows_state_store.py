@@ -41,7 +41,7 @@ def outcome(actions):
     for a in actions:
         if isinstance(a, Fire):
             out.append(("fire", a.start, a.end, a.key, [(e.seq, list(e.item.values), e.item.task) for e in a.entries],
-                        a.update, [e.seq for e in a.new]))  # get_expired(): see check()
+                        a.update, [e.seq for e in a.new], [e.seq for e in a.expired]))
         elif isinstance(a, Expire):
             out.append(("expire", sorted(e.seq for e in a.entries)))
         else:
@@ -50,9 +50,8 @@ def outcome(actions):
 
 
 def check(make, items, cut):
-    """As ``check_restore`` of tests/test_windows_core.py, through a checkpoint. Not compared: the
-    first firing's ``get_expired()`` after a restore, which lacks the previous window's tuples that
-    had already left the store (docs/windows.md says so)."""
+    """As ``check_restore`` of tests/test_windows_core.py, through a checkpoint: every firing, its
+    ``get_new()`` and ``get_expired()`` (the first one after the restore too), every expiry."""
     original = make(StateWindowStore(KeyValueState(), fields_of))
     for item in items[:cut]:
         original.add(entry(item)) if item[0] == "e" else original.advance(item[1])

@@ -329,7 +329,7 @@ class Worker:
             local_dir=str(self.worker_dir), code_dir=str(code_dir), on_crash=self._crashed, clock=self.clock,
         )
         self._fields = self.runtime._stream_fields
-        self.transfer.set_roles(message_roles(self.runtime))
+        self.transfer.set_roles(message_roles(self.runtime), subscriptions(self.runtime))
         self.transfer.start()
         self.runtime.start(active=base.status == TopologyStatus.ACTIVE)
         log.info("worker-running", executors=len(self.executors), active=self.runtime.active,
@@ -464,6 +464,13 @@ def message_roles(runtime: WorkerRuntime) -> dict[int, int]:
     for task, ex in runtime._local.items():
         roles[task] = ACKER if ex.component == ACKER_COMPONENT else RESULT if ex.kind == "spout" else TUPLE
     return roles
+
+
+def subscriptions(runtime: WorkerRuntime) -> dict[int, frozenset[tuple[str, str]]]:
+    """Each local bolt task → the ``(component, stream)`` pairs its component subscribes to."""
+    components = runtime.defn.components
+    return {task: frozenset((i.component, i.stream) for i in components[ex.component].inputs)
+            for task, ex in runtime._local.items() if ex.component in components and ex.kind == "bolt"}
 
 
 def run_worker(conf: dict[str, Any], topology_id: str, supervisor_id: str, port: int, worker_id: str) -> int:

@@ -27,7 +27,7 @@ topology, supervisor and slot come from nimbus's service discovery as target lab
                                                       replayed, stale (``gale.worker.batch_auth``)
 ``gale_worker_transfer_messages_invalid_total``       messages of authentic batches dropped, by ``reason``:
                                                       unknown_kind, unknown_task, malformed, out_of_range,
-                                                      unknown_stream, undecodable (``gale.worker.wire``)
+                                                      unknown_stream, not_subscribed, undecodable (``gale.worker.wire``)
 ``gale_worker_acker_dropped_invalid_total``            acker messages with a value outside 64 bits, dropped
                                                       by the acker itself (none get past the transfer)
 ``gale_worker_transfer_queued_messages``              messages waiting to be sent to other workers

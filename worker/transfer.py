@@ -33,7 +33,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
 import msgpack
@@ -136,10 +136,12 @@ class Transfer:
 
     # ------------------------------------------------------------------ routing
 
-    def set_roles(self, roles: Mapping[int, int]) -> None:
+    def set_roles(self, roles: Mapping[int, int], inputs: Mapping[int, Collection[tuple[str, str]]] | None = None) -> None:
         """task id → the message kind it takes (:data:`TUPLE`, :data:`ACKER`, :data:`RESULT`), for
-        every task of this worker; messages for any other task are dropped as ``unknown_task``."""
-        self.decoder.set_roles(roles)
+        every task of this worker; messages for any other task are dropped as ``unknown_task``.
+        ``inputs``: bolt task → the ``(component, stream)`` pairs it subscribes to (a tuple on
+        another stream is dropped as ``not_subscribed``)."""
+        self.decoder.set_roles(roles, inputs)
 
     def set_routes(self, routes: Mapping[int, str], identities: Mapping[str, str] | None = None) -> None:
         """task id → ``host:port`` of the worker hosting it (tasks of other workers only);

@@ -11,14 +11,16 @@ Even an authenticated batch is checked message by message before anything is del
 is known, the task is one this worker hosts and takes that kind of message, every field has its
 type (``bool`` is not an integer here), root ids, edge ids and ack values are unsigned 64-bit
 (msgpack also carries negative integers), the spout task fits the acker's table, the stream is one
-the topology declares and the tuple has its number of fields. A message that fails is dropped and
+the topology declares, the receiving task's component subscribes to it (a tuple an older worker
+addressed by a task id that now belongs to another component, during a rescale, is refused), and
+the tuple has its number of fields. A message that fails is dropped and
 counted under its reason (:data:`INVALID_REASONS`); the rest of the batch is delivered. A payload
 that is not msgpack loses the messages from the broken one on (``undecodable``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
 import msgpack
@@ -40,8 +42,9 @@ UNKNOWN_TASK = "unknown_task"      # not a task of this worker, or one that take
 MALFORMED = "malformed"            # wrong length, a field of the wrong type, a tuple with the wrong field count
 OUT_OF_RANGE = "out_of_range"      # root / edge id / ack value outside unsigned 64 bits, bad spout task
 UNKNOWN_STREAM = "unknown_stream"  # a component/stream the topology does not declare
+NOT_SUBSCRIBED = "not_subscribed"  # a declared stream the receiving task's component does not subscribe to
 UNDECODABLE = "undecodable"        # the payload is not msgpack from this point on
-INVALID_REASONS = (UNKNOWN_KIND, UNKNOWN_TASK, MALFORMED, OUT_OF_RANGE, UNKNOWN_STREAM, UNDECODABLE)
+INVALID_REASONS = (UNKNOWN_KIND, UNKNOWN_TASK, MALFORMED, OUT_OF_RANGE, UNKNOWN_STREAM, NOT_SUBSCRIBED, UNDECODABLE)
 
 
 class BatchDecoder:
@@ -49,26 +52,34 @@ class BatchDecoder:
 
     ``roles`` maps each task of this worker to the one message kind it takes (:data:`TUPLE` for
     bolts, :data:`ACKER` for ``__acker`` tasks, :data:`RESULT` for spouts); ``fields_for`` gives the
-    Fields of a declared ``(component, stream)`` or ``None``. ``invalid`` counts drops per reason.
+    Fields of a declared ``(component, stream)`` or ``None``; ``inputs`` maps each bolt task to the
+    ``(component, stream)`` pairs its component subscribes to (``None``: not checked).
+    ``invalid`` counts drops per reason.
     """
 
-    def __init__(self, fields_for: Callable[[str, str], Fields | None], roles: Mapping[int, int] | None = None):
+    def __init__(self, fields_for: Callable[[str, str], Fields | None], roles: Mapping[int, int] | None = None,
+                 inputs: Mapping[int, Collection[tuple[str, str]]] | None = None):
         self.fields_for = fields_for
-        self.roles: dict[int, int] = dict(roles or {})
         self.invalid: dict[str, int] = {reason: 0 for reason in INVALID_REASONS}
-        self._fields: dict[tuple[str, str], tuple[Fields, int] | None] = {}
+        self.set_roles(roles or {}, inputs)
 
-    def set_roles(self, roles: Mapping[int, int]) -> None:
+    def set_roles(self, roles: Mapping[int, int], inputs: Mapping[int, Collection[tuple[str, str]]] | None = None) -> None:
         self.roles = dict(roles)
+        self.inputs = None if inputs is None else {task: frozenset(pairs) for task, pairs in inputs.items()}
+        #: (receiving task, component, stream) → (fields, field count): the streams a task takes
+        self._fields: dict[tuple[int, str, str], tuple[Fields, int]] = {}
 
-    def _stream(self, component: Any, stream: Any) -> tuple[Fields, int] | str:
-        """Fields and field count of a declared stream, or the reason it is refused (cache miss path)."""
+    def _stream(self, task: int, component: Any, stream: Any) -> tuple[Fields, int] | str:
+        """Fields and field count of a declared stream the task subscribes to, or the reason it is
+        refused (cache miss path)."""
         if type(component) is not str or type(stream) is not str:
             return MALFORMED
         fields = self.fields_for(component, stream)
         if fields is None:
             return UNKNOWN_STREAM
-        entry = self._fields[(component, stream)] = (fields, len(fields))
+        if self.inputs is not None and (component, stream) not in self.inputs.get(task, ()):
+            return NOT_SUBSCRIBED
+        entry = self._fields[(task, component, stream)] = (fields, len(fields))
         return entry
 
     def _misrouted(self, msg: Any, kind: Any, task: Any) -> str:
@@ -107,9 +118,9 @@ class BatchDecoder:
                         continue
                     if kind == TUPLE:
                         _, _, component, stream, source_task, values, flat, lineage = msg
-                        entry = streams.get((component, stream))
+                        entry = streams.get((task, component, stream))
                         if entry is None:
-                            entry = self._stream(component, stream)
+                            entry = self._stream(task, component, stream)
                             if type(entry) is str:
                                 invalid[entry] += 1
                                 continue

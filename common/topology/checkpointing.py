@@ -100,7 +100,7 @@ def validate_checkpointing(defn: TopologyDef, conf: Mapping[str, Any]) -> None:
 
 def validate_exactly_once(defn: TopologyDef, conf: Mapping[str, Any]) -> None:
     """What exactly-once needs of a topology (docs/state.md "Exactly-once"), checked at submit."""
-    from gale.topology.windowing import WINDOW_KEYS
+    from gale.topology.windowing import PERSISTENT, WINDOW_KEYS
 
     where = f"{GUARANTEE} {EXACTLY_ONCE}"
     for cid, comp in sorted(defn.components.items()):
@@ -109,9 +109,12 @@ def validate_exactly_once(defn: TopologyDef, conf: Mapping[str, Any]) -> None:
                 f"{where}: spout {cid!r} ({comp.class_path.rpartition(':')[2]}) cannot rewind: "
                 f"{NOT_REWINDABLE[comp.class_path]}; use at-least-once for this topology"
             )
-        if comp.kind == "bolt" and any(comp.conf.get(k) is not None for k in WINDOW_KEYS):
-            raise TopologyError(f"{where}: windowed bolt {cid!r}: windows are not supported in exactly-once "
-                                "topologies yet (docs/state.md \"Not yet\")")
+        if comp.kind == "bolt" and any(comp.conf.get(k) is not None for k in WINDOW_KEYS) \
+                and not {**conf, **comp.conf}.get(PERSISTENT):
+            raise TopologyError(
+                f"{where}: windowed bolt {cid!r} keeps its window in the task's memory, which a rollback to the last "
+                "checkpoint cannot restore: call with_persistence() in its __init__ (the window in managed state, "
+                "part of every checkpoint; docs/windows.md \"Persistent windows\")")
         if comp.spark:
             raise TopologyError(f"{where}: Spark component {cid!r}: Spark stages are not supported in exactly-once "
                                 "topologies yet (docs/state.md \"Not yet\")")

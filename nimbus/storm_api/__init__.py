@@ -168,7 +168,7 @@ def make_router(nimbus: Nimbus) -> APIRouter:
                         body: models.RebalanceBody | None = Body(default=None)) -> dict[str, Any]:
         """Pause the spouts for wait-time seconds, then re-plan (optionally with new worker/executor counts)."""
         opts = (body or models.RebalanceBody()).rebalanceOptions
-        tid = await _in_thread(nimbus.rebalance, id, wait_time, opts.numWorkers, dict(opts.executors))
+        tid = await _in_thread(nimbus.rebalance, id, wait_time, opts.numWorkers, dict(opts.executors), dict(opts.tasks))
         return done("rebalance", tid)
 
     @router.post("/topology/{id}/kill/{wait_time}", response_model=models.OperationResult, dependencies=write)

@@ -275,7 +275,11 @@ class RebalanceOptions(BaseModel):
     model_config = ConfigDict(extra="forbid")
     numWorkers: int | None = Field(default=None, ge=1, le=10000, description="new number of workers")
     executors: dict[ComponentName, ExecutorCount] = Field(
-        default_factory=dict, max_length=1000, description="component → new executor count (≥ 1, ≤ its tasks)")
+        default_factory=dict, max_length=1000,
+        description="component → new executor count (≥ 1; above its task count, Gale gives it that many tasks)")
+    tasks: dict[ComponentName, ExecutorCount] = Field(
+        default_factory=dict, max_length=1000,
+        description="Gale: component → new task count (keyed state moves by key groups; docs/state.md, 'Rescaling')")
 
 
 class RebalanceBody(BaseModel):

@@ -250,6 +250,14 @@
     if (a.workers) {
       fields.push(el("label", {}, " Workers ",
         el("input", { type: "number", id: "confirm-workers", min: "1", max: "10000", value: String(topo.workersTotal || 1) })));
+      // per component: Storm's executor count, and Gale's task count (keyed state moves with it)
+      const comps = (topo.spouts || []).map((c) => [c.spoutId, c]).concat((topo.bolts || []).map((c) => [c.boltId, c]));
+      const count = (id, value) => el("input", { type: "number", id: id, min: "1", max: "100000", value: String(value),
+                                                 "data-initial": String(value) });
+      fields.push(el("table", { id: "confirm-components" },
+        el("tr", {}, el("th", { text: "Component" }), el("th", { text: "Executors" }), el("th", { text: "Tasks" })),
+        ...comps.map(([id, c]) => el("tr", { "data-component": id }, el("td", { text: id }),
+          el("td", {}, count("confirm-executors-" + id, c.executors)), el("td", {}, count("confirm-tasks-" + id, c.tasks))))));
     }
     $("confirm-fields").replaceChildren(...fields);
     $("confirm-error").hidden = true;
@@ -274,7 +282,16 @@
     if (name === "rebalance") {
       const workers = Number($("confirm-workers").value);
       if (!Number.isInteger(workers) || workers < 1) { errBox.textContent = "workers must be a whole number ≥ 1"; errBox.hidden = false; return; }
-      body = { rebalanceOptions: { numWorkers: workers } };
+      const options = { numWorkers: workers, executors: {}, tasks: {} };
+      for (const row of document.querySelectorAll("#confirm-components tr[data-component]")) {
+        const id = row.getAttribute("data-component");
+        for (const [kind, input] of [["executors", $("confirm-executors-" + id)], ["tasks", $("confirm-tasks-" + id)]]) {
+          const v = Number(input.value);
+          if (!Number.isInteger(v) || v < 1) { errBox.textContent = kind + " of " + id + " must be a whole number ≥ 1"; errBox.hidden = false; return; }
+          if (String(v) !== input.getAttribute("data-initial")) options[kind][id] = v;  // only what changed
+        }
+      }
+      body = { rebalanceOptions: options };
     }
     $("confirm-ok").disabled = true;
     try {

@@ -357,10 +357,11 @@ class WorkerRuntime:
         ``gale.worker.spark``); the handle lands in ``resources["spark"]`` and is visible to tasks as
         ``context.resources["spark"]``. Resources with a ``close()`` are closed by :meth:`stop`.
         """
-        if self.checkpointing and "state" not in self.resources:
-            from gale.worker.state.provider import open_provider
+        if self.checkpointing:
+            if "state" not in self.resources:  # or handed in: a provider kept open across runs
+                from gale.worker.state.provider import open_provider
 
-            self.resources["state"] = open_provider(self.conf)
+                self.resources["state"] = open_provider(self.conf)
             self.resources["state_prefix"] = self.state_prefix
             self.resources["source_components"] = sorted(
                 c for c, comp in self.defn.components.items() if comp.kind == "spout" and c != CHECKPOINT_COMPONENT)

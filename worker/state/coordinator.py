@@ -23,6 +23,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from gale.worker.state.epochs import Epoch
+
 COMMITTED = "COMMITTED"
 PREPARING = "PREPARING"
 COMMITTING = "COMMITTING"
@@ -40,12 +42,22 @@ class TxState:
     phase: str
 
     def to_record(self) -> dict:
-        return {"version": 1, "txid": self.txid, "state": self.phase}
+        return {"version": 1, "guarantee": "at-least-once", "txid": self.txid, "state": self.phase}
 
     @classmethod
     def from_record(cls, record: dict | None) -> TxState:
+        """The record, also one an exactly-once run of the topology left (the guarantee was
+        switched): its phase maps to the same recovery — a commit past its commit point finishes,
+        anything prepared or paused for rolls back, the committed state is kept."""
         if not record:
             return cls(0, COMMITTED)
+        if record.get("guarantee") == "exactly-once":
+            epoch = Epoch.from_record(record)
+            if epoch.phase == COMMITTING:
+                return cls(epoch.txid, COMMITTING)
+            if epoch.phase == PREPARING:
+                return cls(epoch.txid, PREPARING)
+            return cls(epoch.committed, COMMITTED)
         phase = record.get("state")
         if phase not in (COMMITTED, PREPARING, COMMITTING) or not isinstance(record.get("txid"), int):
             raise ValueError(f"checkpoint state record is malformed: {record!r}")

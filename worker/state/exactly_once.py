@@ -154,7 +154,10 @@ class ExactlyOnceCheckpointer(CoordinatorShell):
         self.next_poll = now + (PAUSE_POLL_SECS if pausing else POLL_SECS)
         try:
             if not self.started:
-                saved = read_epoch(self.provider, self.prefix)
+                record = _json(self.provider.get_meta(state_name(self.prefix)))
+                saved = Epoch.from_record(record)
+                if record and record.get("guarantee") != "exactly-once":
+                    self._forget_positions(saved.txid)
                 self.started = True
                 log.info("checkpoint-recovery", guarantee="exactly-once", txid=saved.txid, state=saved.phase,
                          generation=saved.generation)
@@ -168,6 +171,19 @@ class ExactlyOnceCheckpointer(CoordinatorShell):
             self.next_poll = now + self.coordinator.retry_secs
             return
         self._perform(self.coordinator.tick(now, reports))
+
+    def _forget_positions(self, txid: int) -> None:
+        """The record is an at-least-once run's (the topology's guarantee was switched): the sources'
+        positions are those of the exactly-once run before it, which the state has moved past — a
+        rewind to them would count again what the at-least-once run counted. They are deleted (with
+        what was staged), so the sources start where the spout starts (Kafka: the group's offsets)."""
+        names = sorted(set(self.sources.values()))
+        self.provider.rollback(names)
+        stale = {ns: ({}, list(keys)) for ns, keys in self.provider.load(names).items() if keys}
+        if stale:
+            self.provider.prepare(txid, stale)
+            self.provider.commit(txid, list(stale))
+        log.warning("exactly-once-after-at-least-once", txid=txid, positions_forgotten=sorted(stale))
 
     def _perform(self, actions: list) -> None:
         while actions:

@@ -253,8 +253,10 @@ def bolt_executor_for(cls: type, conf: Any = None) -> type[BoltExecutor]:
 
     if issubclass(cls, WindowedBolt):
         if conf and conf.get(PERSISTENT):
-            from gale.worker.state.windows import PersistentWindowedBoltExecutor
+            from gale.worker.state.windows import ExactlyOnceWindowedBoltExecutor, PersistentWindowedBoltExecutor
 
+            if conf.get("topology.state.guarantee") == "exactly-once":
+                return ExactlyOnceWindowedBoltExecutor
             return PersistentWindowedBoltExecutor
         return CheckpointWindowedBoltExecutor
     if issubclass(cls, StatefulBolt):

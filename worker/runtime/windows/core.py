@@ -95,9 +95,51 @@ class _Core:
         self.store: WindowStore = store if store is not None else InMemoryWindowStore()
         #: the watermark: no more tuples with a smaller timestamp are expected (None: none yet)
         self.watermark: int | None = None
+        self._prev: list[Entry] = []  # the last in-order firing's entries (get_new/get_expired)
+        #: entries that left every window but are in ``_prev``: kept in the store until the next
+        #: in-order firing, so that a core restored from the store gives that firing's
+        #: ``get_expired()`` in full
+        self._retained: list[Entry] = []
 
     def __len__(self) -> int:
-        return len(self.store)
+        """Entries buffered for windows to come (the retained ones are not)."""
+        return len(self.store) - len(self._retained)
+
+    def buffered(self) -> list[Entry]:
+        """The stored entries that are buffered for windows to come (not the retained ones)."""
+        entries = self.store.entries()
+        if not self._retained:
+            return entries
+        retained = {e.seq for e in self._retained}
+        return [e for e in entries if e.seq not in retained]
+
+    def _remove(self, gone: list[Entry]) -> None:
+        """``gone`` left every window: out of the store, but for those of the previous window."""
+        if self._prev:
+            prev = {e.seq for e in self._prev}
+            keep = [e for e in gone if e.seq in prev]
+            if keep:
+                self._retained.extend(keep)
+                gone = [e for e in gone if e.seq not in prev]
+        if gone:
+            self.store.remove(gone)
+
+    def _new_prev(self, window: list[Entry]) -> None:
+        """An in-order firing: ``window`` is now the previous window; no retained entry is in it
+        (they left every window), so they leave the store."""
+        self._prev = window
+        if self._retained:
+            self.store.remove(self._retained)
+            self._retained = []
+
+    def _restore_prev(self, meta: dict[str, Any], entries: list[Entry]) -> set[int]:
+        """``_prev`` and ``_retained`` from the metadata over the stored ``entries``; returns the
+        retained arrival ordinals (not in any window's index)."""
+        by_seq = {e.seq: e for e in entries}
+        retained = {int(q) for q in meta.get("retained", [])}
+        self._retained = [by_seq[q] for q in sorted(retained) if q in by_seq]
+        self._prev = [by_seq[q] for q in meta.get("prev", []) if q in by_seq]
+        return retained
 
     def flush(self) -> list[Any]:
         """End of input: fire and expire everything (tests; a bounded stream's end)."""
@@ -134,7 +176,6 @@ class TimeWindows(_Core):
         self.panes: dict[int, list[Entry]] = {}
         #: window start → the highest arrival ordinal it held when it last fired
         self.fired: dict[int, int] = {}
-        self._prev: list[Entry] = []  # the last in-order firing's entries (get_new/get_expired)
         self._last_end: int | None = None
         self._meta: dict[str, Any] | None = None
 
@@ -169,19 +210,19 @@ class TimeWindows(_Core):
         """Metadata to the store; the fired windows and the previous window only when they changed."""
         if changed or self._meta is None:
             self._meta = {"fired": sorted(self.fired.items()), "prev": [e.seq for e in self._prev],
-                          "last_end": self._last_end}
+                          "retained": [e.seq for e in self._retained], "last_end": self._last_end}
         self.store.set_meta({"watermark": self.watermark, **self._meta})
 
     def restore(self) -> None:
         meta = self.store.meta()
         entries = sorted(self.store.entries(), key=lambda e: e.seq)
+        retained = self._restore_prev(meta, entries)
         self.panes = {}
         for e in entries:
-            self.panes.setdefault(e.ts - e.ts % self.pane, []).append(e)
+            if e.seq not in retained:
+                self.panes.setdefault(e.ts - e.ts % self.pane, []).append(e)
         self.watermark = meta.get("watermark")
         self.fired = {int(s): int(q) for s, q in meta.get("fired", [])}
-        by_seq = {e.seq: e for e in entries}
-        self._prev = [by_seq[q] for q in meta.get("prev", []) if q in by_seq]
         self._last_end = meta.get("last_end")
 
     def _entries(self, start: int) -> list[Entry]:
@@ -210,7 +251,7 @@ class TimeWindows(_Core):
         if self._last_end is not None and end <= self._last_end:  # a window firing out of order
             return Fire(start, end, entries, entries, [])
         new, expired = _diff(entries, self._prev), _diff(self._prev, entries)
-        self._prev = entries
+        self._new_prev(entries)
         self._last_end = end
         return Fire(start, end, entries, new, expired)
 
@@ -239,9 +280,9 @@ class TimeWindows(_Core):
             expired: list[Entry] = []
             for p in sorted(gone):
                 expired.extend(self.panes.pop(p))
-            self.store.remove(expired)
+            self._remove(expired)
             actions.append(Expire(expired))
-        self._save(changed=bool(due or dropped))
+        self._save(changed=bool(due or dropped or gone))
         return actions
 
 
@@ -371,7 +412,6 @@ class _Entering(_Core):
         self.event_time = event_time
         self.queue: deque[Entry] = deque()  # entered, in entering order, not yet expired
         self.pending: list[tuple[int, int, Entry]] = []
-        self._prev: list[Entry] = []
         self._prev_seqs: list[int] = []
 
     def add(self, entry: Entry) -> list[Any]:
@@ -396,16 +436,19 @@ class _Entering(_Core):
         raise NotImplementedError
 
     def _set_prev(self, window: list[Entry]) -> None:
-        self._prev = window
+        self._new_prev(window)
         self._prev_seqs = [e.seq for e in window]
 
     def _save(self) -> None:
-        self.store.set_meta({"watermark": self.watermark, "prev": self._prev_seqs})
+        self.store.set_meta({"watermark": self.watermark, "prev": self._prev_seqs,
+                             "retained": [e.seq for e in self._retained]})
 
     def _restore_queue(self) -> list[int]:
         meta = self.store.meta()
         w = self.watermark = meta.get("watermark")
-        entries = self.store.entries()
+        stored = self.store.entries()
+        retained = self._restore_prev(meta, stored)
+        entries = [e for e in stored if e.seq not in retained]
         if self.event_time:
             entered = sorted((e for e in entries if w is not None and e.ts < w), key=_order)
             self.pending = [(e.ts, e.seq, e) for e in entries if w is None or e.ts >= w]
@@ -413,9 +456,7 @@ class _Entering(_Core):
         else:
             entered = sorted(entries, key=lambda e: e.seq)
         self.queue = deque(entered)
-        by_seq = {e.seq: e for e in entered}
         prev = meta.get("prev", [])
-        self._prev = [by_seq[q] for q in prev if q in by_seq]
         self._prev_seqs = list(prev)
         return prev
 
@@ -442,7 +483,8 @@ class CountWindows(_Entering):
         keep = max(0, self.length - self.slide)  # what the next window can still contain
         gone = [queue.popleft() for _ in range(len(queue) - keep)]
         if gone:
-            self.store.remove(gone)
+            self._remove(gone)
+            self._save()
             actions.append(Expire(gone))
         return actions
 

@@ -164,7 +164,7 @@ class WindowRunner:
         mark = self.reset_mark
         reset = self.collector.reset_timeout
         n = 0
-        for e in self.core.store.entries():
+        for e in self.core.buffered():
             if e.seq < mark:
                 reset(e.item)
                 n += 1

@@ -58,7 +58,7 @@ class CountEveryDuration(_Entering):
             if i - length > dropped:  # older than the last ``length`` before a fired boundary
                 gone = q[dropped:i - length]
                 dropped = i - length
-                self.store.remove(gone)
+                self._remove(gone)
                 actions.append(Expire(gone))
         for _ in range(dropped):
             self.queue.popleft()
@@ -91,7 +91,7 @@ class DurationEveryCount(_Entering):
         while self.queue and self.queue[0].ts <= t - self.length:
             gone.append(self.queue.popleft())
         if gone:
-            self.store.remove(gone)
+            self._remove(gone)
             actions.append(Expire(gone))
         self._save()
         return actions
