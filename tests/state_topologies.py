@@ -34,26 +34,47 @@ class NumberedSentences(ReliableSpout):
         self.acked_ids.add(msg_id)
 
 
-class FlakySplit(Bolt):
-    """Splits sentences; fails the first attempt of every ``test.fail.every``-th sentence before
-    emitting anything (a replay that must not change the counts)."""
-
-    output_fields = ["word"]
+class _FailsFirstAttempts(Bolt):
+    """Fails the first attempt of every input whose :meth:`number` is a multiple of
+    ``test.fail.every`` (0: never) before emitting anything — a replay that must not change the
+    results; otherwise emits :meth:`outputs`, anchored, and acks."""
 
     def prepare(self, conf, context, collector):
         super().prepare(conf, context, collector)
         self.every = int(conf.get("test.fail.every", 0))
-        self.seen: set[int] = set()
+        self.seen: set = set()
+
+    def number(self, tup) -> int:
+        raise NotImplementedError
+
+    def identity(self, tup):
+        return self.number(tup)
+
+    def outputs(self, tup) -> list:
+        raise NotImplementedError
 
     def execute(self, tup):
-        i = tup["index"]
-        if self.every and i % self.every == 0 and i not in self.seen:
-            self.seen.add(i)
+        key = self.identity(tup)
+        if self.every and self.number(tup) % self.every == 0 and key not in self.seen:
+            self.seen.add(key)
             self.collector.fail(tup)
             return
-        for w in tup["sentence"].split():
-            self.collector.emit([w], anchors=tup)
+        for values in self.outputs(tup):
+            self.collector.emit(values, anchors=tup)
         self.collector.ack(tup)
+
+
+class FlakySplit(_FailsFirstAttempts):
+    """Splits sentences (``[index, sentence]`` → ``[word]``); fails the first attempt of every
+    ``test.fail.every``-th sentence."""
+
+    output_fields = ["word"]
+
+    def number(self, tup):
+        return tup["index"]
+
+    def outputs(self, tup):
+        return [[w] for w in tup["sentence"].split()]
 
 
 class WordIds(Bolt):
@@ -214,24 +235,28 @@ class FailingPrepare(StatefulBolt):
             raise RuntimeError(f"injected prepare failure at txid {txid}")
 
 
-class RewindableSentences(gale.Spout):
-    """Sentences ``0 .. n-1`` like :class:`NumberedSentences`, from a source that can rewind
-    (exactly-once): task ``i`` of ``k`` emits ``i, i+k, ...``; its position is the next index."""
+class _Rewindable(gale.Spout):
+    """Numbered inputs ``0 .. n-1`` (``n`` from the conf key :attr:`count_key`) from a source that can
+    rewind (exactly-once): task ``i`` of ``k`` emits :meth:`values` of ``i, i+k, ...`` with the number
+    as message id; its position is the next number; ``rewinds`` records every rewind."""
 
-    output_fields = ["index", "sentence"]
+    count_key = ""
 
     def open(self, conf, context, collector):
         super().open(conf, context, collector)
-        self.n = int(conf.get("test.sentences", 100))
+        self.n = int(conf.get(self.count_key, 100))
         self.start, self.step = context.this_task_index, len(context.this_component_tasks)
         self.next = self.start
         self.rewinds: list = []
+
+    def values(self, i: int) -> list:
+        raise NotImplementedError
 
     def next_tuple(self):
         if self.next < self.n:
             i = self.next
             self.next += self.step
-            self.collector.emit([i, sentence(i)], msg_id=i)
+            self.collector.emit(self.values(i), msg_id=i)
 
     def position(self):
         return self.next
@@ -241,72 +266,52 @@ class RewindableSentences(gale.Spout):
         self.next = self.start if position is None else position
 
 
-class FlakyRecords(Bolt):
+class RewindableSentences(_Rewindable):
+    """Sentences ``0 .. test.sentences - 1`` like :class:`NumberedSentences`, from a source that can rewind."""
+
+    output_fields = ["index", "sentence"]
+    count_key = "test.sentences"
+
+    def values(self, i):
+        return [i, sentence(i)]
+
+
+class FlakyRecords(_FailsFirstAttempts):
     """Kafka records → ``[word]`` (the record's value); fails the first attempt of every record whose
     offset is a multiple of ``test.fail.every`` (0: never)."""
 
     output_fields = ["word"]
 
-    def prepare(self, conf, context, collector):
-        super().prepare(conf, context, collector)
-        self.every = int(conf.get("test.fail.every", 0))
-        self.seen: set = set()
+    def number(self, tup):
+        return tup["offset"]
 
-    def execute(self, tup):
-        key = (tup["partition"], tup["offset"])
-        if self.every and tup["offset"] % self.every == 0 and key not in self.seen:
-            self.seen.add(key)
-            self.collector.fail(tup)
-            return
-        self.collector.emit([tup["value"]], anchors=tup)
-        self.collector.ack(tup)
+    def identity(self, tup):
+        return (tup["partition"], tup["offset"])
+
+    def outputs(self, tup):
+        return [[tup["value"]]]
 
 
-class RewindableItems(gale.Spout):
-    """Items ``0 .. test.items.stop - 1`` (``[i]``) from a source that can rewind (exactly-once):
-    task ``i`` of ``k`` emits ``i, i+k, ...``; its position is the next item."""
+class RewindableItems(_Rewindable):
+    """Items ``0 .. test.items.stop - 1`` (``[i]``) from a source that can rewind."""
 
     output_fields = ["i"]
+    count_key = "test.items.stop"
 
-    def open(self, conf, context, collector):
-        super().open(conf, context, collector)
-        self.n = int(conf.get("test.items.stop", 100))
-        self.start, self.step = context.this_task_index, len(context.this_component_tasks)
-        self.next = self.start
-        self.rewinds: list = []
-
-    def next_tuple(self):
-        if self.next < self.n:
-            i = self.next
-            self.next += self.step
-            self.collector.emit([i], msg_id=i)
-
-    def position(self):
-        return self.next
-
-    def rewind(self, position):
-        self.rewinds.append(position)
-        self.next = self.start if position is None else position
+    def values(self, i):
+        return [i]
 
 
-class FlakyPass(Bolt):
+class FlakyPass(_FailsFirstAttempts):
     """Passes ``[i]`` on, anchored; fails the first attempt of every ``test.fail.every``-th item."""
 
     output_fields = ["i"]
 
-    def prepare(self, conf, context, collector):
-        super().prepare(conf, context, collector)
-        self.every = int(conf.get("test.fail.every", 0))
-        self.seen: set[int] = set()
+    def number(self, tup):
+        return tup["i"]
 
-    def execute(self, tup):
-        i = tup["i"]
-        if self.every and i % self.every == 0 and i not in self.seen:
-            self.seen.add(i)
-            self.collector.fail(tup)
-            return
-        self.collector.emit([i], anchors=tup)
-        self.collector.ack(tup)
+    def outputs(self, tup):
+        return [[tup["i"]]]
 
 
 class ItemTally(FailingPrepare):
