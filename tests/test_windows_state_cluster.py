@@ -30,9 +30,14 @@ def test_kill_minus_9_of_a_persistent_windowing_worker_mid_window_restores_the_w
     cluster.start()
     try:
         with RedisServer() as redis, Topologies(cluster) as topologies:
-            work = DurableInput(tmp_path / "work", 30000)
+            work = DurableInput(tmp_path / "work", 20000)
+            # a window's inputs are acked when their checkpoint commits: at most 2 spouts x 100 pending
+            # per 200 ms checkpoint, 1,000 ids/s, so the input lasts about 20 s — longer than the test
+            # takes to find the window's worker on a loaded machine (with 500 it could all be acked
+            # before the first look, and no moment was mid-stream)
             overrides = work.overrides(**{"test.window.ms": 2000, "topology.state.provider": "redis",
-                                          "topology.state.redis.url": redis.url})
+                                          "topology.state.redis.url": redis.url,
+                                          "topology.max.spout.pending": 100})
             name, _tid = topologies.submit(PERSISTENT_WINDOWED, "pwindows-kill", *overrides)
 
             def window_worker():
@@ -44,8 +49,7 @@ def test_kill_minus_9_of_a_persistent_windowing_worker_mid_window_restores_the_w
 
             def window_in_progress():
                 """ids committed in the window (acked) but not yet fired (not in the sink), while some
-                ids are not acked yet (mid-stream). Not "before half the input": the whole input can
-                be acked within a few polls of a loaded machine, so a narrower moment can be missed."""
+                ids are not acked yet (mid-stream)."""
                 acked = work.acked()
                 waiting = acked - set(work.sink_counts())
                 return (acked, waiting) if 300 < len(acked) < work.n and waiting else None
