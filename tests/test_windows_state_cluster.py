@@ -54,7 +54,12 @@ def test_kill_minus_9_of_a_persistent_windowing_worker_mid_window_restores_the_w
                 waiting = acked - set(work.sink_counts())
                 return (acked, waiting) if 300 < len(acked) < work.n and waiting else None
 
-            acked_before, waiting = until(window_in_progress, 120, lambda: "no committed window in progress yet")
+            def progress():
+                acked, sunk = work.acked(), set(work.sink_counts())
+                return (f"no committed window in progress yet: {len(acked)}/{work.n} ids acked, {len(sunk)} in the "
+                        f"sink, {len(acked - sunk)} acked and not in the sink")
+
+            acked_before, waiting = until(window_in_progress, 120, progress)
             os.kill(pid, signal.SIGKILL)
             assert len(acked_before) < work.n, "the kill came after the whole input was done: not mid-stream"
             work.wait_all_acked(180)
