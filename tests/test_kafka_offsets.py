@@ -297,3 +297,20 @@ def test_every_owned_partition_is_kept_started_or_probed_exactly_once(stored, cu
     assert sorted(parts) == sorted(owned)
     assert all(o >= 50 for tp, o in plan.starts.items())  # nothing starts below the log start
     assert set(plan.validate) <= set(plan.starts)
+
+
+def test_the_partitions_whose_consumer_state_is_forgotten_include_those_no_tracker_holds():
+    """After a rewind (or a lost session) the spout holds no trackers, but its consumer still holds
+    the partitions it read before, with their high watermarks. Taking one of them back with a
+    checkpointed offset beyond that old high watermark (another task read on meanwhile) made the
+    offset look past the end, and 'earliest' read the partition again: counted twice in an
+    exactly-once run (seen in the chaos suite). Every held partition the assignment does not keep is
+    forgotten — including those it owns again."""
+    from kafka import TopicPartition
+
+    from gale.worker.connectors.kafka_offsets import stale_partitions
+
+    held = {TopicPartition("t", 0), TopicPartition("t", 1), TopicPartition("u", 3)}
+    assert stale_partitions(held, keep=frozenset()) == [("t", 0), ("t", 1), ("u", 3)]
+    assert stale_partitions(held, keep=frozenset({("t", 1)})) == [("t", 0), ("u", 3)]
+    assert stale_partitions(set(), keep=frozenset({("t", 1)})) == []

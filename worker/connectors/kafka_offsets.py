@@ -209,6 +209,14 @@ class StartPlan:
     below_log_start: dict
 
 
+def stale_partitions(held: Iterable, keep: Iterable) -> list:
+    """The partitions the consumer holds (``held``: its assignment, ``TopicPartition`` objects or
+    ``(topic, partition)`` pairs) that an assignment does not keep: the consumer's state of them
+    (position, high watermark) must be forgotten before they are taken again."""
+    kept = set(keep)
+    return sorted({(tp[0], tp[1]) for tp in held} - kept)
+
+
 def new_partitions(owned: frozenset, retained: frozenset, current: Iterable) -> list:
     """The partitions of an assignment that start afresh: owned, and not kept from ``current``."""
     keep = set(current) & set(retained)

@@ -60,7 +60,7 @@ from gale.worker.connectors.kafka_group import (
 )
 from gale.worker.connectors.kafka_member import GroupMember, PartitionAssignment
 from gale.worker.connectors.kafka_offsets import (
-    DROP, EARLIEST, EMIT_RETRY, SKIP, OffsetTracker, new_partitions, plan_starts,
+    DROP, EARLIEST, EMIT_RETRY, SKIP, OffsetTracker, new_partitions, plan_starts, stale_partitions,
 )
 from gale.worker.connectors.metrics import TaskCounters
 
@@ -448,8 +448,11 @@ class KafkaSpout(BrokerSpout):
                 log_start = {(k.topic, k.partition): v for k, v in self.consumer.beginning_offsets(ktps, 5000).items()}
             stored = a.start_offsets if self._checkpointed is None else {**a.start_offsets, **self._checkpointed}
             plan = plan_starts(a.partitions, a.retained, self._trackers, stored, log_start, policy)
-            if set(self._trackers) - plan.keep:
-                # forget the consumer's state (high watermark) of every partition we did not keep
+            if stale_partitions(self.consumer.assignment(), plan.keep):
+                # forget the consumer's state (high watermark) of every partition we did not keep —
+                # also of those it still holds after a rewind or a lost session dropped our trackers:
+                # a high watermark from before another task read on would make a checkpointed offset
+                # look past the end, and the reset policy would read the partition again
                 self.consumer.assign([KTP(*tp) for tp in sorted(plan.keep)])
             self.consumer.assign([KTP(*tp) for tp in sorted(a.partitions)])
             if plan.probe:
