@@ -11,6 +11,10 @@ is due at ``start + i / rate`` (:class:`Schedule`), and its latency is measured 
 time, not from when the source got round to sending it, so a source held back by a slow engine adds
 its backlog to the figures (no coordinated omission). Sentences due in the warm-up are not counted.
 
+* ``plain`` — the control: ``bench_peers``' plain Python loop paced the same way, sleeping 1 ms
+  (as Gale's spout wait does) when nothing is due; latency is scheduled time → the sentence's last
+  word counted. What it shows is the machine: the wait granularity and the scheduling delays of a
+  loaded box, which every engine suffers too.
 * ``gale_acking`` — Gale local mode as in ``bench_peers`` (one executor thread, one acker), the
   spout emitting each due sentence with its index as message id; latency is Storm's complete latency
   taken by the spout itself: scheduled time → the spout's ``ack(msg_id)``.
@@ -48,13 +52,14 @@ from benchmarks.bench_peers import (
     bytewax_python,
     run_bytewax,
     run_gale,
+    run_plain,
     sentences,
 )
 from gale import Bolt, Spout, TopologyBuilder
 from gale.config import parse_overrides
 from gale.log import configure
 
-ENGINES = ("gale_acking", "gale_noacking", "bytewax")
+ENGINES = ("plain", "gale_acking", "gale_noacking", "bytewax")
 TARGET_P99_MS_AT_50PCT = 10.0
 
 
@@ -106,6 +111,36 @@ def summarize(latencies_s: Sequence[float]) -> dict[str, float]:
         raise ValueError(f"{int(np.isnan(ms).sum())} of {len(ms)} latencies are missing (NaN)")
     p50, p99, p999 = np.percentile(ms, [50.0, 99.0, 99.9])
     return {"p50": float(p50), "p99": float(p99), "p99.9": float(p999), "max": float(ms.max())}
+
+
+# ----------------------------------------------------------------------------- plain Python loop
+
+
+def run_plain_paced(data: list[str], rate: float, idle_wait: float = 0.001) -> np.ndarray:
+    """The floor the machine sets: ``bench_peers.run_plain``'s loop paced by the same schedule, on
+    one thread that sleeps ``idle_wait`` (Gale's ``topology.spout.wait.sleep.millis``) whenever no
+    sentence is due; latency is scheduled time → the sentence's last word counted."""
+    n = len(data)
+    latency = np.empty(n)
+    counts: dict[str, int] = {}
+    out = []
+    append = out.append
+    clock = time.perf_counter
+    schedule = Schedule(rate, clock())
+    i = 0
+    while i < n:
+        due = min(n, schedule.due(clock()))
+        if due == i:
+            time.sleep(idle_wait)
+            continue
+        for j in range(i, due):
+            for w in data[j].split():
+                c = counts.get(w, 0) + 1
+                counts[w] = c
+                append((w, c))
+            latency[j] = clock() - schedule.at(j)
+        i = due
+    return latency
 
 
 # ----------------------------------------------------------------------------- Gale
@@ -363,6 +398,8 @@ def main() -> None:
             n = args.throughput_sentences
             if engine == "bytewax":
                 wall, _cpu = run_bytewax(n, python)
+            elif engine == "plain":
+                wall, _cpu = run_plain(sentences(n))
             else:
                 wall, _cpu = run_gale(sentences(n), engine == "gale_acking", extra)
             max_rate = n / wall
@@ -373,6 +410,8 @@ def main() -> None:
             skip = warmup_items(rate, args.warmup)
             if engine == "bytewax":
                 lat = run_bytewax_paced(n, rate, python)
+            elif engine == "plain":
+                lat = run_plain_paced(sentences(n), rate)
             else:
                 lat = run_gale_paced(sentences(n), rate, engine == "gale_acking", extra)
             s = summarize(lat[skip:])
