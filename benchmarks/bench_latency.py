@@ -36,6 +36,8 @@ import argparse
 import inspect
 import json
 import math
+import os
+import resource
 import subprocess
 import sys
 import textwrap
@@ -160,6 +162,7 @@ class PacedSentenceSpout(Spout):
     def open(self, conf, context, collector):
         super().open(conf, context, collector)
         self.i = 0
+        self.acked = 0
         self.latency = np.full(len(self.data), np.nan)
         self.schedule = Schedule(self.rate, time.perf_counter())
 
@@ -174,6 +177,7 @@ class PacedSentenceSpout(Spout):
 
     def ack(self, msg_id):
         self.latency[msg_id] = time.perf_counter() - self.schedule.at(msg_id)
+        self.acked += 1
 
 
 class IndexedSplit(Bolt):
@@ -237,7 +241,7 @@ def run_gale_paced(data: list[str], rate: float, acking: bool, extra_conf: dict 
         while True:
             # cheap reads only: a full stats roll would steal the GIL from the executor thread
             if acking:
-                finished = n - int(np.isnan(spout.latency).sum()) if spout.i >= n else 0
+                finished = spout.acked
             else:
                 finished = len(count.done_at)
             if finished >= n:
@@ -410,6 +414,8 @@ def main() -> None:
             rate = max_rate * load / 100.0
             n = math.ceil(rate * (args.warmup + args.duration))
             skip = warmup_items(rate, args.warmup)
+            switches = resource.getrusage(resource.RUSAGE_SELF).ru_nivcsw
+            load_avg = os.getloadavg()[0]
             if engine == "bytewax":
                 lat = run_bytewax_paced(n, rate, python)
             elif engine == "plain":
@@ -418,7 +424,10 @@ def main() -> None:
                 lat = run_gale_paced(sentences(n), rate, engine == "gale_acking", extra)
             s = summarize(lat[skip:])
             tag = f"latency_{engine}"
-            print(f"{tag}_rate_at_{load}pct: {rate:.0f} sentences/s ({n - skip} measured)")
+            switches = resource.getrusage(resource.RUSAGE_SELF).ru_nivcsw - switches
+            print(f"{tag}_rate_at_{load}pct: {rate:.0f} sentences/s ({n - skip} measured; load average "
+                  f"{load_avg:.1f} at the start" + ("" if engine == "bytewax" else
+                                                    f", {switches} involuntary context switches") + ")")
             for key, name in (("p50", "p50"), ("p99", "p99"), ("p99.9", "p999"), ("max", "max")):
                 print(f"{tag}_{name}_ms_at_{load}pct: {s[key]:.2f} ms")
             sys.stdout.flush()
