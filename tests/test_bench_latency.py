@@ -103,3 +103,26 @@ def test_the_bytewax_script_is_paced_by_the_same_schedule():
     theirs, ours = namespace["Schedule"](123.4, 5.0), Schedule(123.4, 5.0)
     for now in np.linspace(4.0, 30.0, 997):
         assert theirs.due(now) == ours.due(now)
+
+
+# ----------------------------------------------------------------------------- the paced runs
+
+def test_the_paced_plain_loop_times_every_sentence():
+    from benchmarks.bench_latency import run_plain_paced
+    from benchmarks.bench_peers import sentences
+
+    lat = run_plain_paced(sentences(300), rate=50_000.0)
+    assert lat.shape == (300,)
+    assert np.isfinite(lat).all() and (lat >= 0).all()  # each counted after it was due
+
+
+@pytest.mark.parametrize("acking", [True, False], ids=["acking", "noacking"])
+def test_gale_paced_runs_time_every_sentence_once_complete(acking):
+    """LocalCluster for real: every sentence gets a latency (its ack, or its last word counted), and
+    none before it was due."""
+    from benchmarks.bench_latency import run_gale_paced
+    from benchmarks.bench_peers import sentences
+
+    lat = run_gale_paced(sentences(500), rate=20_000.0, acking=acking)
+    assert lat.shape == (500,)
+    assert np.isfinite(lat).all() and (lat >= 0).all()
