@@ -29,10 +29,10 @@ def tuples_to_arrow(
     """One column per field (types inferred, or from ``arrow_types``), plus :data:`ROW_ID`."""
     arrays: list[pa.Array] = []
     names: list[str] = []
-    # one transposition of the batch (C-level zip), then one pa.array per column
-    columns = list(zip(*[t.values for t in tuples])) if tuples else [() for _ in fields]
     for i, name in enumerate(fields):
-        values = columns[i]
+        # a list comprehension per field: faster than transposing with zip(*rows), and pa.array
+        # takes a list far faster than a tuple
+        values = [t.values[i] for t in tuples]
         wanted = arrow_types.get(name) if arrow_types else None
         try:
             arrays.append(pa.array(values, type=wanted))
