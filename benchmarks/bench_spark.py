@@ -13,7 +13,11 @@ input, anchored). Everything runs in one local-mode worker with the acker on. Pr
   (createDataFrame from Arrow, the transform, ``toArrow``): the fixed cost of one batch;
 * ``spark_job_rows_per_sec[batch=N]`` — the Spark job alone on an N-row batch;
 * ``spark_stage_rows_per_sec[batch=N]`` — spout → Spark stage → acking bolt, rows acked per
-  second end to end, for N = 1k, 10k, 100k (``topology.max.spout.pending`` = 2 N);
+  second end to end, for N = 1k, 10k, 100k (``topology.max.spout.pending`` = 2 N; 30, 10 and 5
+  batches), with its ratio to the job alone and the CPU per row of the worker process (all of
+  its Python: spout, acker, stage, sink) and of the Spark JVM;
+* ``spout_to_bolt_rows_per_sec`` — the floor under every stage here: the spout straight into the
+  acking bolt, with its CPU per row;
 * ``per_tuple_bolt_rows_per_sec`` — the same topology with the per-tuple bolt;
 * ``spark_stage_complete_latency_ms[millis=M]`` / ``per_tuple_complete_latency_ms`` — spout
   complete latency at a steady 2000 rows/s with batches cut by time every M ms, and the latency
@@ -24,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import statistics
 import time
 from typing import Any
@@ -106,11 +111,14 @@ class AckAll(Bolt):
 
 
 def run_topology(stage: type, n: int, conf: dict[str, Any], rate: float = 0.0, timeout: float = 600.0):
-    """Run ``n`` rows through spout → stage → sink; returns (rows/s, spout stats)."""
+    """Run ``n`` rows through spout → stage → sink (no stage: spout → sink); returns (rows/s, spout stats)."""
     b = TopologyBuilder()
     b.set_spout("src", BenchSpout, 1, kwargs={"n": n, "rate": rate})
-    b.set_bolt("stage", stage, 1).shuffle_grouping("src")
-    b.set_bolt("sink", AckAll, 1).shuffle_grouping("stage")
+    if stage is None:
+        b.set_bolt("sink", AckAll, 1).shuffle_grouping("src")
+    else:
+        b.set_bolt("stage", stage, 1).shuffle_grouping("src")
+        b.set_bolt("sink", AckAll, 1).shuffle_grouping("stage")
     topo = b.create_topology()
     lt = LocalTopology("bench", topo, local_conf(topo, {**SPARK_CONF, **conf}))
     spout = next(s for ex in lt.runtime.executors.values() if ex.component == "src" for s in ex.spouts.values())
@@ -122,8 +130,20 @@ def run_topology(stage: type, n: int, conf: dict[str, Any], rate: float = 0.0, t
     finally:
         lt.kill()
     if spout.failed or spout.acked < n:
-        raise RuntimeError(f"{stage.__name__}: {spout.acked} acked, {spout.failed} failed of {n}; errors {lt.errors}")
+        raise RuntimeError(f"{getattr(stage, '__name__', 'spout')}: {spout.acked} acked, {spout.failed} failed of {n}; errors {lt.errors}")
     return n / (spout.last_ack - spout.first_emit), stats
+
+
+def jvm_cpu_secs(pid: int | None) -> float:
+    """User + system CPU seconds of a process (the Spark JVM), from /proc; 0 when unknown."""
+    if not pid:
+        return 0.0
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def job_times(session: Any, sizes: list[int], repeats: int) -> dict[int, float]:
@@ -169,16 +189,26 @@ def main(argv=None) -> int:
         for size in (1000, 10000, 100000):
             print(f"spark_job_rows_per_sec[batch={size}]: {size / jobs[size]:.0f} rows/s", flush=True)
 
-        for size, n in ((1000, 30000), (10000, 100000), (100000, 300000)):
+        jvm = handle.jvm_pid
+        for size, n in ((1000, 30000), (10000, 100000), (100000, 500000)):
             n = max(size, int(n * scale))
+            cpu0, jvm0 = time.process_time(), jvm_cpu_secs(jvm)
             rate, stats = run_topology(SparkCount, n, {
                 "topology.spark.batch.size": size, "topology.spark.batch.millis": 5000,
                 "topology.max.spout.pending": 2 * size,
             })
+            py_us, jvm_us = (time.process_time() - cpu0) / n * 1e6, (jvm_cpu_secs(jvm) - jvm0) / n * 1e6
             extra = stats["stage"]["extra"]
             print(f"spark_stage_rows_per_sec[batch={size}]: {rate:.0f} rows/s "
-                  f"({int(extra['spark_batches'])} batches, avg {extra['spark_batch_latency_ms_avg']:.0f} ms, "
-                  f"avg size {extra['spark_batch_size_avg']:.0f})", flush=True)
+                  f"({rate * jobs[size] / size:.2f} of the job alone; {int(extra['spark_batches'])} batches, "
+                  f"avg {extra['spark_batch_latency_ms_avg']:.0f} ms, avg size {extra['spark_batch_size_avg']:.0f}; "
+                  f"CPU per row: worker {py_us:.1f} us, JVM {jvm_us:.1f} us)", flush=True)
+
+        n = max(10000, int(300000 * scale))
+        cpu0 = time.process_time()
+        rate, _ = run_topology(None, n, {"topology.max.spout.pending": 20000})
+        print(f"spout_to_bolt_rows_per_sec: {rate:.0f} rows/s "
+              f"(CPU per row: worker {(time.process_time() - cpu0) / n * 1e6:.1f} us)", flush=True)
 
         rate, _ = run_topology(PythonCount, max(10000, int(300000 * scale)), {"topology.max.spout.pending": 20000})
         print(f"per_tuple_bolt_rows_per_sec: {rate:.0f} rows/s", flush=True)

@@ -12,6 +12,8 @@ from concurrent.futures import Future
 
 import pyarrow as pa
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from gale import TopologyBuilder
 from gale.clock import SimulatedClock
@@ -22,7 +24,7 @@ from gale.worker.spark import lineage as lin
 from gale.worker.spark.batching import Batcher, BatchPolicy
 from gale.worker.spark.commit import BATCH_DIR_PREFIX, KEYS_FILE, TEMP_DIR, LocalBatchCommitter, batch_id, row_key
 from gale.worker.spark.executor import BatchResult
-from gale.worker.spark.frames import SparkStageError, tuples_to_arrow
+from gale.worker.spark.frames import SparkStageError, key_index, tuples_to_arrow
 from gale.worker.spark.lineage import ROW_ID
 from gale.worker.spark.session import SparkHandle, acquire_spark, local_cores, spark_settings
 from tests.spark_topologies import PythonCount, RowSpout
@@ -45,6 +47,18 @@ def test_batch_due_by_size_or_age_and_never_overfull():
     assert b.take() == ["a", "b", "c"] and len(b) == 0 and not b.due(99.0)
     b.add("e", 20.0)
     assert b.next_due_at() == pytest.approx(20.5)
+
+
+def test_batch_extend_takes_several_and_never_overfills():
+    b = Batcher(BatchPolicy(size=3, millis=500))
+    b.extend([], 5.0)
+    assert b.next_due_at() is None
+    b.extend(["a", "b"], 10.0)
+    assert b.items == ["a", "b"] and b.next_due_at() == pytest.approx(10.5)
+    with pytest.raises(OverflowError, match="2 \\+ 2 > 3"):
+        b.extend(["c", "d"], 10.1)
+    b.extend(["c"], 10.2)
+    assert b.due(10.2) and b.take() == ["a", "b", "c"]
 
 
 def test_batch_policy_from_conf_and_validation():
@@ -83,6 +97,33 @@ def test_keys_anchor_each_output_to_its_group_only():
 def test_unhashable_keys_compare_by_repr():
     inputs = [lin.hashable_key([[1, 2]]), lin.hashable_key([[3]])]
     assert lin.from_keys(inputs, [lin.hashable_key([[3]])]).anchors == [1]
+
+
+_KEY_VALUES = {
+    "int": st.one_of(st.none(), st.integers(-3, 3), st.integers(-(2**63), 2**63 - 1)),
+    "str": st.one_of(st.none(), st.sampled_from(["", "a", "b", "é", "a\x00"])),
+    "bool": st.one_of(st.none(), st.booleans()),
+}
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.sampled_from(sorted(_KEY_VALUES)).flatmap(lambda kind: st.tuples(
+    st.just(kind), st.lists(_KEY_VALUES[kind], max_size=40), st.lists(_KEY_VALUES[kind], max_size=10))))
+def test_keys_grouped_in_arrow_anchor_exactly_as_grouped_in_python(case):
+    kind, inputs, outputs = case
+    kind = {"int": pa.int64(), "str": pa.string(), "bool": pa.bool_()}[kind]
+    column = pa.chunked_array([pa.array(inputs[:3], type=kind), pa.array(inputs[3:], type=kind)])
+    index = key_index(column)
+    assert index is not None
+    out_keys = [lin.hashable_key([v]) for v in outputs]
+    expected = lin.from_keys([lin.hashable_key([v]) for v in inputs], out_keys)
+    assert lin.from_key_index(index, out_keys) == expected
+
+
+def test_keys_of_other_types_are_left_to_python():
+    assert key_index(pa.array([0.0, -0.0, float("nan")])) is None  # -0.0 == 0.0 in Python
+    assert key_index(pa.array([[1], [1]])) is None
+    assert key_index(pa.array([None, None])) is None  # no type to group by
 
 
 def test_whole_batch_and_lineage_columns():

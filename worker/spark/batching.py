@@ -53,6 +53,14 @@ class Batcher:
             self.first_at = now
         self.items.append(item)
 
+    def extend(self, items: list[Any], now: float) -> None:
+        """Add several tuples at once (``now`` is when they arrived)."""
+        if len(self.items) + len(items) > self.policy.size:
+            raise OverflowError(f"batch is full: {len(self.items)} + {len(items)} > {self.policy.size}")
+        if items and not self.items:
+            self.first_at = now
+        self.items.extend(items)
+
     def age(self, now: float) -> float:
         """Seconds the oldest held tuple has waited (0 when empty)."""
         return 0.0 if self.first_at is None else max(0.0, now - self.first_at)

@@ -32,11 +32,12 @@ from typing import Any
 from gale.topology.components import Bolt
 from gale.topology.tuple import DEFAULT_STREAM
 from gale.worker.spark.executor import BatchResult, SparkBatchExecutor
-from gale.worker.spark.frames import SparkStageError, rows_of, table_columns, tuples_to_arrow
+from gale.worker.spark.frames import SparkStageError, key_index, rows_of, table_columns, tuples_to_arrow
 from gale.worker.spark.lineage import (
     ROW_ID,
     ROW_IDS,
     Lineage,
+    from_key_index,
     from_keys,
     from_row_id_lists,
     from_row_ids,
@@ -87,10 +88,13 @@ class SparkComponent(Bolt):
     def component_id(self) -> str:
         return self.context.component_id
 
+    def input_table(self, spark: Any, tuples: Sequence[Any], row_ids: bool = True) -> Any:
+        """The batch as a ``pyarrow.Table``: the input fields plus (optionally) the hidden row id."""
+        return tuples_to_arrow(self.component_id, tuples, self.input_fields, self._input_types(spark), row_ids)
+
     def input_frame(self, spark: Any, tuples: Sequence[Any], row_ids: bool = True) -> Any:
         """The batch as a DataFrame: the input fields plus (optionally) the hidden row id."""
-        table = tuples_to_arrow(self.component_id, tuples, self.input_fields, self._input_types(spark), row_ids)
-        return spark.createDataFrame(table)
+        return spark.createDataFrame(self.input_table(spark, tuples, row_ids))
 
     def _input_types(self, spark: Any) -> dict[str, Any] | None:
         if not self.input_schema:
@@ -143,7 +147,8 @@ class SparkBolt(SparkComponent):
         from pyspark.sql import DataFrame
 
         cid = self.component_id
-        df = self.input_frame(spark, tuples)
+        table_in = self.input_table(spark, tuples)
+        df = spark.createDataFrame(table_in)
         out = self.transform(df)
         if not isinstance(out, DataFrame):
             raise SparkStageError(
@@ -169,11 +174,16 @@ class SparkBolt(SparkComponent):
         elif lineage.mode == "rows":
             anchoring = from_row_id_lists(lin[ROW_IDS], len(tuples))
         elif lineage.mode == "keys":
-            positions = [self.input_fields.index(inp) for _, inp in lineage.keys]
-            in_keys = [hashable_key([t.values[p] for p in positions]) for t in tuples]
             key_cols = [lin[out_col] for out_col, _ in lineage.keys]
             out_keys = (hashable_key(k) for k in zip(*key_cols)) if key_cols else iter(())
-            anchoring = from_keys(in_keys, out_keys)
+            # one key column of a plain type: the inputs are grouped in Arrow; otherwise in Python
+            index = key_index(table_in.column(lineage.keys[0][1])) if len(lineage.keys) == 1 else None
+            if index is not None:
+                anchoring = from_key_index(index, out_keys)
+            else:
+                positions = [self.input_fields.index(inp) for _, inp in lineage.keys]
+                in_keys = [hashable_key([t.values[p] for p in positions]) for t in tuples]
+                anchoring = from_keys(in_keys, out_keys)
         else:
             anchoring = whole_batch(n_out)
         return BatchResult(values=values, anchoring=anchoring, lineage=lineage)

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from gale.errors import TopologyError
-from gale.topology.tuple import TICK_STREAM
+from gale.topology.tuple import SYSTEM_COMPONENT, TICK_STREAM
 from gale.worker.runtime.collector import BoltOutputCollector
 from gale.worker.runtime.executor import BoltExecutor, format_error
 from gale.worker.spark.batching import Batcher, BatchPolicy
@@ -199,13 +199,19 @@ class SparkBatchExecutor(BoltExecutor):
             batcher = st.batcher
             n = min(len(queue), batcher.room(), budget)
             if n > 0:
-                pop, add = queue.popleft, batcher.add
-                for _ in range(n):
-                    tup = pop()
-                    if tup.stream == TICK_STREAM and tup.is_tick():
-                        continue
-                    add(tup, now)
-                    executed[tup.fields.source_key] += 1
+                pop = queue.popleft
+                items = [pop() for _ in range(n)]
+                fields = items[0].fields
+                if all(t.fields is fields for t in items):  # the common case: one source stream
+                    if fields.stream == TICK_STREAM and fields.component == SYSTEM_COMPONENT:
+                        items = []
+                    else:
+                        executed[fields.source_key] += n
+                else:
+                    items = [t for t in items if not (t.stream == TICK_STREAM and t.is_tick())]
+                    for t in items:
+                        executed[t.fields.source_key] += 1
+                batcher.extend(items, now)
                 work += n
             if st.running is None and batcher.due(now):
                 work += self._launch(st, now)

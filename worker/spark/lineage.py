@@ -107,20 +107,26 @@ def from_keys(input_keys: Sequence[tuple], output_keys: Iterable[tuple]) -> Anch
     keys must be). Unmatched output keys (values that do not compare equal in Python, such as NaN)
     fall back to the whole batch.
     """
-    index: dict[tuple, list[int]] = {}
+    groups: dict[tuple, list[int]] = {}
     for i, key in enumerate(input_keys):
-        index.setdefault(key, []).append(i)
+        groups.setdefault(key, []).append(i)
+    return from_key_index({k: v[0] if len(v) == 1 else tuple(v) for k, v in groups.items()}, output_keys)
+
+
+def from_key_index(index: dict[tuple, int | tuple[int, ...]], output_keys: Iterable[tuple]) -> Anchoring:
+    """Mode ``keys`` from inputs already grouped: ``index`` maps a key tuple to the one input
+    index or the ascending tuple of input indices having it (:func:`from_keys` builds it from
+    Python values, :func:`gale.worker.spark.frames.key_index` from an Arrow column)."""
     out = Anchoring()
     append = out.anchors.append
+    get = index.get
     for key in output_keys:
-        hits = index.get(key)
-        if not hits:
+        hit = get(key)
+        if hit is None:
             append(WHOLE_BATCH)
             out.fallback_rows += 1
-        elif len(hits) == 1:
-            append(hits[0])
         else:
-            append(tuple(hits))
+            append(hit)
     return out
 
 
