@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from gale.redisserver import RedisServer
-from tests.cluster import DurableInput, Topologies, dump_logs, make_cluster, status
+from tests.cluster import DurableInput, Topologies, cli, dump_logs, make_cluster, status
 from tests.waiting import eventually, until
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(300)]
@@ -32,13 +32,14 @@ def test_kill_minus_9_of_a_persistent_windowing_worker_mid_window_restores_the_w
         with RedisServer() as redis, Topologies(cluster) as topologies:
             work = DurableInput(tmp_path / "work", 20000)
             # a window's inputs are acked when their checkpoint commits: at most 2 spouts x 100 pending
-            # per 200 ms checkpoint, 1,000 ids/s, so the input lasts about 20 s — longer than the test
-            # takes to find the window's worker on a loaded machine (with 500 it could all be acked
-            # before the first look, and no moment was mid-stream)
+            # per 200 ms checkpoint, 1,000 ids/s, so the input lasts about 20 s
             overrides = work.overrides(**{"test.window.ms": 2000, "topology.state.provider": "redis",
                                           "topology.state.redis.url": redis.url,
                                           "topology.max.spout.pending": 100})
-            name, _tid = topologies.submit(PERSISTENT_WINDOWED, "pwindows-kill", *overrides)
+            # submitted inactive, activated once the window's worker is known: the input starts
+            # flowing only when the test is ready to watch it (it once was all acked before the test
+            # had found the worker, and no moment was mid-stream)
+            name, _tid = topologies.submit(PERSISTENT_WINDOWED, "pwindows-kill", *overrides, "--inactive")
 
             def window_worker():
                 worker = status(cluster, name)["components"]["window"]["executor_list"][0]["worker"]
@@ -46,6 +47,7 @@ def test_kill_minus_9_of_a_persistent_windowing_worker_mid_window_restores_the_w
                 return worker["pid"]
 
             pid = eventually(window_worker, 60)
+            cli(cluster, "activate", name)
 
             def window_in_progress():
                 """ids committed in the window (acked) but not yet fired (not in the sink), while some
