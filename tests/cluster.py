@@ -153,10 +153,12 @@ def next_heartbeats(cluster: DevCluster, name: str, timeout: float = 30) -> list
 
 
 def pid_alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie does not). Reading the stat file of a process that is exiting
+    can fail with ESRCH (ProcessLookupError) after the open succeeded: gone too."""
     try:
         with open(f"/proc/{pid}/stat") as fh:
             return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except (FileNotFoundError, IndexError):
+    except (FileNotFoundError, ProcessLookupError, IndexError):
         return False
 
 

@@ -19,7 +19,7 @@ import yaml
 
 from gale import config as gconfig
 from gale.ports import reserve_port
-from tests.cluster import DURABLE_WC, DurableInput, cli, dump_logs, make_cluster
+from tests.cluster import DURABLE_WC, DurableInput, cli, dump_logs, make_cluster, pid_alive
 from tests.components import require, requires
 from tests.waiting import until
 
@@ -170,7 +170,7 @@ def test_supervisor_restart_like_killmode_process_keeps_and_readopts_workers(zk_
         assert cluster.supervisor_procs[0].proc.returncode == 0
         # the marker that time passed without a supervisor: 200 more tuples processed
         work.wait_acked_beyond(len(work.acked()) + 200, 30)
-        assert all(_alive(pid) for pid in before), "workers survived the supervisor's stop"
+        assert all(pid_alive(pid) for pid in before), "workers survived the supervisor's stop"
         cluster.add_supervisor(0)
         cluster.wait_for_supervisors(1, 60)
         sid = cluster.supervisor_id(0)
@@ -184,22 +184,10 @@ def test_supervisor_restart_like_killmode_process_keeps_and_readopts_workers(zk_
 
         text = until(adopted, 60)
         assert 'gale_supervisor_worker_launches_total{reason="new"} 0.0' in text
-        assert set(cluster.worker_pids(0)) == before and all(_alive(pid) for pid in before)
+        assert set(cluster.worker_pids(0)) == before and all(pid_alive(pid) for pid in before)
         work.wait_acked_beyond(len(work.acked()) + 200, 30)
     except BaseException:
         print(dump_logs(cluster))
         raise
     finally:
         cluster.cleanup()
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            return fh.read().split()[2] != "Z"
-    except FileNotFoundError:
-        return False
