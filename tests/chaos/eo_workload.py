@@ -34,6 +34,7 @@ from tests.chaos.cluster import TOPOLOGY_NAME, log
 from tests.chaos.schedule import EO_KINDS, Step, bounded_eo_plan
 from tests.chaos.workload import Workload
 from tests.chaos_topology.eo_count import KEY_GROUPS, SPOUT_TASKS
+from tests.waiting import poll_until
 
 if TYPE_CHECKING:
     from tests.chaos.cluster import ChaosCluster
@@ -233,25 +234,29 @@ class KafkaEOWorkload(Workload):
         committed (the counts can no longer change)."""
         deadline = time.monotonic() + timeout
         hws = self.kafka.high_watermarks(TOPIC, PARTITIONS)
-        txid = None
-        while time.monotonic() < deadline:
+
+        def at_the_end() -> tuple[int] | None:  # (the txid that checkpointed them,): 0 is a txid too
             try:
                 if self.checkpointed_offsets() == hws:
-                    txid = read_epoch(self._provider, TOPOLOGY_NAME).txid
-                    break
+                    return (read_epoch(self._provider, TOPOLOGY_NAME).txid,)
             except Exception:  # noqa: BLE001 - Redis still coming back
                 pass
-            time.sleep(0.5)
-        if txid is None:
+            return None
+
+        found = poll_until(at_the_end, deadline)
+        if found is None:
             log(f"positions not checkpointed at the topic's end {hws}: {self.checkpointed_offsets()}")
             return False
-        while time.monotonic() < deadline:
+        (txid,) = found
+
+        def two_more_commits() -> bool:
             epoch = read_epoch(self._provider, TOPOLOGY_NAME)
             if epoch.phase == "COMMITTED" and epoch.txid >= txid + 2:
                 log(f"converged: positions {hws} checkpointed by txid {txid}; {epoch}")
                 return True
-            time.sleep(0.5)
-        return False
+            return False
+
+        return bool(poll_until(two_more_commits, deadline))
 
     def expected(self) -> Counter:
         """Counts per key of every record in the topic, read back from the broker."""

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 from tests.chaos.broker import ChaosRabbitMQ
 from tests.chaos.cluster import log
 from tests.chaos.schedule import Step, bounded_ensemble_plan, bounded_plan, kinds_for
+from tests.waiting import poll_until
 
 if TYPE_CHECKING:
     from tests.chaos.cluster import ChaosCluster
@@ -275,23 +276,25 @@ class RabbitWorkload(Workload):
         """Wait until the queue is empty with nothing unacknowledged and every published id is in
         the sink. Gives up early when the queue has been empty and idle for ``settle_secs`` with
         ids still missing (nothing is left that could bring them: they are lost)."""
-        t0 = time.monotonic()
         wanted = set(self.publisher.confirmed)
-        idle_since = None
-        while time.monotonic() - t0 < timeout:
+        idle_since: list[float] = []  # when the queue was last seen empty and idle
+
+        def verdict() -> str | None:
             counts = self.sink.poll()
             missing = sum(1 for i in wanted if counts.get(i, 0) == 0)
-            if self.queue_counts() == (0, 0):
-                if not missing:
-                    return True
-                idle_since = idle_since or time.monotonic()
-                if time.monotonic() - idle_since > settle_secs:
-                    log(f"queue empty for {settle_secs}s with {missing} ids missing from the sink")
-                    return False
-            else:
-                idle_since = None
-            time.sleep(1.0)
-        return False
+            if self.queue_counts() != (0, 0):
+                idle_since.clear()
+                return None
+            if not missing:
+                return "converged"
+            if not idle_since:
+                idle_since.append(time.monotonic())
+            if time.monotonic() - idle_since[0] > settle_secs:
+                log(f"queue empty for {settle_secs}s with {missing} ids missing from the sink")
+                return "lost"
+            return None
+
+        return poll_until(verdict, time.monotonic() + timeout, interval=1.0) == "converged"
 
     def check(self, result: RunResult) -> None:
         result.publish_errors = len(self.publisher.errors)
