@@ -1,13 +1,15 @@
 """Cluster benchmark: word count across 2 workers, and recovery times after faults.
 
-Run: ``.venv/bin/python -m benchmarks.bench_cluster [--seconds S]``
+Run: ``.venv/bin/python -m benchmarks.bench_cluster [--seconds S] [--workers 1,2] [--no-recovery]``
 
 Starts its own ZooKeeper, a nimbus and 2 supervisors (processes, as in production) with Storm's
 default timeouts except where printed. Prints ``name: value unit`` lines:
 
 * ``cluster_wordcount_spout_tuples_per_sec`` / ``cluster_wordcount_tuples_per_sec`` — sentences
   acked and bolt tuples executed per second, over a measurement window after warm-up, with
-  ``topology.workers`` = 2 (one worker per supervisor, 2 cores in all) and acking on;
+  ``topology.workers`` = 2 (one worker per supervisor, 2 cores in all) and acking on; the same with
+  one worker (``…[workers=1]``, measured first), and ``cluster_two_workers_vs_one``, the ratio of
+  the two (issue 15's target: more than 1);
 * ``worker_kill_to_processing_secs`` — ``kill -9`` of the worker running a spout task, until that
   spout task acks again (the supervisor sees the process exit and relaunches at once);
 * ``supervisor_loss_to_running_elsewhere_secs`` — ``kill -9`` of a supervisor and its workers,
@@ -63,19 +65,27 @@ def totals(client: NimbusClient, name: str) -> tuple[int, int]:
     return c["sentences"]["stats"].get("acked", 0), c["split"]["stats"].get("executed", 0) + c["count"]["stats"].get("executed", 0)
 
 
-def throughput(cluster: DevCluster, seconds: float) -> None:
+def throughput(cluster: DevCluster, seconds: float, workers: int) -> float:
+    """Submit the word count on ``workers`` workers, measure, kill it; the bolt-executed tuples/s."""
     client = NimbusClient(cluster.client_conf())
-    cli(cluster, "submit", str(WORD_COUNT), "--name", "wcbench", "--wait", "-c", "topology.workers=2",
+    name = f"wcbench{workers}"
+    cli(cluster, "submit", str(WORD_COUNT), "--name", name, "--wait", "-c", f"topology.workers={workers}",
         "-c", "topology.max.spout.pending=5000")
     time.sleep(10)  # warm up; stats reach nimbus every task.heartbeat.frequency.secs
-    a0, e0 = totals(client, "wcbench")
+    a0, e0 = totals(client, name)
     t0 = time.monotonic()
     time.sleep(seconds)
-    a1, e1 = totals(client, "wcbench")
+    a1, e1 = totals(client, name)
     dt = time.monotonic() - t0
-    print(f"cluster_wordcount_spout_tuples_per_sec: {(a1 - a0) / dt:.0f} tuples/s")
-    print(f"cluster_wordcount_tuples_per_sec: {(e1 - e0) / dt:.0f} tuples/s", flush=True)
-    cli(cluster, "kill", "wcbench", "--wait", "0")
+    # the figures without a suffix are the 2-worker run's (their names predate --workers)
+    suffix = "" if workers == 2 else f"[workers={workers}]"
+    rate = (e1 - e0) / dt
+    print(f"cluster_wordcount_spout_tuples_per_sec{suffix}: {(a1 - a0) / dt:.0f} tuples/s")
+    print(f"cluster_wordcount_tuples_per_sec{suffix}: {rate:.0f} tuples/s", flush=True)
+    cli(cluster, "kill", name, "--wait", "0")
+    # its slots are free for the next run once nimbus has dropped it
+    wait(lambda: all(t["name"] != name for t in client.topologies()), 120, 0.2)
+    return rate
 
 
 def recovery(cluster: DevCluster, base: Path) -> None:
@@ -122,7 +132,13 @@ def recovery(cluster: DevCluster, base: Path) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=20.0)
+    parser.add_argument("--workers", default="1,2",
+                        help="comma-separated worker counts to measure the word count at, in this order")
+    parser.add_argument("--no-recovery", action="store_true", help="skip the fault recovery figures")
     args = parser.parse_args()
+    counts = [int(w) for w in args.workers.split(",") if w]
+    if not counts or any(not 1 <= w <= 2 for w in counts):
+        parser.error(f"--workers: counts of 1 or 2 (the cluster has 2 slots), not {args.workers!r}")
     base = Path(tempfile.mkdtemp(prefix="gale-bench-"))
     conf = {"storm.zookeeper.session.timeout": SESSION_MS, "nimbus.monitor.freq.secs": MONITOR_SECS,
             "task.heartbeat.frequency.secs": 1}
@@ -130,8 +146,12 @@ def main() -> None:
     cluster = DevCluster(base / "cluster", supervisors=2, slots=1, zookeeper=zk, conf=conf)
     try:
         cluster.start()
-        throughput(cluster, args.seconds)
-        recovery(cluster, base)
+        rates = {w: throughput(cluster, args.seconds, w) for w in counts}
+        if 1 in rates and 2 in rates:
+            # issue 15, target 2: two workers on two cores do more than one worker alone
+            print(f"cluster_two_workers_vs_one: {rates[2] / rates[1]:.2f} x (target > 1)", flush=True)
+        if not args.no_recovery:
+            recovery(cluster, base)
     finally:
         cluster.cleanup()
         zk.cleanup()

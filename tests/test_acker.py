@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gale.worker.runtime.acker import (
-    ACK, ACKED, FAIL, FAILED, INIT, RESET, RESET_TIMEOUT, AckerTable, CompactTable, ReferenceAcker,
+    ACK, ACKED, FAIL, FAILED, INIT, RESET, RESET_TIMEOUT, ROTATIONS_KEPT, AckerTable, CompactTable, ReferenceAcker,
 )
 
 R = random.Random(7)
@@ -236,3 +236,29 @@ def test_generational_table_matches_reference_with_rotations(msgs, batch, rotate
         t.rotate()
         ref.rotate()
     assert len(t) == len(ref) == 0
+
+
+def test_an_ack_before_init_that_moved_to_the_compact_table_still_meets_its_init():
+    """New trees' INITs skip the compact table's lookup, except for roots known to be waiting
+    there for their INIT (acks came first, then a rotation moved the entry)."""
+    t = AckerTable()
+    root = rid()
+    msgs = tree_messages(root, 4, 3)
+    assert t.apply(msgs[1:]) == []  # acks first
+    t.rotate()
+    assert root not in t.young and t.old.pending(root) is not None
+    assert t._orphans == {root}
+    assert t.apply(tree_messages(other := rid(), 6, 2)) == [(6, ACKED, other)]  # a new tree: young
+    assert t.apply(msgs[:1]) == [(4, ACKED, root)]  # the INIT found the entry in the compact table
+    assert len(t) == 0 and not t._orphans
+
+
+def test_orphans_that_expire_are_forgotten():
+    t = AckerTable()
+    root = rid()
+    t.apply(tree_messages(root, 4, 3)[1:])
+    t.rotate()
+    assert t._orphans == {root}
+    for _ in range(ROTATIONS_KEPT):
+        t.rotate()
+    assert len(t) == 0 and not t._orphans

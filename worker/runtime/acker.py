@@ -347,6 +347,10 @@ class AckerTable:
         self.young_max = young_max
         self.generation = 0
         self._invalid = 0
+        #: roots in the compact table whose INIT has not arrived (their acks came first). Any other
+        #: INIT for a root not in the young dict is a new tree: it goes to the young dict without a
+        #: lookup in the compact table, which costs a numpy call per batch whatever the batch's size
+        self._orphans: set[int] = set()
 
     @property
     def invalid(self) -> int:
@@ -370,10 +374,14 @@ class AckerTable:
     def apply(self, messages: Sequence[tuple]) -> list[tuple[int, int, int]]:
         """Apply a batch; return ``(spout_task, outcome, root)`` notifications."""
         if self.old.live:
-            young = self.young
+            young, orphans = self.young, self._orphans
             fresh, deferred = [], []
             for m in messages:
-                (fresh if m[1] in young else deferred).append(m)
+                root = m[1]
+                if root in young or (m[0] == INIT and root not in orphans):
+                    fresh.append(m)
+                else:
+                    deferred.append(m)
             out = self._apply_young(fresh) if fresh else []
             if deferred:
                 roots = sorted({m[1] for m in deferred})
@@ -390,6 +398,8 @@ class AckerTable:
                 old_msgs = [m for m in deferred if m[1] in in_old]
                 if old_msgs:
                     out.extend(self.old.apply(old_msgs))
+                    if orphans:
+                        orphans.difference_update([m[1] for m in old_msgs if m[0] == INIT])
                 if len(old_msgs) < len(deferred):
                     out.extend(self._apply_young([m for m in deferred if m[1] not in in_old]))
         else:
@@ -436,6 +446,7 @@ class AckerTable:
             if len(roots) >= n:
                 break
         entries = [young.pop(r) for r in roots]
+        self._orphans.update(r for r, e in zip(roots, entries) if not e[1])
         self.old.insert(roots, [e[0] for e in entries], [e[1] for e in entries], [e[3] for e in entries],
                         [e[2] for e in entries])
 
@@ -446,7 +457,16 @@ class AckerTable:
         self.old.generation = self.generation
         if self.young:
             self._migrate(len(self.young))
-        return self.old.rotate_expire()
+        expired = self.old.rotate_expire()
+        if self._orphans:  # forget the orphans that expired
+            roots = sorted(self._orphans)
+            try:
+                found = self.old.contains(np.array(roots, dtype=np.uint64)).tolist()
+            except _NUMPY_ERRORS:  # an out-of-range root: never in the compact table
+                found = [_in_range((0, r, 0, 0)) and bool(self.old.contains(np.array([r], dtype=np.uint64))[0])
+                         for r in roots]
+            self._orphans = {r for r, f in zip(roots, found) if f}
+        return expired
 
 
 class ReferenceAcker:
