@@ -7,7 +7,7 @@ import itertools
 
 import pytest
 
-from tests.waiting import eventually, until
+from tests.waiting import eventually, poll_until, until
 
 
 class FakeTime:
@@ -83,3 +83,13 @@ def test_until_waits_for_a_truthy_value_and_describes_the_miss(clock):
     assert until(lambda: next(values), timeout=5) == "ready"
     with pytest.raises(AssertionError, match="queue still has 3"):
         until(lambda: False, timeout=1, describe=lambda: "queue still has 3")
+
+
+def test_poll_until_returns_the_first_truthy_value_or_none_at_the_deadline(clock):
+    values = iter([None, 0, "converged"])
+    assert poll_until(lambda: next(values), deadline=5.0, interval=1.0) == "converged"
+    assert clock.now == 2.0  # two misses, one interval each
+    calls = itertools.count()
+    assert poll_until(lambda: next(calls) and None, deadline=clock.now + 3.0, interval=1.0) is None
+    assert next(calls) >= 4  # checked until the deadline passed
+    assert poll_until(lambda: (0,), deadline=clock.now - 1.0) == (0,)  # checked once even when late

@@ -60,14 +60,10 @@ def until(predicate: Callable[[], T], timeout: float, describe: Callable[[], str
 
 
 def poll_until(check: Callable[[], T], deadline: float, interval: float = 0.5) -> T | None:
-    """Call ``check`` until it returns a truthy value or ``time.monotonic()`` passes ``deadline``;
-    return that value, or ``None`` at the deadline.
-
-    For a run that reports a verdict instead of failing a test (the chaos runs' convergence): the
-    caller decides what a miss means. ``check`` is called at least once.
-    """
-    while True:
-        value = check()
-        if value or time.monotonic() >= deadline:
-            return value or None
-        time.sleep(min(interval, max(0.0, deadline - time.monotonic())))
+    """:func:`until` for a run that reports a verdict instead of failing a test (the chaos runs'
+    convergence): ``check``'s first truthy value, or ``None`` once ``time.monotonic()`` passes
+    ``deadline``. The caller decides what a miss means. ``check`` is called at least once."""
+    try:
+        return until(check, max(0.0, deadline - time.monotonic()), interval=interval)
+    except AssertionError:
+        return None

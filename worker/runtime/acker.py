@@ -458,13 +458,9 @@ class AckerTable:
         if self.young:
             self._migrate(len(self.young))
         expired = self.old.rotate_expire()
-        if self._orphans:  # forget the orphans that expired
-            roots = sorted(self._orphans)
-            try:
-                found = self.old.contains(np.array(roots, dtype=np.uint64)).tolist()
-            except _NUMPY_ERRORS:  # an out-of-range root: never in the compact table
-                found = [_in_range((0, r, 0, 0)) and bool(self.old.contains(np.array([r], dtype=np.uint64))[0])
-                         for r in roots]
+        if self._orphans:  # forget the orphans that expired (a root outside 64 bits never got in)
+            roots = sorted(r for r in self._orphans if _in_range((0, r, 0, 0)))
+            found = self.old.contains(np.array(roots, dtype=np.uint64)).tolist() if roots else []
             self._orphans = {r for r, f in zip(roots, found) if f}
         return expired
 
