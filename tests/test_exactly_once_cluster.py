@@ -18,6 +18,7 @@ from gale.worker.state.inspect import read_committed
 from gale.worker.state.redis_provider import RedisStateProvider
 from tests.brokers import kafka_broker  # noqa: F401
 from tests.cluster import Topologies, make_cluster, status
+from tests.eo_cuts import CutWatcher, logs_kept_on_failure
 from tests.test_exactly_once_local import two_more_commits
 from tests.waiting import eventually
 
@@ -50,7 +51,7 @@ def submit(cluster, topologies, redis_server, kafka_broker, topic, name, topolog
     }.items() for x in ("-c", f"{k}={v}")])[0]
 
 
-def wait_exact(provider, name, hws, values):
+def wait_exact(provider, name, hws, values, cuts: CutWatcher | None = None):
     """Every record's position checkpointed, then two more checkpoints: the committed counts are the
     topic's counts exactly. Returns the record (its generation tells how often it rolled back)."""
     def every_record_checkpointed():
@@ -59,8 +60,25 @@ def wait_exact(provider, name, hws, values):
 
     txid = eventually(every_record_checkpointed, 180)
     epoch = two_more_commits(provider, name, txid)
-    assert read_committed(provider, name, "count", key_groups=128) == dict(Counter(values))  # nothing lost or twice
+    counts = read_committed(provider, name, "count", key_groups=128)
+    # nothing lost or twice; if not, the cuts tell which checkpoint first went wrong
+    assert counts == dict(Counter(values)), (counts, cuts.describe() if cuts else "")
     return epoch
+
+
+def committed_total(provider, name) -> int:
+    return sum(read_committed(provider, name, "count", key_groups=128).values())
+
+
+def watch_cuts(redis_server, name) -> CutWatcher:
+    """Every committed checkpoint of the word count is a consistent cut: its counts add up to its
+    source positions (each record counts once, offsets start at 0)."""
+    return CutWatcher(redis_server.url, name, checkpointed_offsets, committed_total)
+
+
+def assert_every_cut_consistent(cuts: CutWatcher) -> None:
+    assert cuts.cuts, "no committed checkpoint was seen"
+    assert not cuts.inconsistent(), cuts.describe()
 
 
 def some_committed(provider, name):
@@ -83,15 +101,17 @@ def test_kill_minus_9_of_the_counting_worker_counts_every_record_exactly_once(cl
     provider = RedisStateProvider(redis_server.url)
     with Topologies(cluster) as topologies:
         name = submit(cluster, topologies, redis_server, kafka_broker, topic, "eo-kill")
-        eventually(lambda: some_committed(provider, name), 120)
+        with logs_kept_on_failure(cluster, name), watch_cuts(redis_server, name) as cuts:
+            eventually(lambda: some_committed(provider, name), 120)
 
-        pid = eventually(lambda: worker_of(cluster, name, "count"), 30)
-        kafka_broker.produce(topic, values[1500:], partitions=PARTITIONS)  # records flowing at the kill
-        os.kill(pid, signal.SIGKILL)
-        hws = kafka_broker.high_watermarks(topic, PARTITIONS)
-        assert sum(hws.values()) == len(values)
+            pid = eventually(lambda: worker_of(cluster, name, "count"), 30)
+            kafka_broker.produce(topic, values[1500:], partitions=PARTITIONS)  # records flowing at the kill
+            os.kill(pid, signal.SIGKILL)
+            hws = kafka_broker.high_watermarks(topic, PARTITIONS)
+            assert sum(hws.values()) == len(values)
 
-        epoch = wait_exact(provider, name, hws, values)
+            epoch = wait_exact(provider, name, hws, values, cuts)
+        assert_every_cut_consistent(cuts)
         # the kill rolled the topology back: a generation beyond the start-up one
         assert epoch.generation >= 2, epoch
 
@@ -115,18 +135,20 @@ def test_redis_killed_mid_run_rolls_back_and_every_record_counts_exactly_once(cl
     provider = RedisStateProvider(redis_server.url)
     with Topologies(cluster) as topologies:
         name = submit(cluster, topologies, redis_server, kafka_broker, topic, "eo-redis")
-        eventually(lambda: some_committed(provider, name), 120)
-        kafka_broker.produce(topic, values[1500:], partitions=PARTITIONS)
-        redis_server.kill()
-        try:
-            def checkpoints_failing():
-                cp = status(cluster, name)["components"]["$checkpointspout"]
-                assert cp["stats"]["extra"].get("checkpoint_failures", 0) >= 1, cp["stats"]
+        with logs_kept_on_failure(cluster, name), watch_cuts(redis_server, name) as cuts:
+            eventually(lambda: some_committed(provider, name), 120)
+            kafka_broker.produce(topic, values[1500:], partitions=PARTITIONS)
+            redis_server.kill()
+            try:
+                def checkpoints_failing():
+                    cp = status(cluster, name)["components"]["$checkpointspout"]
+                    assert cp["stats"]["extra"].get("checkpoint_failures", 0) >= 1, cp["stats"]
 
-            eventually(checkpoints_failing, 60)
-        finally:
-            redis_server.start()
-        wait_exact(provider, name, kafka_broker.high_watermarks(topic, PARTITIONS), values)
+                eventually(checkpoints_failing, 60)
+            finally:
+                redis_server.start()
+            wait_exact(provider, name, kafka_broker.high_watermarks(topic, PARTITIONS), values, cuts)
+        assert_every_cut_consistent(cuts)
 
 
 def test_kill_minus_9_of_the_windowing_worker_mid_window_fires_every_item_exactly_once(cluster, redis_server,
