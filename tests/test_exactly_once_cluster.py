@@ -62,7 +62,9 @@ def wait_exact(provider, name, hws, values, cuts: CutWatcher | None = None):
     epoch = two_more_commits(provider, name, txid)
     counts = read_committed(provider, name, "count", key_groups=128)
     # nothing lost or twice; if not, the cuts tell which checkpoint first went wrong
-    assert counts == dict(Counter(values)), (counts, cuts.describe() if cuts else "")
+    expected = dict(Counter(values))
+    assert counts == expected, (f"committed {sorted(counts.items())}\nexpected {sorted(expected.items())}\n"
+                                + (cuts.describe() if cuts else ""))
     return epoch
 
 
