@@ -96,6 +96,12 @@ def test_markdown_report_of_an_exactly_once_run():
     result.over_counted, result.over_counted_keys = 2, {"k3": 2}
     assert not result.ok
     assert "FAIL" in markdown(result, "cmd") and "{'k3': 2}" in markdown(result, "cmd")
+    result.over_counted, result.over_counted_keys = 0, {}
+    result.cuts_checked, result.inconsistent_cuts = 40, ["txid 7 gen 2: positions {0: 9} (sum 9), state sum 12"]
+    assert not result.ok
+    text = markdown(result, "cmd")
+    assert "FAIL" in text and "checked as consistent cuts (state sum = position sum): 40, inconsistent: 1" in text
+    assert "- txid 7 gen 2: positions {0: 9} (sum 9), state sum 12" in text
 
 
 def test_a_run_is_appended_at_the_end_of_the_results_not_after_a_later_section(tmp_path):
@@ -122,6 +128,7 @@ def assert_exact(result: RunResult) -> None:
     assert result.error is None
     assert result.lost == 0, f"lost per key: {result.lost_keys}"
     assert result.over_counted == 0, f"over-counted per key: {result.over_counted_keys}"
+    assert result.cuts_checked > 0 and not result.inconsistent_cuts, (result.cuts_checked, result.inconsistent_cuts)
     assert result.unexpected == 0 and result.converged
     assert not [(f.kind, f.error, f.evidence) for f in result.faults if not f.injected]
 

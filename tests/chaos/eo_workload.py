@@ -13,6 +13,8 @@
 * Check (:func:`check_counts`, pure): the topic read back from the broker gives the expected count
   per key; the committed counts in Redis must equal them — ``lost`` (expected − committed, where
   positive, summed) and ``over_counted`` (committed − expected, where positive, summed) both 0.
+  And every checkpoint seen committed during the run (:class:`tests.eo_cuts.CutWatcher`, sampling
+  from the producer's start to the check) is a consistent cut: its counts add up to its positions.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from tests.chaos.cluster import TOPOLOGY_NAME, log
 from tests.chaos.schedule import EO_KINDS, Step, bounded_eo_plan
 from tests.chaos.workload import Workload
 from tests.chaos_topology.eo_count import KEY_GROUPS, SPOUT_TASKS
+from tests.eo_cuts import CutWatcher
 from tests.waiting import poll_until
 
 if TYPE_CHECKING:
@@ -174,6 +177,7 @@ class KafkaEOWorkload(Workload):
         self.producer: KeyedProducer | None = None
         self._provider: RedisStateProvider | None = None
         self._sampler_provider: RedisStateProvider | None = None
+        self.cuts: CutWatcher | None = None
         self._last_progress = 0
         self._expected: Counter | None = None
 
@@ -205,6 +209,10 @@ class KafkaEOWorkload(Workload):
 
     def start(self, c: ChaosCluster) -> None:
         self.producer = KeyedProducer(self.kafka.bootstrap, TOPIC, PARTITIONS, self.rate).start()
+        # every committed checkpoint seen during the run must be a consistent cut, not only the last
+        self.cuts = CutWatcher(self.redis.url, TOPOLOGY_NAME, lambda p, _n: self.checkpointed_offsets(p),
+                               lambda p, _n: sum(v for v in self.committed(p).values() if isinstance(v, int)),
+                               interval=0.02).__enter__()
 
     def committed(self, provider: RedisStateProvider | None = None) -> dict[Any, Any]:
         return read_committed(provider or self._provider, TOPOLOGY_NAME, "count", key_groups=KEY_GROUPS)
@@ -223,10 +231,10 @@ class KafkaEOWorkload(Workload):
         self.producer.stop()
         return self.producer.count
 
-    def checkpointed_offsets(self) -> dict[int, int]:
+    def checkpointed_offsets(self, provider: RedisStateProvider | None = None) -> dict[int, int]:
         """Partition → the offset the committed checkpoint resumes from (every source task's, merged)."""
         namespaces = [source_namespace(TOPOLOGY_NAME, "kafka", i) for i in range(SPOUT_TASKS)]
-        merged = committed_position(self._provider, namespaces, merge=True)
+        merged = committed_position(provider or self._provider, namespaces, merge=True)
         return {int(key.rpartition("/")[2]): offset for key, offset in (merged or {}).items()}
 
     def converge(self, c: ChaosCluster, timeout: float) -> bool:
@@ -272,6 +280,13 @@ class KafkaEOWorkload(Workload):
         short = {k: n - expected.get(k, 0) for k, n in acked.items() if n > expected.get(k, 0)}
         if short:
             raise RuntimeError(f"the topic holds fewer records than the broker acknowledged: {short}")
+        if self.cuts is not None:
+            self.cuts.__exit__(None, None, None)
+            result.cuts_checked = len(self.cuts.cuts)
+            result.inconsistent_cuts = [f"txid {c.txid} gen {c.generation}: positions {c.positions} "
+                                        f"(sum {sum(c.positions.values())}), state sum {c.total}"
+                                        for c in self.cuts.inconsistent()]
+            self.cuts = None
         verdict = check_counts(expected, self.committed())
         result.n = verdict.expected_total
         result.lost, result.lost_keys = verdict.lost, verdict.lost_keys
@@ -281,6 +296,9 @@ class KafkaEOWorkload(Workload):
             f"lost {verdict.lost} {verdict.lost_keys}, over-counted {verdict.over_counted} {verdict.over_counted_keys}")
 
     def stop_services(self) -> None:
+        if self.cuts is not None:
+            self.cuts.__exit__(None, None, None)
+            self.cuts = None
         if self.producer is not None:
             self.producer.stop()
         for p in (self._provider, self._sampler_provider):

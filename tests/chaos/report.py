@@ -108,6 +108,10 @@ def markdown(result: RunResult, command: str) -> str:
         lines += ["", f"Lost ids (first 100): {result.lost_ids}"]
     if result.lost_keys or result.over_counted_keys:
         lines += ["", f"Per key: lost {result.lost_keys}, over-counted {result.over_counted_keys}"]
+    if exactly_once:
+        lines += ["", f"Committed checkpoints checked as consistent cuts (state sum = position sum): "
+                      f"{result.cuts_checked}, inconsistent: {len(result.inconsistent_cuts)}"]
+        lines += [f"- {cut}" for cut in result.inconsistent_cuts[:10]]
     return "\n".join(lines) + "\n"
 
 

@@ -92,6 +92,10 @@ class RunResult:
     unexpected: int = 0
     over_counted: int = 0  # exactly-once: counts beyond the inputs (summed over keys)
     over_counted_keys: dict[str, int] = field(default_factory=dict)
+    #: exactly-once: committed checkpoints seen (tests/eo_cuts.py) and those whose state did not add up
+    #: to their source positions (one description each)
+    cuts_checked: int = 0
+    inconsistent_cuts: list[str] = field(default_factory=list)
     lost_keys: dict[str, int] = field(default_factory=dict)
     converged: bool = False
     convergence_secs: float | None = None
@@ -110,7 +114,7 @@ class RunResult:
     @property
     def ok(self) -> bool:
         return (self.error is None and self.converged and self.lost == 0 and self.unexpected == 0
-                and self.over_counted == 0 and self.all_injected)
+                and self.over_counted == 0 and not self.inconsistent_cuts and self.all_injected)
 
     def to_json(self) -> dict[str, Any]:
         d = {k: v for k, v in self.__dict__.items() if k != "faults"}
