@@ -20,7 +20,8 @@ input, anchored). Everything runs in one local-mode worker with the acker on. Pr
   out); ``spark_stage_batch_rows_per_sec[batch=100000]`` — the stage on a batch stream: the spout
   emits 10k-row Arrow tables (one message id each), the stage concatenates ten per micro-batch
   and emits its result as batch tuples; with its ratio to the job alone (tuples in) and to the
-  job on Arrow input, and the CPU per row;
+  job on Arrow input (each the mean of a measurement just before and just after it), the share
+  of the time a Spark job of the stage was running, and the CPU per row (three runs);
 * ``spout_to_bolt_rows_per_sec`` — the floor under every stage here: the spout straight into the
   acking bolt, with its CPU per row;
 * ``per_tuple_bolt_rows_per_sec`` — the same topology with the per-tuple bolt;
@@ -50,6 +51,8 @@ from gale.worker.spark.session import acquire_spark, spark_settings
 VOCABULARY = [f"w{i:04d}" for i in range(1000)]
 #: rows per batch tuple of the batch-stream measurement
 BATCH_CHUNK = 10000
+#: alternations of (job alone, batch-fed stage) in a full run
+BATCH_RUNS = 3
 #: the topology config every run shares (one Spark application serves them all)
 SPARK_CONF = {"topology.spark.conf": {"spark.log.level": "ERROR"}}
 
@@ -221,7 +224,7 @@ def job_bolt(batches: bool = False) -> SparkCount:
     return bolt
 
 
-def job_times(session: Any, sizes: list[int], repeats: int, chunk: int = 0) -> dict[int, float]:
+def job_times(session: Any, sizes: list[int], repeats: int, chunk: int = 0, warm: bool = True) -> dict[int, float]:
     """Median seconds of the stage's Spark job on batches of each size (no topology); with
     ``chunk``, on batch tuples of ``chunk`` rows (Arrow in and out)."""
     bolt = job_bolt(bool(chunk))
@@ -234,9 +237,8 @@ def job_times(session: Any, sizes: list[int], repeats: int, chunk: int = 0) -> d
         return [Tuple([i, VOCABULARY[i % len(VOCABULARY)]], fields, "src", "default", 1, None) for i in range(size)]
 
     out = {}
-    warm = batch_of(1000)
-    for _ in range(15):  # the JVM's first jobs are slow (class loading, JIT)
-        bolt.spark_job(session, warm)
+    for _ in range(15 if warm else 0):  # the JVM's first jobs are slow (class loading, JIT)
+        bolt.spark_job(session, batch_of(1000))
     for size in sizes:
         batch = batch_of(size)
         bolt.spark_job(session, batch)
@@ -283,22 +285,38 @@ def main(argv=None) -> int:
                   f"avg {extra['spark_batch_latency_ms_avg']:.0f} ms, avg size {extra['spark_batch_size_avg']:.0f}; "
                   f"CPU per row: worker {py_us:.1f} us, JVM {jvm_us:.1f} us)", flush=True)
 
-        arrow_job = job_times(session, [100000], repeats=3 if args.quick else 7, chunk=BATCH_CHUNK)[100000]
-        print(f"spark_job_rows_per_sec[batch=100000, arrow]: {100000 / arrow_job:.0f} rows/s "
-              f"(the job on {BATCH_CHUNK}-row batch tuples: Arrow in and out)", flush=True)
+        # the batch-fed stage between two measurements of the job alone (both inputs), so each
+        # ratio compares runs seconds apart on this shared machine: against the mean of the two
         size, n = 100000, max(100000, int(1000000 * scale))
-        cpu0, jvm0 = time.process_time(), jvm_cpu_secs(jvm)
-        rate, stats = run_topology(SparkCountBatches, n, {
-            "topology.spark.batch.size": size, "topology.spark.batch.millis": 5000,
-            "topology.max.spout.pending": 2 * size // BATCH_CHUNK,
-        }, chunk=BATCH_CHUNK)
-        py_us, jvm_us = (time.process_time() - cpu0) / n * 1e6, (jvm_cpu_secs(jvm) - jvm0) / n * 1e6
-        extra = stats["stage"]["extra"]
-        print(f"spark_stage_batch_rows_per_sec[batch={size}]: {rate:.0f} rows/s "
-              f"({rate * jobs[size] / size:.2f} of the job alone, {rate * arrow_job / size:.2f} of the job on Arrow "
-              f"input; {BATCH_CHUNK}-row batch tuples; {int(extra['spark_batches'])} batches, "
-              f"avg {extra['spark_batch_latency_ms_avg']:.0f} ms, avg size {extra['spark_batch_size_avg']:.0f}; "
-              f"CPU per row: worker {py_us:.2f} us, JVM {jvm_us:.1f} us)", flush=True)
+        repeats = 3 if args.quick else 5
+
+        def job_rates() -> tuple[float, float]:
+            tuples_in = job_times(session, [size], repeats, warm=False)[size]
+            arrow_in = job_times(session, [size], repeats, chunk=BATCH_CHUNK, warm=False)[size]
+            return size / tuples_in, size / arrow_in
+
+        after = job_rates()
+        for run in range(1 if args.quick else BATCH_RUNS):
+            before = after
+            cpu0, jvm0 = time.process_time(), jvm_cpu_secs(jvm)
+            rate, stats = run_topology(SparkCountBatches, n, {
+                "topology.spark.batch.size": size, "topology.spark.batch.millis": 5000,
+                "topology.max.spout.pending": 2 * size // BATCH_CHUNK,
+            }, chunk=BATCH_CHUNK)
+            py_us, jvm_us = (time.process_time() - cpu0) / n * 1e6, (jvm_cpu_secs(jvm) - jvm0) / n * 1e6
+            after = job_rates()
+            job, arrow_job = (before[0] + after[0]) / 2, (before[1] + after[1]) / 2
+            extra = stats["stage"]["extra"]
+            busy = rate * extra["spark_batch_latency_ms_avg"] / 1000 / size
+            print(f"spark_job_rows_per_sec[batch={size}, arrow]: {arrow_job:.0f} rows/s (the job on {BATCH_CHUNK}-row "
+                  f"batch tuples, Arrow in and out, before/after the stage: {before[1]:.0f}/{after[1]:.0f}; "
+                  f"with tuples in: {before[0]:.0f}/{after[0]:.0f})", flush=True)
+            print(f"spark_stage_batch_rows_per_sec[batch={size}]: {rate:.0f} rows/s "
+                  f"({rate / job:.2f} of the job alone, {rate / arrow_job:.2f} of the job on Arrow input; "
+                  f"{BATCH_CHUNK}-row batch tuples; {int(extra['spark_batches'])} batches, "
+                  f"avg {extra['spark_batch_latency_ms_avg']:.0f} ms, avg size {extra['spark_batch_size_avg']:.0f}, "
+                  f"a job running {busy:.0%} of the time; "
+                  f"CPU per row: worker {py_us:.2f} us, JVM {jvm_us:.1f} us)", flush=True)
 
         n = max(10000, int(300000 * scale))
         cpu0 = time.process_time()
