@@ -145,3 +145,11 @@ class FailFirstBatch(Bolt):
             self.collector.fail(tup)
         else:
             self.collector.ack(tup)
+
+
+class MissingOutputColumn(UpperBatches):
+    output_columns = ["id", "score"]
+
+
+class SchemaOnBatches(CountBatchWords):
+    input_schema = "id BIGINT, word STRING"

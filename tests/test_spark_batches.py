@@ -16,7 +16,8 @@ from gale.worker.local import LocalTopology, complete_topology, local_conf
 from gale.worker.spark.commit import BATCH_DIR_PREFIX
 from gale.worker.spark.session import acquire_spark, find_marked, spark_settings
 from tests.spark_batch_topologies import (
-    BatchSpout, BatchTotals, CountBatchWords, FailBatchHolding, FailFirstBatch, UpperBatchRows, UpperBatches, word_batch,
+    BatchSpout, BatchTotals, CountBatchWords, FailBatchHolding, FailFirstBatch, MissingOutputColumn, SchemaOnBatches,
+    UpperBatchRows, UpperBatches, word_batch,
 )
 from tests.spark_topologies import FailField, WordSink
 from tests.waiting import until
@@ -143,8 +144,12 @@ def test_bad_batches_fail_with_an_error_naming_the_component(spark):
         ([[word_batch(["a"])], [{"id": 1, "word": "b"}]], "carries a builtins.dict, not a pyarrow.Table"),
         ([[word_batch(["a"])], [pa.table({"id": [1], "word": [2]})]], "must have one schema"),
     ]
-    for inputs, message in cases:
-        res = complete_topology(_stage(CountBatchWords), {"src": inputs}, conf=conf)
+    two = [[word_batch(["a"])], [word_batch(["b"], 1)]]
+    cases += [
+        (two, "lack the output_columns ['score'] (declared: ['id', 'score'])", MissingOutputColumn),
+    ]
+    for inputs, message, *cls in cases:
+        res = complete_topology(_stage(*(cls or [CountBatchWords])), {"src": inputs}, conf=conf)
         assert res.failed == [0, 1] and res.acked == [], message
         (error,) = res.errors["stage"]
         assert "component 'stage'" in error and message in error, error
@@ -167,6 +172,16 @@ def test_sink_writes_every_batch_once_despite_replays(spark, tmp_path):
     assert set(written.columns) == {"id", "word", "gale_batch"}
     got = sorted((r["id"], r["word"]) for r in written.select("id", "word").collect())
     assert got == sorted((10 * i + j, w) for i, words in enumerate(batches) for j, w in enumerate(words))
+
+
+@pytest.mark.parametrize("cls, kwargs, message", [
+    (WordSink, {"path": "unused", "key_fields": ["id"]}, "Spark sink 'stage': key_fields is not supported on a batch stream"),
+    (SchemaOnBatches, {}, "Spark component 'stage': input_schema does not apply to a batch stream"),
+])
+def test_options_that_do_not_apply_to_batch_streams_fail_the_start(spark, cls, kwargs, message):
+    topo = _stage(cls, kwargs)
+    with pytest.raises(ValueError, match=message):
+        LocalTopology("t", topo, local_conf(topo, {}))
 
 
 def test_a_batch_stream_is_one_declared_field():

@@ -97,6 +97,11 @@ class SparkComponent(Bolt):
     def prepare(self, conf, context, collector) -> None:
         super().prepare(conf, context, collector)
         self._arrow_types: dict[str, Any] | None = None
+        if self.batch_input and self.input_schema:
+            raise ValueError(
+                f"Spark component {context.component_id!r}: input_schema does not apply to a batch stream (its "
+                "Arrow batches carry their schema; cast them in the spout, or in transform())"
+            )
 
     def execute(self, tup) -> None:
         raise TypeError(
@@ -123,11 +128,6 @@ class SparkComponent(Bolt):
         if not self.input_schema:
             return None
         if self._arrow_types is None:
-            if self.batch_input:
-                raise SparkStageError(
-                    f"component {self.component_id!r}: input_schema does not apply to a batch stream (its Arrow "
-                    "batches carry their schema; cast them in the spout, or in transform())"
-                )
             from pyspark.sql.pandas.types import to_arrow_type
 
             try:
