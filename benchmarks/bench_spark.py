@@ -16,6 +16,12 @@ input, anchored). Everything runs in one local-mode worker with the acker on. Pr
   second end to end, for N = 1k, 10k, 100k (``topology.max.spout.pending`` = 2 N; 30, 10 and 5
   batches), with its ratio to the job alone and the CPU per row of the worker process (all of
   its Python: spout, acker, stage, sink) and of the Spark JVM;
+* ``spark_job_rows_per_sec[batch=100000, arrow]`` — the job alone on batch tuples (Arrow in, Arrow
+  out); ``spark_stage_batch_rows_per_sec[batch=100000]`` — the stage on a batch stream: the spout
+  emits 10k-row Arrow tables (one message id each), the stage concatenates ten per micro-batch
+  and emits its result as batch tuples; with its ratio to the job alone (tuples in) and to the
+  job on Arrow input (each the mean of a measurement just before and just after it), the share
+  of the time a Spark job of the stage was running, and the CPU per row (three runs);
 * ``spout_to_bolt_rows_per_sec`` — the floor under every stage here: the spout straight into the
   acking bolt, with its CPU per row;
 * ``per_tuple_bolt_rows_per_sec`` — the same topology with the per-tuple bolt;
@@ -33,14 +39,20 @@ import statistics
 import time
 from typing import Any
 
+import pyarrow as pa
+
 from gale import Bolt, Spout, TopologyBuilder
 from gale.log import configure
 from gale.topology.tuple import Fields, Tuple
 from gale.worker.local import LocalTopology, local_conf
-from gale.spark import SparkBolt
+from gale.spark import ARROW_BATCH, SparkBolt
 from gale.worker.spark.session import acquire_spark, spark_settings
 
 VOCABULARY = [f"w{i:04d}" for i in range(1000)]
+#: rows per batch tuple of the batch-stream measurement
+BATCH_CHUNK = 10000
+#: alternations of (job alone, batch-fed stage) in a full run
+BATCH_RUNS = 3
 #: the topology config every run shares (one Spark application serves them all)
 SPARK_CONF = {"topology.spark.conf": {"spark.log.level": "ERROR"}}
 
@@ -81,11 +93,61 @@ class BenchSpout(Spout):
         self.failed += 1
 
 
+class BatchSpout(Spout):
+    """Emits the rows of :class:`BenchSpout` as batch tuples: one ``pyarrow.Table`` of ``chunk``
+    rows per tuple, one message id per table (a source that reads whole batches, as a Parquet
+    file or a Kafka poll would)."""
+
+    def __init__(self, n: int = 0, chunk: int = 10000):
+        self.n = n
+        self.chunk = chunk
+
+    def declare_output_fields(self, declarer):
+        declarer.declare([ARROW_BATCH])
+
+    def open(self, conf, context, collector):
+        super().open(conf, context, collector)
+        self.tables = [word_table(i, min(self.chunk, self.n - i)) for i in range(0, self.n, self.chunk)]
+        self.i = 0
+        self.acked = 0
+        self.failed = 0
+        self.first_emit = 0.0
+        self.last_ack = 0.0
+
+    def next_tuple(self):
+        if self.i >= len(self.tables):
+            return
+        if not self.first_emit:
+            self.first_emit = time.perf_counter()
+        self.collector.emit([self.tables[self.i]], msg_id=self.i)
+        self.i += 1
+
+    def ack(self, msg_id):
+        self.acked += self.tables[msg_id].num_rows
+        self.last_ack = time.perf_counter()
+
+    def fail(self, msg_id):
+        self.failed += self.tables[msg_id].num_rows
+
+
+def word_table(start: int, n: int) -> pa.Table:
+    """Rows ``start .. start + n - 1`` of the benchmark's data as an Arrow table (id, word)."""
+    ids = pa.array(range(start, start + n), type=pa.int64())
+    words = pa.array(VOCABULARY * (n // len(VOCABULARY) + 2)).slice(start % len(VOCABULARY), n)
+    return pa.table({"id": ids, "word": words})
+
+
 class SparkCount(SparkBolt):
     output_fields = ["word", "count"]
 
     def transform(self, df):
         return df.groupBy("word").count()
+
+
+class SparkCountBatches(SparkCount):
+    """The same count over a batch stream, its result emitted as batch tuples."""
+
+    output_fields = [ARROW_BATCH]
 
 
 class PythonCount(Bolt):
@@ -110,10 +172,15 @@ class AckAll(Bolt):
         self.collector.ack(tup)
 
 
-def run_topology(stage: type, n: int, conf: dict[str, Any], rate: float = 0.0, timeout: float = 600.0):
-    """Run ``n`` rows through spout → stage → sink (no stage: spout → sink); returns (rows/s, spout stats)."""
+def run_topology(stage: type, n: int, conf: dict[str, Any], rate: float = 0.0, timeout: float = 600.0,
+                 chunk: int = 0):
+    """Run ``n`` rows through spout → stage → sink (no stage: spout → sink); returns (rows/s, spout
+    stats). ``chunk``: the spout emits batch tuples of that many rows (:class:`BatchSpout`)."""
     b = TopologyBuilder()
-    b.set_spout("src", BenchSpout, 1, kwargs={"n": n, "rate": rate})
+    if chunk:
+        b.set_spout("src", BatchSpout, 1, kwargs={"n": n, "chunk": chunk})
+    else:
+        b.set_spout("src", BenchSpout, 1, kwargs={"n": n, "rate": rate})
     if stage is None:
         b.set_bolt("sink", AckAll, 1).shuffle_grouping("src")
     else:
@@ -146,20 +213,34 @@ def jvm_cpu_secs(pid: int | None) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def job_times(session: Any, sizes: list[int], repeats: int) -> dict[int, float]:
-    """Median seconds of the stage's Spark job on batches of each size (no topology)."""
-    bolt = SparkCount()
-    bolt.input_fields = ["id", "word"]
-    bolt.declared_fields = ["word", "count"]
+def job_bolt(batches: bool = False) -> SparkCount:
+    """The stage's bolt outside a topology (its Spark job called directly)."""
+    bolt = SparkCountBatches() if batches else SparkCount()
+    bolt.input_fields = [ARROW_BATCH] if batches else ["id", "word"]
+    bolt.batch_input = bolt.batch_output = batches
+    bolt.declared_fields = list(bolt.output_fields)
     bolt._arrow_types = None
     bolt.context = type("Ctx", (), {"component_id": "stage"})()
-    fields = Fields(["id", "word"], "src:default")
+    return bolt
+
+
+def job_times(session: Any, sizes: list[int], repeats: int, chunk: int = 0, warm: bool = True) -> dict[int, float]:
+    """Median seconds of the stage's Spark job on batches of each size (no topology); with
+    ``chunk``, on batch tuples of ``chunk`` rows (Arrow in and out)."""
+    bolt = job_bolt(bool(chunk))
+    fields = Fields([ARROW_BATCH] if chunk else ["id", "word"], "src:default")
+
+    def batch_of(size: int) -> list[Tuple]:
+        if chunk:
+            return [Tuple([word_table(i, min(chunk, size - i))], fields, "src", "default", 1, None)
+                    for i in range(0, size, chunk)]
+        return [Tuple([i, VOCABULARY[i % len(VOCABULARY)]], fields, "src", "default", 1, None) for i in range(size)]
+
     out = {}
-    warm = [Tuple([i, VOCABULARY[i % len(VOCABULARY)]], fields, "src", "default", 1, None) for i in range(1000)]
-    for _ in range(15):  # the JVM's first jobs are slow (class loading, JIT)
-        bolt.spark_job(session, warm)
+    for _ in range(15 if warm else 0):  # the JVM's first jobs are slow (class loading, JIT)
+        bolt.spark_job(session, batch_of(1000))
     for size in sizes:
-        batch = [Tuple([i, VOCABULARY[i % len(VOCABULARY)]], fields, "src", "default", 1, None) for i in range(size)]
+        batch = batch_of(size)
         bolt.spark_job(session, batch)
         times = []
         for _ in range(repeats):
@@ -203,6 +284,39 @@ def main(argv=None) -> int:
                   f"({rate * jobs[size] / size:.2f} of the job alone; {int(extra['spark_batches'])} batches, "
                   f"avg {extra['spark_batch_latency_ms_avg']:.0f} ms, avg size {extra['spark_batch_size_avg']:.0f}; "
                   f"CPU per row: worker {py_us:.1f} us, JVM {jvm_us:.1f} us)", flush=True)
+
+        # the batch-fed stage between two measurements of the job alone (both inputs), so each
+        # ratio compares runs seconds apart on this shared machine: against the mean of the two
+        size, n = 100000, max(100000, int(1000000 * scale))
+        repeats = 3 if args.quick else 5
+
+        def job_rates() -> tuple[float, float]:
+            tuples_in = job_times(session, [size], repeats, warm=False)[size]
+            arrow_in = job_times(session, [size], repeats, chunk=BATCH_CHUNK, warm=False)[size]
+            return size / tuples_in, size / arrow_in
+
+        after = job_rates()
+        for run in range(1 if args.quick else BATCH_RUNS):
+            before = after
+            cpu0, jvm0 = time.process_time(), jvm_cpu_secs(jvm)
+            rate, stats = run_topology(SparkCountBatches, n, {
+                "topology.spark.batch.size": size, "topology.spark.batch.millis": 5000,
+                "topology.max.spout.pending": 2 * size // BATCH_CHUNK,
+            }, chunk=BATCH_CHUNK)
+            py_us, jvm_us = (time.process_time() - cpu0) / n * 1e6, (jvm_cpu_secs(jvm) - jvm0) / n * 1e6
+            after = job_rates()
+            job, arrow_job = (before[0] + after[0]) / 2, (before[1] + after[1]) / 2
+            extra = stats["stage"]["extra"]
+            busy = rate * extra["spark_batch_latency_ms_avg"] / 1000 / size
+            print(f"spark_job_rows_per_sec[batch={size}, arrow]: {arrow_job:.0f} rows/s (the job on {BATCH_CHUNK}-row "
+                  f"batch tuples, Arrow in and out, before/after the stage: {before[1]:.0f}/{after[1]:.0f}; "
+                  f"with tuples in: {before[0]:.0f}/{after[0]:.0f})", flush=True)
+            print(f"spark_stage_batch_rows_per_sec[batch={size}]: {rate:.0f} rows/s "
+                  f"({rate / job:.2f} of the job alone, {rate / arrow_job:.2f} of the job on Arrow input; "
+                  f"{BATCH_CHUNK}-row batch tuples; {int(extra['spark_batches'])} batches, "
+                  f"avg {extra['spark_batch_latency_ms_avg']:.0f} ms, avg size {extra['spark_batch_size_avg']:.0f}, "
+                  f"a job running {busy:.0%} of the time; "
+                  f"CPU per row: worker {py_us:.2f} us, JVM {jvm_us:.1f} us)", flush=True)
 
         n = max(10000, int(300000 * scale))
         cpu0 = time.process_time()

@@ -11,9 +11,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # pragma: no cover
-    from gale.worker.spark import ROW_ID, ROW_IDS, SparkBolt, SparkSink, SparkStageError, collect_row_ids
+    from gale.worker.spark import (
+        ARROW_BATCH, ROW_ID, ROW_IDS, SparkBolt, SparkSink, SparkStageError, collect_row_ids, is_batch_stream,
+    )
 
-__all__ = ["ROW_ID", "ROW_IDS", "SparkBolt", "SparkSink", "SparkStageError", "collect_row_ids"]
+__all__ = ["ARROW_BATCH", "ROW_ID", "ROW_IDS", "SparkBolt", "SparkSink", "SparkStageError", "collect_row_ids",
+           "is_batch_stream"]
 
 
 def __getattr__(name: str) -> Any:

@@ -43,6 +43,7 @@ from gale.clock import REAL_CLOCK
 from gale.deadline import Deadline
 from gale.log import get_logger
 from gale.topology.tuple import Fields, Tuple
+from gale.worker.arrow_codec import pack_default
 from gale.worker.batch_auth import REJECT_REASONS, Opener, ReplayGuard, Sealer
 from gale.worker.wire import ACKER, INVALID_REASONS, RESULT, TUPLE, BatchDecoder
 
@@ -101,7 +102,7 @@ class Transfer:
         self._held: dict[str, deque] = {}  # (payload, messages) a destination did not take yet
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
-        self._pack = msgpack.Packer(use_bin_type=True).pack
+        self._pack = msgpack.Packer(use_bin_type=True, default=pack_default).pack  # Arrow values: arrow_codec
         self.stats = {"sent_batches": 0, "sent_messages": 0, "received_batches": 0, "received_messages": 0,
                       "dropped_messages": 0, "rejected_batches": 0, "invalid_messages": 0, "undeliverable": 0}
         self.stats.update({f"rejected_batches_{r}": 0 for r in REJECT_REASONS})
@@ -178,7 +179,7 @@ class Transfer:
             raise ValueError(
                 f"component {tup.component!r} emitted a value on stream {tup.stream!r} that cannot be sent to "
                 f"another worker: {exc} (tuple values must be msgpack-serializable: str, bytes, int, float, "
-                "bool, None, lists and dicts of those)"
+                "bool, None, lists and dicts of those, pyarrow Tables and RecordBatches)"
             ) from None
         if len(data) > self.max_tuple_bytes:
             raise ValueError(

@@ -26,6 +26,7 @@ from typing import Any
 import msgpack
 
 from gale.topology.tuple import Fields, new_tuple
+from gale.worker.arrow_codec import ext_hook
 from gale.worker.runtime.acker import ACK, ACKED, FAIL, FAILED, INIT, RESET, RESET_TIMEOUT
 
 TUPLE, ACKER, RESULT = 0, 1, 2
@@ -103,7 +104,7 @@ class BatchDecoder:
         invalid = self.invalid
         roles = self.roles
         streams = self._fields
-        unpacker = msgpack.Unpacker(raw=False, use_list=True, strict_map_key=False,
+        unpacker = msgpack.Unpacker(raw=False, use_list=True, strict_map_key=False, ext_hook=ext_hook,
                                     max_buffer_size=max(len(payload), 1024))
         unpacker.feed(payload)
         seen = 0

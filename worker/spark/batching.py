@@ -1,9 +1,12 @@
 """The micro-batch policy of a Spark stage: when a batch is due, how much it may hold.
 
 Pure: no threads, no clock of its own (callers pass ``now`` in seconds, monotonic). A batch is
-due when it holds ``size`` tuples, or when its oldest tuple has waited ``millis``. A batcher
-never holds more than ``size`` tuples: the executor stops draining its input queue when the
-batcher is full, so the queue grows and the runtime's backpressure pauses the spouts.
+due when it holds ``size`` rows, or when its oldest tuple has waited ``millis``. A tuple is one
+row, except a batch tuple (a batch stream's Arrow batch), which weighs its row count; a batcher
+of plain tuples never holds more than ``size``, one of batch tuples closes once it reaches
+``size`` (tuples are never split, so the last one may take it past). The executor stops draining
+its input queue when the batcher is full, so the queue grows and the runtime's backpressure
+pauses the spouts.
 """
 
 from __future__ import annotations
@@ -32,34 +35,39 @@ class BatchPolicy:
 class Batcher:
     """Accumulates the tuples of the next batch."""
 
-    __slots__ = ("policy", "items", "first_at")
+    __slots__ = ("policy", "items", "first_at", "rows")
 
     def __init__(self, policy: BatchPolicy):
         self.policy = policy
         self.items: list[Any] = []
         self.first_at: float | None = None
+        self.rows = 0  # rows held: len(items) unless batch tuples were added
 
     def __len__(self) -> int:
         return len(self.items)
 
     def room(self) -> int:
-        """How many more tuples fit before the batch is full."""
-        return self.policy.size - len(self.items)
+        """How many more rows fit before the batch is full."""
+        return self.policy.size - self.rows
 
-    def add(self, item: Any, now: float) -> None:
-        if len(self.items) >= self.policy.size:
+    def add(self, item: Any, now: float, rows: int = 1) -> None:
+        """Add one tuple weighing ``rows`` (a batch tuple's row count); it may take the batch past
+        its size (a batch tuple is never split), but a full batch takes nothing more."""
+        if self.rows >= self.policy.size:
             raise OverflowError("batch is full")
         if not self.items:
             self.first_at = now
         self.items.append(item)
+        self.rows += rows
 
     def extend(self, items: list[Any], now: float) -> None:
         """Add several tuples at once (``now`` is when they arrived)."""
-        if len(self.items) + len(items) > self.policy.size:
-            raise OverflowError(f"batch is full: {len(self.items)} + {len(items)} > {self.policy.size}")
+        if self.rows + len(items) > self.policy.size:
+            raise OverflowError(f"batch is full: {self.rows} + {len(items)} > {self.policy.size}")
         if items and not self.items:
             self.first_at = now
         self.items.extend(items)
+        self.rows += len(items)
 
     def age(self, now: float) -> float:
         """Seconds the oldest held tuple has waited (0 when empty)."""
@@ -68,12 +76,12 @@ class Batcher:
     def due(self, now: float) -> bool:
         if not self.items:
             return False
-        return len(self.items) >= self.policy.size or self.age(now) * 1000.0 >= self.policy.millis
+        return self.rows >= self.policy.size or self.age(now) * 1000.0 >= self.policy.millis
 
     def next_due_at(self) -> float | None:
         """When the held tuples become due by age (``None`` when empty)."""
         return None if self.first_at is None else self.first_at + self.policy.millis / 1000.0
 
     def take(self) -> list[Any]:
-        items, self.items, self.first_at = self.items, [], None
+        items, self.items, self.first_at, self.rows = self.items, [], None, 0
         return items

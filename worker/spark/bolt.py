@@ -32,10 +32,27 @@ from typing import Any
 from gale.topology.components import Bolt
 from gale.topology.tuple import DEFAULT_STREAM
 from gale.worker.spark.executor import BatchResult, SparkBatchExecutor
-from gale.worker.spark.frames import SparkStageError, key_index, rows_of, table_columns, tuples_to_arrow
+from gale.worker.spark.arrow_batches import (
+    batches_to_table,
+    int64_ids,
+    is_batch_stream,
+    key_index_of_inputs,
+    split_by_anchor,
+    split_by_row_id,
+)
+from gale.worker.spark.frames import (
+    SparkStageError,
+    groups_in_arrow,
+    key_index,
+    rows_of,
+    table_columns,
+    tuples_to_arrow,
+)
 from gale.worker.spark.lineage import (
+    HIDDEN_COLUMNS,
     ROW_ID,
     ROW_IDS,
+    Anchoring,
     Lineage,
     from_key_index,
     from_keys,
@@ -54,7 +71,8 @@ def collect_row_ids() -> Any:
     """
     from pyspark.sql import functions as F
 
-    return F.collect_list(F.col(ROW_ID)).alias(ROW_IDS)
+    # a set: the rows of one input batch tuple (batch streams) share one row id
+    return F.collect_set(F.col(ROW_ID)).alias(ROW_IDS)
 
 
 def _col(name: str) -> Any:
@@ -73,10 +91,17 @@ class SparkComponent(Bolt):
 
     #: the subscribed stream's fields, set by the executor before :meth:`prepare`
     input_fields: list[str]
+    #: whether the subscribed stream is a batch stream (its one field is ``ARROW_BATCH``)
+    batch_input: bool = False
 
     def prepare(self, conf, context, collector) -> None:
         super().prepare(conf, context, collector)
         self._arrow_types: dict[str, Any] | None = None
+        if self.batch_input and self.input_schema:
+            raise ValueError(
+                f"Spark component {context.component_id!r}: input_schema does not apply to a batch stream (its "
+                "Arrow batches carry their schema; cast them in the spout, or in transform())"
+            )
 
     def execute(self, tup) -> None:
         raise TypeError(
@@ -89,7 +114,10 @@ class SparkComponent(Bolt):
         return self.context.component_id
 
     def input_table(self, spark: Any, tuples: Sequence[Any], row_ids: bool = True) -> Any:
-        """The batch as a ``pyarrow.Table``: the input fields plus (optionally) the hidden row id."""
+        """The batch as a ``pyarrow.Table``: the input fields (for a batch stream: the batches'
+        columns, concatenated) plus (optionally) the hidden row id."""
+        if self.batch_input:
+            return batches_to_table(self.component_id, tuples, row_ids)
         return tuples_to_arrow(self.component_id, tuples, self.input_fields, self._input_types(spark), row_ids)
 
     def input_frame(self, spark: Any, tuples: Sequence[Any], row_ids: bool = True) -> Any:
@@ -126,7 +154,12 @@ class SparkComponent(Bolt):
 class SparkBolt(SparkComponent):
     """A bolt whose work is a DataFrame transform over micro-batches. Override :meth:`transform`
     and declare the output fields as any component does (``output_fields = [...]`` or
-    ``declare_output_fields``)."""
+    ``declare_output_fields``). Declaring the one field ``ARROW_BATCH`` makes the output a batch
+    stream: the result rows go out as ``pyarrow.Table`` values, one tuple per group of rows with the
+    same anchors, with the columns ``output_columns`` (default: all but the hidden ones)."""
+
+    #: batch output only: the result columns each output table carries (None: all but the hidden ones)
+    output_columns: Sequence[str] | None = None
 
     def transform(self, df: Any) -> Any:  # pragma: no cover - abstract
         """Return a DataFrame with (at least) the declared output fields as columns."""
@@ -141,6 +174,8 @@ class SparkBolt(SparkComponent):
                 "(or use SparkSink for a stage that only writes)"
             )
         self.declared_fields = list(streams[DEFAULT_STREAM])
+        #: the output is a batch stream: each output tuple carries an Arrow table of result rows
+        self.batch_output = is_batch_stream(self.declared_fields)
 
     # ------------------------------------------------------------------ job thread
     def spark_job(self, spark: Any, tuples: list[Any]) -> BatchResult:
@@ -155,38 +190,74 @@ class SparkBolt(SparkComponent):
                 f"component {cid!r}: transform() must return a pyspark.sql.DataFrame, got {type(out).__name__}"
             )
         columns = list(out.columns)
-        missing = [f for f in self.declared_fields if f not in columns]
-        if missing:
-            shown = [c for c in columns if c not in (ROW_ID, ROW_IDS)]
-            raise SparkStageError(
-                f"component {cid!r}: transform() returned columns {shown}, which lack the declared output "
-                f"field(s) {missing} (declared: {self.declared_fields})"
-            )
+        data = self.output_data_columns(columns)
         lineage = self.lineage_of(out, df, columns)
-        wanted = list(self.declared_fields) + [c for c in lineage.columns() if c not in self.declared_fields]
+        wanted = data + [c for c in lineage.columns() if c not in data]
         table = out.select(*[_col(c) for c in wanted]).toArrow()
-        cols = table_columns(table, wanted)
-        n_out = table.num_rows
-        values = rows_of(cols[: len(self.declared_fields)], n_out)
-        lin = dict(zip(wanted, cols))
-        if lineage.mode == "row":
-            anchoring = from_row_ids(lin[ROW_ID], len(tuples))
-        elif lineage.mode == "rows":
-            anchoring = from_row_id_lists(lin[ROW_IDS], len(tuples))
-        elif lineage.mode == "keys":
-            key_cols = [lin[out_col] for out_col, _ in lineage.keys]
-            out_keys = (hashable_key(k) for k in zip(*key_cols)) if key_cols else iter(())
-            # one key column of a plain type: the inputs are grouped in Arrow; otherwise in Python
-            index = key_index(table_in.column(lineage.keys[0][1])) if len(lineage.keys) == 1 else None
-            if index is not None:
-                anchoring = from_key_index(index, out_keys)
+        n_in, n_out = len(tuples), table.num_rows
+        if self.batch_output:
+            data_table = table.select(data)
+            if lineage.mode == "row":
+                ids = int64_ids(table.column(ROW_ID))
+                ids[(ids < 0) | (ids >= n_in)] = -1
+                tables, anchors = split_by_row_id(data_table, ids)
+                anchoring = Anchoring(anchors, int((ids < 0).sum()))
             else:
-                positions = [self.input_fields.index(inp) for _, inp in lineage.keys]
-                in_keys = [hashable_key([t.values[p] for p in positions]) for t in tuples]
-                anchoring = from_keys(in_keys, out_keys)
+                by_row = self.anchoring_of(lineage, table, table_in, tuples)
+                tables, anchors = split_by_anchor(data_table, by_row.anchors) if n_out else ([], [])
+                anchoring = Anchoring(anchors, by_row.fallback_rows)
+            return BatchResult(values=[[t] for t in tables], anchoring=anchoring, lineage=lineage, rows_out=n_out)
+        values = rows_of(table_columns(table, data), n_out)
+        return BatchResult(values=values, anchoring=self.anchoring_of(lineage, table, table_in, tuples),
+                           lineage=lineage)
+
+    def output_data_columns(self, columns: list[str]) -> list[str]:
+        """The output columns emitted: the declared fields, or for a batch output the
+        ``output_columns`` (default: every column but the hidden ones). Raises if any is missing."""
+        if self.batch_output:
+            if self.output_columns is None:
+                return [c for c in columns if c not in HIDDEN_COLUMNS]
+            wanted, what = list(self.output_columns), "output_columns"
         else:
-            anchoring = whole_batch(n_out)
-        return BatchResult(values=values, anchoring=anchoring, lineage=lineage)
+            wanted, what = list(self.declared_fields), "declared output field(s)"
+        missing = [f for f in wanted if f not in columns]
+        if missing:
+            shown = [c for c in columns if c not in HIDDEN_COLUMNS]
+            raise SparkStageError(
+                f"component {self.component_id!r}: transform() returned columns {shown}, which lack the {what} "
+                f"{missing} (declared: {wanted})"
+            )
+        return wanted
+
+    def anchoring_of(self, lineage: Lineage, table: Any, table_in: Any, tuples: list[Any]) -> Anchoring:
+        """Each output row's anchors (input indices) under ``lineage``; ``table`` holds the
+        lineage columns of the output, ``table_in`` the input table with :data:`ROW_ID`."""
+        n_in, n_out = len(tuples), table.num_rows
+        if lineage.mode == "row":
+            return from_row_ids(table.column(ROW_ID).to_pylist(), n_in)
+        if lineage.mode == "rows":
+            return from_row_id_lists(table.column(ROW_IDS).to_pylist(), n_in)
+        if lineage.mode != "keys":
+            return whole_batch(n_out)
+        key_cols = [table.column(out_col).to_pylist() for out_col, _ in lineage.keys]
+        out_keys = (hashable_key(k) for k in zip(*key_cols)) if key_cols else iter(())
+        # one key column of a plain type: the inputs are grouped in Arrow; otherwise in Python
+        index = None
+        if len(lineage.keys) == 1:
+            column = table_in.column(lineage.keys[0][1])
+            if not self.batch_input:
+                index = key_index(column)
+            elif groups_in_arrow(column.type):
+                index = key_index_of_inputs(column, table_in.column(ROW_ID))
+        if index is not None:
+            return from_key_index(index, out_keys)
+        if self.batch_input:  # a Python step per input row: only where Arrow cannot group the keys
+            in_cols = [table_in.column(inp).to_pylist() for _, inp in lineage.keys]
+            in_keys = [hashable_key(k) for k in zip(*in_cols)]
+            return from_keys(in_keys, out_keys, owners=table_in.column(ROW_ID).to_pylist())
+        positions = [self.input_fields.index(inp) for _, inp in lineage.keys]
+        in_keys = [hashable_key([t.values[p] for p in positions]) for t in tuples]
+        return from_keys(in_keys, out_keys)
 
     def lineage_of(self, out: Any, df: Any, columns: list[str]) -> Lineage:
         """Which lineage rule applies to this transform's output (see :mod:`gale.worker.spark.lineage`)."""

@@ -33,6 +33,7 @@ from gale.errors import TopologyError
 from gale.topology.tuple import SYSTEM_COMPONENT, TICK_STREAM
 from gale.worker.runtime.collector import BoltOutputCollector
 from gale.worker.runtime.executor import BoltExecutor, format_error
+from gale.worker.spark.arrow_batches import is_batch_stream, rows_in
 from gale.worker.spark.batching import Batcher, BatchPolicy
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -57,6 +58,8 @@ class BatchResult:
     values: list[list[Any]] = field(default_factory=list)
     anchoring: Any = None
     lineage: Any = None
+    #: rows out when it is not ``len(values)`` (a batch output: one value per table of rows)
+    rows_out: int | None = None
     #: sinks: rows written, rows skipped as already committed, batches committed
     written: int = 0
     deduped: int = 0
@@ -66,7 +69,7 @@ class BatchResult:
 class _Task:
     """Batching state of one task."""
 
-    __slots__ = ("task", "bolt", "collector", "batcher", "running", "generation", "started_at", "tag")
+    __slots__ = ("task", "bolt", "collector", "batcher", "running", "running_rows", "generation", "started_at", "tag")
 
     def __init__(self, task: int, bolt: Any, collector: BoltOutputCollector, policy: BatchPolicy):
         self.task = task
@@ -74,6 +77,7 @@ class _Task:
         self.collector = collector
         self.batcher = Batcher(policy)
         self.running: list | None = None  # the batch whose job is running
+        self.running_rows = 0  # its rows (its tuples, unless they are batch tuples)
         self.generation = 0
         self.started_at = 0.0
         self.tag = ""
@@ -123,6 +127,7 @@ class SparkBatchExecutor(BoltExecutor):
         self.next_reset = 0.0
         self.next_periodic = 0.0
         self.warned: set[str] = set()
+        self.batch_input = False  # the subscribed stream is a batch stream (set in prepare)
         self.stats.extra.update({k: 0.0 for k in STAT_KEYS})
 
     # ------------------------------------------------------------------ lifecycle
@@ -143,12 +148,14 @@ class SparkBatchExecutor(BoltExecutor):
 
     def prepare(self) -> None:
         fields = self.input_fields()
+        self.batch_input = is_batch_stream(fields)
         routes = self.runtime.routes_for(self.component)
         for task in self.tasks:
             bolt = self.runtime.instantiate(self.component)
             if not callable(getattr(bolt, "spark_job", None)):
                 raise TopologyError(f"component {self.component!r}: {type(bolt).__name__} is not a Spark component")
             bolt.input_fields = list(fields)
+            bolt.batch_input = self.batch_input
             collector = BoltOutputCollector(self, task, routes)
             self.bolts[task] = bolt
             self.collectors[task] = collector
@@ -197,7 +204,11 @@ class SparkBatchExecutor(BoltExecutor):
         for task, queue in self.queues.items():
             st = self.states[task]
             batcher = st.batcher
-            n = min(len(queue), batcher.room(), budget)
+            if self.batch_input:
+                work += self._take_batch_tuples(queue, batcher, budget, now)
+                n = 0
+            else:
+                n = min(len(queue), batcher.room(), budget)
             if n > 0:
                 pop = queue.popleft
                 items = [pop() for _ in range(n)]
@@ -219,10 +230,23 @@ class SparkBatchExecutor(BoltExecutor):
             self._idle_while_holding()
         return work
 
+    def _take_batch_tuples(self, queue: deque, batcher: Batcher, budget: int, now: float) -> int:
+        """Batch streams: move batch tuples into the batch until it holds ``batch.size`` rows."""
+        executed = self.stats.executed
+        taken = 0
+        while queue and taken < budget and batcher.room() > 0:
+            tup = queue.popleft()
+            taken += 1
+            if tup.fields.stream == TICK_STREAM and tup.fields.component == SYSTEM_COMPONENT:
+                continue
+            executed[tup.fields.source_key] += 1
+            batcher.add(tup, now, rows_in(tup.values[0]) if tup.values else 1)
+        return taken
+
     def has_work(self) -> bool:
         """Input this executor can take now (not tuples it leaves queued for backpressure)."""
         return bool(self.outcomes) or self.emitting is not None or any(
-            q and self.states[t].batcher.room() for t, q in self.queues.items()
+            q and self.states[t].batcher.room() > 0 for t, q in self.queues.items()
         )
 
     def _idle_while_holding(self) -> None:
@@ -296,6 +320,7 @@ class SparkBatchExecutor(BoltExecutor):
         elif spark.failed():
             error = spark.error
         else:
+            st.running_rows = st.batcher.rows
             batch = st.batcher.take()
             st.running = batch
             st.generation += 1
@@ -351,7 +376,7 @@ class SparkBatchExecutor(BoltExecutor):
                 if generation != st.generation or st.running is not batch or self.closing:
                     continue  # abandoned after a timeout (its tuples already failed)
                 st.running = None
-                self._record_latency(len(batch), latency_ms)
+                self._record_latency(st.running_rows, latency_ms)
                 if error is not None:
                     self._fail_batch(st, batch, error)
                     work += len(batch)
@@ -424,7 +449,7 @@ class SparkBatchExecutor(BoltExecutor):
 
     def _record_result(self, st: _Task, result: BatchResult) -> None:
         extra = self.stats.extra
-        extra["spark_batch_rows_out"] += len(result.values)
+        extra["spark_batch_rows_out"] += len(result.values) if result.rows_out is None else result.rows_out
         extra["spark_sink_rows_written"] += result.written
         extra["spark_sink_rows_deduped"] += result.deduped
         extra["spark_sink_batches_committed"] += result.committed

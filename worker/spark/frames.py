@@ -54,13 +54,18 @@ def tuples_to_arrow(
 _KEY_TYPES = (pa.types.is_integer, pa.types.is_string, pa.types.is_large_string, pa.types.is_boolean)
 
 
+def groups_in_arrow(arrow_type: pa.DataType) -> bool:
+    """Whether Arrow groups values of this type exactly as Python's equality does."""
+    return any(check(arrow_type) for check in _KEY_TYPES)
+
+
 def key_index(column: pa.ChunkedArray | pa.Array) -> dict[tuple, int | tuple[int, ...]] | None:
     """Input rows grouped by the values of one key column, in Arrow (no Python step per row):
     ``{(value,): anchor}`` where the anchor is the one row index or the ascending tuple of row
     indices holding that value — what :func:`gale.worker.spark.lineage.from_keys` builds from
     Python values. ``None`` when the column's type is not one whose Arrow grouping is Python's
     equality (floats, nested, temporal): the caller then groups in Python."""
-    if not any(check(column.type) for check in _KEY_TYPES):
+    if not groups_in_arrow(column.type):
         return None
     import numpy as np
 

@@ -100,16 +100,21 @@ def from_row_id_lists(id_lists: Iterable[Sequence[Any] | None], n_inputs: int) -
     return out
 
 
-def from_keys(input_keys: Sequence[tuple], output_keys: Iterable[tuple]) -> Anchoring:
+def from_keys(input_keys: Sequence[tuple], output_keys: Iterable[tuple],
+              owners: Sequence[int] | None = None) -> Anchoring:
     """Mode ``keys``: an output row anchors to every input whose key values equal its own.
 
     ``input_keys[i]`` is the key tuple of input ``i`` (made with :func:`hashable_key`, as the output
     keys must be). Unmatched output keys (values that do not compare equal in Python, such as NaN)
-    fall back to the whole batch.
+    fall back to the whole batch. ``owners`` (batch streams): ``input_keys`` are per *row*, and
+    ``owners[i]`` is the input holding row ``i`` (non-decreasing), so anchors are inputs.
     """
     groups: dict[tuple, list[int]] = {}
     for i, key in enumerate(input_keys):
-        groups.setdefault(key, []).append(i)
+        owner = i if owners is None else owners[i]
+        group = groups.setdefault(key, [])
+        if not group or group[-1] != owner:
+            group.append(owner)
     return from_key_index({k: v[0] if len(v) == 1 else tuple(v) for k, v in groups.items()}, output_keys)
 
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from gale.worker.spark.arrow_batches import rows_in
 from gale.worker.spark.bolt import SparkComponent
 from gale.worker.spark.commit import (
     FileLayer,
@@ -81,7 +82,12 @@ class SparkSink(SparkComponent):
             raise ValueError(f"Spark sink {cid!r}: format must be a DataFrameWriter format name such as 'parquet'")
         if self.format.lower() in FILE_FORMATS and not self.path:
             raise ValueError(f"Spark sink {cid!r}: format {self.format!r} writes files and needs a path")
-        for name in [*(self.key_fields or []), *self.partition_by]:
+        if self.batch_input and self.key_fields:
+            raise ValueError(
+                f"Spark sink {cid!r}: key_fields is not supported on a batch stream (its rows are de-duplicated "
+                "per input batch tuple, by the tuple's lineage)"
+            )
+        for name in [] if self.batch_input else [*(self.key_fields or []), *self.partition_by]:
             if name not in self.input_fields:
                 raise ValueError(
                     f"Spark sink {cid!r}: field {name!r} (in key_fields/partition_by) is not a field of the "
@@ -104,24 +110,32 @@ class SparkSink(SparkComponent):
         if self.key_fields:
             positions = self._key_positions
             return [row_key([t.values[p] for p in positions]) for t in tuples]
+        if self.batch_input:  # one key per batch tuple: a replay of its source batch is the same batch
+            return [lineage_key(t.lineage, ["$arrow-batch", rows_in(t.values[0])]) if t.lineage else unique_key()
+                    for t in tuples]
         return [lineage_key(t.lineage, t.values) if t.lineage else unique_key() for t in tuples]
+
+    def rows_of(self, tuples: list[Any]) -> int:
+        """Rows the tuples carry (a batch tuple carries its batch's rows)."""
+        return sum(rows_in(t.values[0]) for t in tuples) if self.batch_input else len(tuples)
 
     # ------------------------------------------------------------------ job thread
     def spark_job(self, spark: Any, tuples: list[Any]) -> BatchResult:
         committer = self.committer
+        count = self.rows_of
         if committer is None:
             self._write(self.input_frame(spark, tuples, row_ids=False), None)
-            return BatchResult(written=len(tuples))
+            return BatchResult(written=count(tuples))
         if self.dedup:
             committer.refresh()
             keys = self.row_keys(tuples)
             keep = committer.select_new(keys)
             if not keep:
-                return BatchResult(deduped=len(tuples))
+                return BatchResult(deduped=count(tuples))
             kept_keys = [keys[i] for i in keep]
             bid = batch_id(self.component_id, kept_keys)
             if committer.is_committed(bid):
-                return BatchResult(deduped=len(tuples))
+                return BatchResult(deduped=count(tuples))
             rows = [tuples[i] for i in keep] if len(keep) < len(tuples) else tuples
         else:
             kept_keys, rows, bid = [], tuples, random_batch_id()
@@ -133,8 +147,9 @@ class SparkSink(SparkComponent):
             committer.abort(tmp)
             raise
         if not committed:
-            return BatchResult(deduped=len(tuples))
-        return BatchResult(written=len(rows), deduped=len(tuples) - len(rows), committed=1)
+            return BatchResult(deduped=count(tuples))
+        written = count(rows)
+        return BatchResult(written=written, deduped=count(tuples) - written, committed=1)
 
     def _write(self, df: Any, path: str | None) -> None:
         cid = self.component_id
