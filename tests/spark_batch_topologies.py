@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from gale import Bolt, Spout
+from gale import Bolt
 from gale.spark import ARROW_BATCH, SparkBolt
+from tests.spark_topologies import CountWords, RowSpout, UpperWords
 
 
 def word_batch(words, start=0) -> pa.Table:
@@ -15,15 +16,13 @@ def word_batch(words, start=0) -> pa.Table:
                      "word": pa.array(list(words), type=pa.string())})
 
 
-class BatchSpout(Spout):
+class BatchSpout(RowSpout):
     """Emits one Arrow table per list of words in ``batches`` (ids numbered across them), with its
     index as message id; replays the ones that fail. ``acked``/``failed`` record the spout's view."""
 
     def __init__(self, batches=()):
+        super().__init__((), (ARROW_BATCH,))
         self.batches = [list(b) for b in batches]
-
-    def declare_output_fields(self, declarer):
-        declarer.declare([ARROW_BATCH])
 
     def open(self, conf, context, collector):
         super().open(conf, context, collector)
@@ -31,63 +30,18 @@ class BatchSpout(Spout):
         for words in self.batches:
             self.tables.append(word_batch(words, start))
             start += len(words)
-        self.next = 0
-        self.replay: list[int] = []
-        self.acked: set[int] = set()
-        self.failed: list[int] = []
-
-    def next_tuple(self):
-        if self.replay:
-            i = self.replay.pop(0)
-        elif self.next < len(self.tables):
-            i = self.next
-            self.next += 1
-        else:
-            return
-        self.collector.emit([self.tables[i]], msg_id=i)
-
-    def ack(self, msg_id):
-        self.acked.add(msg_id)
-
-    def fail(self, msg_id):
-        self.failed.append(msg_id)
-        if msg_id not in self.acked:
-            self.replay.append(msg_id)
-
-    def done(self) -> bool:
-        return len(self.acked) == len(self.tables)
+        self.rows = [[table] for table in self.tables]
 
 
-class CountBatchWords(SparkBolt):
+class CountBatchWords(CountWords):
     """Counts words per micro-batch, the result as batch tuples; raises on the micro-batches
     numbered in ``fail_batches`` (0-based)."""
 
     output_fields = [ARROW_BATCH]
 
-    def __init__(self, fail_batches=()):
-        self.fail_batches = set(fail_batches)
 
-    def prepare(self, conf, context, collector):
-        super().prepare(conf, context, collector)
-        self.batches = 0
-
-    def transform(self, df):
-        n = self.batches
-        self.batches += 1
-        if n in self.fail_batches:
-            raise RuntimeError(f"injected failure in batch {n}")
-        return df.groupBy("word").count()
-
-
-class UpperBatchRows(SparkBolt):
+class UpperBatchRows(UpperWords):
     """Row-wise over a batch stream, emitting ordinary tuples (one per row)."""
-
-    output_fields = ["id", "up"]
-
-    def transform(self, df):
-        from pyspark.sql import functions as F
-
-        return df.withColumn("up", F.upper("word")).filter(F.col("word") != "skip")
 
 
 class UpperBatches(UpperBatchRows):
