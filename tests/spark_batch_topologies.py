@@ -6,8 +6,8 @@ from __future__ import annotations
 import pyarrow as pa
 
 from gale import Bolt
-from gale.spark import ARROW_BATCH, SparkBolt
-from tests.spark_topologies import CountWords, RowSpout, UpperWords
+from gale.spark import ARROW_BATCH
+from tests.spark_topologies import CountWords, FailFirstAttempt, RowSpout, UpperWords
 
 
 def word_batch(words, start=0) -> pa.Table:
@@ -82,23 +82,11 @@ class FailBatchHolding(Bolt):
             self.collector.ack(tup)
 
 
-class FailFirstBatch(Bolt):
+class FailFirstBatch(FailFirstAttempt):
     """Fails the first attempt of each batch tuple whose first id is in ``ids``; acks the rest."""
 
-    def __init__(self, ids=()):
-        self.ids = set(ids)
-
-    def prepare(self, conf, context, collector):
-        super().prepare(conf, context, collector)
-        self.seen: set = set()
-
-    def execute(self, tup):
-        first = tup[ARROW_BATCH].column("id")[0].as_py()
-        if first in self.ids and first not in self.seen:
-            self.seen.add(first)
-            self.collector.fail(tup)
-        else:
-            self.collector.ack(tup)
+    def key(self, tup):
+        return tup[ARROW_BATCH].column("id")[0].as_py()
 
 
 class MissingOutputColumn(UpperBatches):

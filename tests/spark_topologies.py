@@ -157,8 +157,11 @@ class FailFirstAttempt(Bolt):
         super().prepare(conf, context, collector)
         self.seen: set = set()
 
+    def key(self, tup):
+        return tup["id"]
+
     def execute(self, tup):
-        key = tup["id"]
+        key = self.key(tup)
         if key in self.ids and key not in self.seen:
             self.seen.add(key)
             self.collector.fail(tup)

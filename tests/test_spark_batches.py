@@ -14,52 +14,16 @@ from gale import TopologyBuilder
 from gale.spark import ARROW_BATCH
 from gale.worker.local import LocalTopology, complete_topology, local_conf
 from gale.worker.spark.commit import BATCH_DIR_PREFIX
-from gale.worker.spark.session import acquire_spark, find_marked, spark_settings
 from tests.spark_batch_topologies import (
     BatchSpout, BatchTotals, CountBatchWords, FailBatchHolding, FailFirstBatch, MissingOutputColumn, SchemaOnBatches,
     UpperBatchRows, UpperBatches, word_batch,
 )
 from tests.spark_topologies import FailField, WordSink
-from tests.waiting import until
+from tests.test_spark import _instances, _run, spark, spark_handle  # noqa: F401 - the module's Spark fixtures
 
 pytestmark = [pytest.mark.spark, pytest.mark.filterwarnings("ignore:PySpark does not yet fully support pandas:FutureWarning")]
 
 WORDS = ["apple", "banana", "cherry", "apple", "date", "banana", "apple", "elder"]
-
-
-@pytest.fixture(scope="module")
-def spark_handle():
-    handle = acquire_spark(spark_settings({}))
-    try:
-        handle.wait(180)
-        yield handle
-    finally:
-        marker = handle.marker
-        handle.close()
-    until(lambda: find_marked(marker) == [], 15, lambda: f"Spark processes outlived the stopped application: "
-                                                         f"{find_marked(marker)}")
-
-
-@pytest.fixture
-def spark(spark_handle):
-    return spark_handle.session
-
-
-def _instances(lt, component):
-    return [obj for ex in lt.runtime.executors.values() if ex.component == component
-            for obj in (getattr(ex, "spouts", None) or ex.bolts).values()]
-
-
-def _run(topo, conf, timeout=120.0):
-    """Run until the (replaying) spout has every batch acked; returns the stopped LocalTopology."""
-    lt = LocalTopology("t", topo, local_conf(topo, conf))
-    (spout,) = _instances(lt, "src")
-    try:
-        until(spout.done, timeout, lambda: f"{len(spout.acked)} of {len(spout.tables)} acked; errors {lt.errors}")
-        lt.stats = lt.component_stats()
-    finally:
-        lt.kill()
-    return lt
 
 
 def _stage(cls, kwargs=None, after=None):
