@@ -406,3 +406,12 @@ def test_acker_and_result_groups_decode_as_their_messages_do_one_by_one(quads, p
     assert [(t, tuple(o)) for t, o in grouped[0].items] == [(t, tuple(o)) for t, o in single[0].items]
     assert grouped[1:] == single[1:]
     assert grouped[0].calls <= 2
+
+
+def test_the_transfer_benchmark_moves_every_message_through_each_stage():
+    """bench_transfer's run raises unless every tuple and ack it sent was delivered, none invalid."""
+    from benchmarks.bench_transfer import measure
+
+    figures = measure(3000)
+    assert {"tuple_encode", "tuple_decode_deliver", "ack_encode", "ack_decode_deliver", "tuple_local"} <= set(figures)
+    assert all(v >= 0 for v in figures.values())
