@@ -29,7 +29,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from gale.nimbus.client import NimbusClient
 from gale.worker.batch_auth import Sealer
 from gale.worker.runtime.acker import ACK, INIT
-from gale.worker.wire import ACKER, RESULT, TUPLE
+from gale.worker.wire import ACKER, RESULT, TUPLE, TUPLES
 from tests.cluster import cli, dump_logs, make_cluster
 from tests.test_secure_defaults import listening_addresses
 from tests.waiting import eventually
@@ -129,13 +129,14 @@ def test_forged_replayed_and_invalid_batches_never_execute_and_the_worker_surviv
                     unpacker = msgpack.Unpacker(raw=False)
                     unpacker.feed(frames[2])
                     msgs = list(unpacker)
-                    if any(m[0] == TUPLE and m[1] in sink_tasks for m in msgs):
+                    if any(m[0] == TUPLES and m[1] in sink_tasks for m in msgs):
                         return frames, msgs
             raise AssertionError(f"no tuple batch to port {port} captured yet")
 
         frames, captured_msgs = eventually(captured, 30)
         capture.stop()
-        captured_values = [m[5][1] for m in captured_msgs if m[0] == TUPLE]
+        # workers send tuples in groups: [TUPLES, task, component, stream, source task, [[values, ...], ...]]
+        captured_values = [body[0][1] for m in captured_msgs if m[0] == TUPLES for body in m[5]]
         eventually(lambda: _assert_executed(sinks, captured_values, sink_tasks), 30)
         baseline = {**rejected(metrics_port), **{f"invalid:{k}": v for k, v in invalid(metrics_port).items()}}
         assert baseline == {}, f"legitimate traffic was refused: {baseline}"

@@ -317,7 +317,8 @@ class Worker:
                              "this one; set storm.local.hostname to this node's name or address")
         self.transfer = Transfer(
             bind_host=bind_host, identity=f"{self.supervisor_id}:{self.port}",
-            port=self.port, secret=secret, deliver=self._deliver, fields_for=self._fields_for,
+            port=self.port, secret=secret, deliver=self._deliver, deliver_many=self._deliver_many,
+            fields_for=self._fields_for,
             batch_size=int(conf["topology.transfer.batch.size"]),
             flush_secs=float(conf["topology.transfer.flush.millis"]) / 1000.0,
             max_tuple_bytes=int(conf["topology.transfer.max.tuple.bytes"]), clock=self.clock,
@@ -337,6 +338,9 @@ class Worker:
 
     def _deliver(self, task: int, payload: Any) -> bool:
         return self.runtime.deliver(task, payload) if self.runtime is not None else False
+
+    def _deliver_many(self, task: int, payloads: list) -> int:
+        return self.runtime.deliver_many(task, payloads) if self.runtime is not None else len(payloads)
 
     def _fields_for(self, component: str, stream: str):
         return self._fields.get((component, stream))

@@ -163,7 +163,7 @@ class _WorkerCollector:
                              "secret for this worker, replayed, stale, malformed).")
             yield _by_reason(stats, "invalid_messages_", "gale_worker_transfer_messages_invalid",
                              "Messages of authentic batches dropped before delivery, by reason.")
-            queued = sum(len(q) for q in list(transfer.queues.values()))
+            queued = transfer.queued()
             yield _gauge("gale_worker_transfer_queued_messages", "Messages waiting to be sent to other workers.", queued)
         if runtime is not None:
             tables = [t for ex in list(runtime.executors.values()) for t in getattr(ex, "tables", {}).values()]

@@ -1,11 +1,24 @@
 """The messages inside a batch, and their validation on arrival (pure: bytes in, messages out).
 
-Message kinds (msgpack arrays):
+Message kinds (msgpack arrays). Workers send the grouped kinds (3, 4, 5: :mod:`gale.worker.outbox`
+groups them); the single-message kinds (0, 1, 2) are still taken:
 
 * ``[0, task, component, stream, source_task, values, [root, edge, ...], lineage]`` — a tuple for a bolt
   task (``lineage``: :mod:`gale.worker.runtime.lineage`, a signed or unsigned 64-bit integer);
 * ``[1, task, kind, root, val, spout_task]`` — for an acker task (INIT, ACK, FAIL, RESET);
-* ``[2, task, outcome, root]`` — an acker's verdict for a spout task (ACKED, FAILED, RESET_TIMEOUT).
+* ``[2, task, outcome, root]`` — an acker's verdict for a spout task (ACKED, FAILED, RESET_TIMEOUT);
+* ``[3, task, component, stream, source_task, [body, ...]]`` — tuples for one bolt task from one
+  source task and stream, each ``body`` being ``[values, lineage, root, edge, ...]`` (the tuple's
+  anchors flattened after its lineage; none for an untracked tuple);
+* ``[4, task, [kind, root, val, spout_task, ...]]`` — acker messages for one acker task, flattened
+  four integers each;
+* ``[5, task, [outcome, root, ...]]`` — verdicts for one spout task, two integers each.
+
+A grouped message counts as the messages it carries: what is said of a message below holds for
+each tuple of a ``TUPLES`` message and each four (two) integers of an ``ACKERS`` (``RESULTS``) one.
+A field the whole group shares (task, component, stream, source task) that fails a check fails
+every message of the group, each counted; a group whose list is not a list, or whose integers do not
+divide into messages, is one malformed message, and so is a message whose kind is unknown.
 
 Even an authenticated batch is checked message by message before anything is delivered: the kind
 is known, the task is one this worker hosts and takes that kind of message, every field has its
@@ -16,6 +29,10 @@ addressed by a task id that now belongs to another component, during a rescale, 
 the tuple has its number of fields. A message that fails is dropped and
 counted under its reason (:data:`INVALID_REASONS`); the rest of the batch is delivered. A payload
 that is not msgpack loses the messages from the broken one on (``undecodable``).
+
+A group whose every message passes is checked with a few whole-column tests (types, lengths,
+minimum and maximum) and delivered in one call (``deliver_many``); a group where any test fails is
+checked message by message, to drop and count exactly the invalid ones.
 """
 
 from __future__ import annotations
@@ -25,12 +42,19 @@ from typing import Any
 
 import msgpack
 
-from gale.topology.tuple import Fields, new_tuple
+from gale.topology.tuple import Fields, Tuple, new_tuple
 from gale.worker.arrow_codec import ext_hook
 from gale.worker.runtime.acker import ACK, ACKED, FAIL, FAILED, INIT, RESET, RESET_TIMEOUT
 
+_new = object.__new__
+
 TUPLE, ACKER, RESULT = 0, 1, 2
-KINDS = (TUPLE, ACKER, RESULT)
+TUPLES, ACKERS, RESULTS = 3, 4, 5
+KINDS = (TUPLE, ACKER, RESULT, TUPLES, ACKERS, RESULTS)
+#: a grouped kind → how many list elements make one of its messages
+GROUP_WIDTH = {TUPLES: 1, ACKERS: 4, RESULTS: 2}
+#: message kind → the task role that takes it (TUPLE, ACKER or RESULT)
+ROLE_OF = {TUPLE: TUPLE, ACKER: ACKER, RESULT: RESULT, TUPLES: TUPLE, ACKERS: ACKER, RESULTS: RESULT}
 MAX_U64 = (1 << 64) - 1
 MIN_I64 = -(1 << 63)
 MAX_TASK = (1 << 31) - 1
@@ -83,27 +107,40 @@ class BatchDecoder:
         entry = self._fields[(task, component, stream)] = (fields, len(fields))
         return entry
 
-    def _misrouted(self, msg: Any, kind: Any, task: Any) -> str:
-        """Why a message whose (kind, task) is not one of this worker's roles is refused."""
+    def _misrouted(self, msg: Any, kind: Any, task: Any) -> tuple[str, int]:
+        """Why a message whose (kind, task) is not one of this worker's roles is refused, and how
+        many messages that refuses (a well-formed group: each of its messages)."""
         if type(msg) is not list:
-            return MALFORMED
+            return MALFORMED, 1
         if type(kind) is not int or kind not in KINDS:
-            return UNKNOWN_KIND
+            return UNKNOWN_KIND, 1
         if type(task) is not int:
-            return MALFORMED
-        return UNKNOWN_TASK
+            return MALFORMED, 1
+        count = 1
+        if kind in GROUP_WIDTH and len(msg) == (6 if kind == TUPLES else 3) and type(msg[-1]) is list:
+            width = GROUP_WIDTH[kind]
+            if len(msg[-1]) % width == 0:
+                count = max(1, len(msg[-1]) // width)
+        return UNKNOWN_TASK, count
 
-    def decode(self, payload: bytes, deliver: Callable[[int, Any], bool]) -> tuple[int, int]:
-        """Hand each valid message to ``deliver(task, payload)`` (False: the task refused it);
-        count invalid ones in :attr:`invalid`. Returns (messages seen, messages ``deliver`` refused).
+    def decode(self, payload: bytes, deliver: Callable[[int, Any], bool],
+               deliver_many: Callable[[int, list], int] | None = None) -> tuple[int, int]:
+        """Hand each valid message to ``deliver(task, payload)`` (False: the task refused it), or a
+        group's valid messages to ``deliver_many(task, payloads)`` in one call (it returns how many
+        the task refused; default: ``deliver`` for each); count invalid ones in :attr:`invalid`.
+        Returns (messages seen, messages refused).
 
         The checks are ordered for the common case (a valid tuple costs a handful of type tests);
         a message of the wrong shape raises inside the loop and is counted as malformed.
         """
+        if deliver_many is None:
+            def deliver_many(task: int, items: list) -> int:
+                return sum(not deliver(task, item) for item in items)
         refused = 0
         invalid = self.invalid
         roles = self.roles
         streams = self._fields
+        role_of = ROLE_OF
         unpacker = msgpack.Unpacker(raw=False, use_list=True, strict_map_key=False, ext_hook=ext_hook,
                                     max_buffer_size=max(len(payload), 1024))
         unpacker.feed(payload)
@@ -114,10 +151,56 @@ class BatchDecoder:
                 try:
                     kind = msg[0]
                     task = msg[1]
-                    if type(task) is not int or type(kind) is not int or roles.get(task) != kind:
-                        invalid[self._misrouted(msg, kind, task)] += 1
+                    if type(task) is not int or type(kind) is not int or roles.get(task, -1) != role_of.get(kind, -2):
+                        reason, count = self._misrouted(msg, kind, task)
+                        invalid[reason] += count
+                        seen += count - 1
                         continue
-                    if kind == TUPLE:
+                    if kind == TUPLES:
+                        _, _, component, stream, source_task, bodies = msg
+                        if type(bodies) is not list:
+                            invalid[MALFORMED] += 1
+                            continue
+                        count = len(bodies)
+                        seen += count - 1
+                        if type(component) is not str or type(stream) is not str:
+                            invalid[MALFORMED] += count
+                            continue
+                        entry = streams.get((task, component, stream))
+                        if entry is None:
+                            entry = self._stream(task, component, stream)
+                            if type(entry) is str:
+                                invalid[entry] += count
+                                continue
+                        if type(source_task) is not int:
+                            invalid[MALFORMED] += count
+                        elif not 0 <= source_task <= MAX_TASK:
+                            invalid[OUT_OF_RANGE] += count
+                        elif count:
+                            tuples = _tuples(bodies, entry[0], entry[1], source_task) \
+                                or self._checked_tuples(bodies, entry[0], entry[1], source_task)
+                            if tuples:
+                                refused += deliver_many(task, tuples)
+                    elif kind == ACKERS or kind == RESULTS:
+                        _, _, ints = msg
+                        if type(ints) is not list:
+                            invalid[MALFORMED] += 1
+                            continue
+                        width = GROUP_WIDTH[kind]
+                        count, rest = divmod(len(ints), width)
+                        if rest:
+                            invalid[MALFORMED] += 1
+                            continue
+                        seen += count - 1
+                        if not count:
+                            continue
+                        if kind == ACKERS:
+                            messages = _acker_messages(ints) or self._checked_acker_messages(ints)
+                        else:
+                            messages = _results(ints) or self._checked_results(ints)
+                        if messages:
+                            refused += deliver_many(task, messages)
+                    elif kind == TUPLE:
                         _, _, component, stream, source_task, values, flat, lineage = msg
                         entry = streams.get((task, component, stream))
                         if entry is None:
@@ -153,23 +236,16 @@ class BatchDecoder:
                             invalid[MALFORMED] += 1
                     elif kind == ACKER:
                         _, _, akind, root, val, spout_task = msg
-                        if type(akind) is not int or type(root) is not int or type(val) is not int \
-                                or type(spout_task) is not int:
-                            invalid[MALFORMED] += 1
-                        elif akind not in ACKER_KINDS:
-                            invalid[UNKNOWN_KIND] += 1
-                        elif root < 0 or val < 0 or not 0 <= spout_task <= MAX_TASK or root > MAX_U64 or val > MAX_U64:
-                            invalid[OUT_OF_RANGE] += 1
+                        reason = _acker_problem(akind, root, val, spout_task)
+                        if reason is not None:
+                            invalid[reason] += 1
                         elif not deliver(task, (akind, root, val, spout_task)):
                             refused += 1
                     else:  # RESULT
                         _, _, outcome, root = msg
-                        if type(outcome) is not int or type(root) is not int:
-                            invalid[MALFORMED] += 1
-                        elif outcome not in OUTCOMES:
-                            invalid[UNKNOWN_KIND] += 1
-                        elif root < 0 or root > MAX_U64:
-                            invalid[OUT_OF_RANGE] += 1
+                        reason = _result_problem(outcome, root)
+                        if reason is not None:
+                            invalid[reason] += 1
                         elif not deliver(task, (outcome, root)):
                             refused += 1
                 except (IndexError, KeyError, TypeError, ValueError):
@@ -179,6 +255,135 @@ class BatchDecoder:
             invalid[UNDECODABLE] += 1
             seen += 1
         return seen, refused
+
+    # ------------------------------------------------------------------ a group, message by message
+
+    def _checked_tuples(self, bodies: list, fields: Fields, n_fields: int, source_task: int) -> list[Tuple]:
+        """The valid tuples of a group that failed the whole-group checks; the rest counted."""
+        invalid = self.invalid
+        out = []
+        for body in bodies:
+            if type(body) is not list or len(body) < 2:
+                invalid[MALFORMED] += 1
+                continue
+            values, lineage = body[0], body[1]
+            flat = body[2:]
+            if type(values) is not list or len(values) != n_fields or type(lineage) is not int:
+                invalid[MALFORMED] += 1
+                continue
+            problem = _anchor_problem(flat)
+            if problem is None and not MIN_I64 <= lineage <= MAX_U64:
+                problem = OUT_OF_RANGE
+            if problem is not None:
+                invalid[problem] += 1
+                continue
+            anchors = dict(zip(flat[0::2], flat[1::2])) if flat else None
+            out.append(new_tuple(values, fields, source_task, anchors, lineage))
+        return out
+
+    def _checked_acker_messages(self, ints: list) -> list[tuple]:
+        invalid = self.invalid
+        out = []
+        it = iter(ints)
+        for m in zip(it, it, it, it):
+            reason = _acker_problem(*m)
+            if reason is None:
+                out.append(m)
+            else:
+                invalid[reason] += 1
+        return out
+
+    def _checked_results(self, ints: list) -> list[tuple]:
+        invalid = self.invalid
+        out = []
+        it = iter(ints)
+        for m in zip(it, it):
+            reason = _result_problem(*m)
+            if reason is None:
+                out.append(m)
+            else:
+                invalid[reason] += 1
+        return out
+
+
+# ---------------------------------------------------------------------- whole-group checks
+# Each returns the group's messages when every one of them passes (checked column by column, in C
+# loops: set(map(type, ...)), min, max), or None — the caller then checks message by message.
+
+_INT = {int}
+_LIST = {list}
+
+
+def _tuples(bodies: list, fields: Fields, n_fields: int, source_task: int) -> list[Tuple] | None:
+    if set(map(type, bodies)) != _LIST:
+        return None
+    widths = set(map(len, bodies))
+    if widths == {4}:
+        values, lineages, roots, edges = zip(*bodies)
+        if set(map(type, roots)) != _INT or set(map(type, edges)) != _INT or min(roots) < 0 or min(edges) < 0 \
+                or max(roots) > MAX_U64 or max(edges) > MAX_U64:
+            return None
+    elif widths == {2}:
+        values, lineages = zip(*bodies)
+    else:
+        return None
+    if set(map(type, values)) != _LIST or set(map(len, values)) != {n_fields} \
+            or set(map(type, lineages)) != _INT or min(lineages) < MIN_I64 or max(lineages) > MAX_U64:
+        return None
+    out: list[Tuple] = []
+    append = out.append
+    if widths == {4}:
+        for values, lineage, root, edge in bodies:  # new_tuple, inlined
+            t = _new(Tuple)
+            t.values = values
+            t.fields = fields
+            t.task = source_task
+            t.message_id = {root: edge}
+            t.ack_val = 0
+            t._st = 0.0
+            t.lineage = lineage
+            t._emits = 0
+            append(t)
+    else:
+        for values, lineage in bodies:
+            append(new_tuple(values, fields, source_task, None, lineage))
+    return out
+
+
+def _acker_messages(ints: list) -> list[tuple] | None:
+    if set(map(type, ints)) != _INT or min(ints) < 0 or max(ints) > MAX_U64 \
+            or not ACKER_KINDS.issuperset(ints[0::4]) or max(ints[3::4]) > MAX_TASK:
+        return None
+    it = iter(ints)
+    return list(zip(it, it, it, it))
+
+
+def _results(ints: list) -> list[tuple] | None:
+    if set(map(type, ints)) != _INT or min(ints[1::2]) < 0 or max(ints[1::2]) > MAX_U64 \
+            or not OUTCOMES.issuperset(ints[0::2]):
+        return None
+    it = iter(ints)
+    return list(zip(it, it))
+
+
+def _acker_problem(akind: Any, root: Any, val: Any, spout_task: Any) -> str | None:
+    if type(akind) is not int or type(root) is not int or type(val) is not int or type(spout_task) is not int:
+        return MALFORMED
+    if akind not in ACKER_KINDS:
+        return UNKNOWN_KIND
+    if root < 0 or val < 0 or not 0 <= spout_task <= MAX_TASK or root > MAX_U64 or val > MAX_U64:
+        return OUT_OF_RANGE
+    return None
+
+
+def _result_problem(outcome: Any, root: Any) -> str | None:
+    if type(outcome) is not int or type(root) is not int:
+        return MALFORMED
+    if outcome not in OUTCOMES:
+        return UNKNOWN_KIND
+    if root < 0 or root > MAX_U64:
+        return OUT_OF_RANGE
+    return None
 
 
 def _anchor_problem(flat: list) -> str | None:

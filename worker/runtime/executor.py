@@ -117,6 +117,13 @@ class Executor:
         if thread is not None and thread.sleeping:
             thread.wake()
 
+    def receive_many(self, task: int, payloads: list) -> None:
+        """:meth:`receive` for a list of payloads: one append and one wake for all of them."""
+        self.queues[task].extend(payloads)
+        thread = self.thread
+        if thread is not None and thread.sleeping:
+            thread.wake()
+
     def queued(self) -> int:
         return sum(len(q) for q in self.queue_list)
 

@@ -345,6 +345,14 @@ class WorkerRuntime:
         ex.receive(task, payload)
         return True
 
+    def deliver_many(self, task: int, payloads: list) -> int:
+        """:meth:`deliver` for the messages of one group, in one call; returns how many were refused."""
+        ex = self._local.get(task)
+        if ex is None:
+            return len(payloads)
+        ex.receive_many(task, payloads)
+        return 0
+
     # ------------------------------------------------------------------ running
 
     def local_components(self) -> set[str]:

@@ -1,0 +1,417 @@
+"""The grouped message kinds (TUPLES, ACKERS, RESULTS): what the outbox writes, the decoder takes
+back unchanged; every message of a group is checked as a single message would be, an invalid one
+dropped and counted under its reason, the rest delivered in one call per group.
+
+The reference for the checks is the single-message path (kinds 0, 1, 2), itself tested message by
+message in ``tests/test_transfer_auth.py``: a group must decode to what its messages decode to one
+by one, on valid and on junk input alike."""
+
+from __future__ import annotations
+
+from collections import deque
+from types import SimpleNamespace
+
+import msgpack
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gale.topology.tuple import Fields, Tuple, new_tuple
+from gale.worker.outbox import Outbox, array_header
+from gale.worker.runtime.acker import ACK, ACKED, FAIL, FAILED, INIT, RESET, RESET_TIMEOUT
+from gale.worker.runtime.executor import Executor
+from gale.worker.transfer import Transfer
+from gale.worker.wire import ACKER, ACKERS, RESULT, RESULTS, TUPLE, TUPLES, BatchDecoder
+
+WORDS = Fields(["word"], "split:default")
+PAIR = Fields(["word", "count"], "count:default")
+ROLES = {3: TUPLE, 4: TUPLE, 7: ACKER, 1: RESULT}
+INPUTS = {3: {("split", "default")}, 4: {("count", "default")}}
+DEST = "127.0.0.1:1"
+U64 = 2**64 - 1
+
+
+def fields_for(component, stream):
+    return {("split", "default"): WORDS, ("count", "default"): PAIR}.get((component, stream))
+
+
+def decoder() -> BatchDecoder:
+    return BatchDecoder(fields_for, ROLES, INPUTS)
+
+
+class Sink:
+    """deliver / deliver_many that record what arrives, and how many calls it took."""
+
+    def __init__(self):
+        self.items: list[tuple[int, object]] = []
+        self.calls = 0
+
+    def deliver(self, task, obj):
+        self.calls += 1
+        self.items.append((task, obj))
+        return True
+
+    def deliver_many(self, task, objs):
+        self.calls += 1
+        self.items.extend((task, o) for o in objs)
+        return 0
+
+
+def decode(payload: bytes, dec: BatchDecoder | None = None):
+    dec = dec or decoder()
+    sink = Sink()
+    seen, refused = dec.decode(payload, sink.deliver, sink.deliver_many)
+    assert refused == 0
+    return sink, seen, {k: v for k, v in dec.invalid.items() if v}
+
+
+def pack(*messages) -> bytes:
+    return b"".join(msgpack.packb(m, use_bin_type=True) for m in messages)
+
+
+def as_fact(obj):
+    """What the runtime gets, comparable: a tuple's identity fields, or the message itself."""
+    if isinstance(obj, Tuple):
+        return ("tuple", obj.values, obj.fields.source_key, obj.task, obj.message_id, obj.lineage)
+    return obj
+
+
+def transfer() -> Transfer:
+    t = Transfer(bind_host="127.0.0.1", port=1, secret=b"k" * 32, deliver=lambda *_: True,
+                 fields_for=fields_for, roles=ROLES)
+    t.set_routes({task: DEST for task in (*ROLES, 9)})
+    return t
+
+
+def drain_all(box: Outbox, limit: int = 1000) -> list[tuple[bytes, int]]:
+    out = []
+    while True:
+        payload, n = box.drain(limit)
+        if not n:
+            return out
+        out.append((payload, n))
+
+
+# ---------------------------------------------------------------------------- round trips
+
+u64 = st.integers(0, U64)
+lineages = st.one_of(st.integers(-(2**63), 2**63 - 1), st.integers(0, U64))
+atoms = st.one_of(st.text(max_size=8), st.integers(-(2**63), U64), st.booleans(), st.none(), st.binary(max_size=8),
+                  st.floats(allow_nan=False))
+anchors = st.dictionaries(u64, u64, max_size=3)
+sent_tuple = st.tuples(st.sampled_from([(3, WORDS), (4, PAIR)]), st.integers(1, 50), anchors, lineages,
+                       st.lists(atoms, min_size=2, max_size=2))
+acker_msg = st.tuples(st.sampled_from([INIT, ACK, FAIL, RESET]), u64, u64, st.integers(1, 2**31 - 1))
+result_msg = st.tuples(st.sampled_from([ACKED, FAILED, RESET_TIMEOUT]), u64)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.one_of(sent_tuple.map(lambda x: ("t", x)), acker_msg.map(lambda x: ("a", x)),
+                          result_msg.map(lambda x: ("r", x))), max_size=60),
+       st.integers(1, 25))
+def test_what_the_outbox_sends_the_decoder_delivers_unchanged_and_in_order_per_group(messages, limit):
+    t = transfer()
+    expected: dict[tuple, list] = {}
+    for kind, m in messages:
+        if kind == "t":
+            (task, fields), source, ids, lineage, values = m
+            values = values[:len(fields)]
+            tup = new_tuple(values, fields, source, ids or None, lineage)
+            t.send_tuple(task, tup)
+            expected.setdefault((task, source, fields.source_key), []).append(
+                ("tuple", values, fields.source_key, source, ids or None, lineage))
+        elif kind == "a":
+            t.send_acker(7, m)
+            expected.setdefault((7,), []).append(m)
+        else:
+            t.send_result(1, m)
+            expected.setdefault((1,), []).append(m)
+    box = t.outboxes[DEST]
+    assert box.queued() == len(messages)
+    batches = drain_all(box, limit)
+    assert not box and box.queued() == 0
+    assert all(0 < n <= limit for _, n in batches) and sum(n for _, n in batches) == len(messages)
+    dec = decoder()
+    got: dict[tuple, list] = {}
+    for payload, n in batches:
+        sink, seen, invalid = decode(payload, dec)
+        assert seen == n and invalid == {}
+        for task, obj in sink.items:
+            fact = as_fact(obj)
+            key = (task, obj.task, obj.fields.source_key) if isinstance(obj, Tuple) else (task,)
+            got.setdefault(key, []).append(fact)
+    assert got == expected
+
+
+def test_a_group_is_delivered_in_one_call_and_one_wake():
+    t = transfer()
+    for i in range(50):
+        t.send_tuple(3, new_tuple([f"w{i}"], WORDS, 2, {i + 1: i + 2}, i))
+    for i in range(30):
+        t.send_acker(7, (ACK, i + 1, i, 0))
+    (payload, n), = drain_all(t.outboxes[DEST])
+    sink, seen, invalid = decode(payload)
+    assert (n, seen, invalid, sink.calls) == (80, 80, {}, 2)
+    # the runtime's side of that call: one extend, one wake of a sleeping executor thread
+    woken = []
+    thread = SimpleNamespace(sleeping=True, wake=lambda: woken.append(1))
+    ex = SimpleNamespace(queues={3: deque()}, thread=thread)
+    Executor.receive_many(ex, 3, [obj for _, obj in sink.items[:50]])
+    assert [x.values for x in ex.queues[3]] == [[f"w{i}"] for i in range(50)] and woken == [1]
+
+
+def test_drain_takes_at_most_the_limit_and_keeps_each_groups_order():
+    box = Outbox()
+    g1, g2 = box.tuple_group(3, 2, "split", "default"), box.acker_group(7)
+    for i in range(7):
+        g1.append(msgpack.packb([[f"w{i}"], 0]))
+        g2.append((ACK, i, i, 0))
+    sizes = [n for _, n in drain_all(box, 5)]
+    assert sizes == [5, 5, 4]
+    box2 = Outbox()
+    g = box2.tuple_group(3, 2, "split", "default")
+    for i in range(7):
+        g.append(msgpack.packb([[f"w{i}"], 0]))
+    values = []
+    for payload, _ in drain_all(box2, 3):
+        sink, _, _ = decode(payload)
+        values += [obj.values[0] for _, obj in sink.items]
+    assert values == [f"w{i}" for i in range(7)]
+
+
+def test_dropping_takes_the_oldest_and_counts():
+    box = Outbox()
+    g = box.acker_group(7)
+    for i in range(10):
+        g.append((ACK, i, 1, 0))
+    assert box.drop_oldest(4) == 4 and [m[1] for m in g] == list(range(4, 10))
+    assert box.clear() == 6 and box.queued() == 0 and box.drop_oldest(3) == 0
+
+
+@pytest.mark.parametrize("n", [0, 1, 15, 16, 65535, 65536, 70000], ids=lambda n: f"n{n}")
+def test_array_headers_are_msgpacks(n):
+    assert array_header(n) == msgpack.packb([None] * n)[:len(array_header(n))]
+    assert msgpack.unpackb(array_header(n) + b"\xc0" * n) == [None] * n
+
+
+def test_a_tuple_without_a_route_is_counted_undeliverable_and_an_unencodable_one_fails_its_emit():
+    t = transfer()
+    t.send_tuple(99, new_tuple(["x"], WORDS, 2, None))
+    t.send_acker(98, (ACK, 1, 1, 0))
+    t.send_result(97, (ACKED, 1))
+    assert t.stats["undeliverable"] == 3 and t.queued() == 0
+    with pytest.raises(ValueError, match="cannot be sent to another worker"):
+        t.send_tuple(3, new_tuple([object()], WORDS, 2, {1: 2}))
+    assert t.queued() == 0
+
+
+# ---------------------------------------------------------------------------- invalid messages in a group
+
+GOOD_BODY = [["cow"], 0, 5, 6]
+
+BAD_BODIES = [
+    # (body, reason)
+    ("cow", "malformed"),
+    ([["cow"]], "malformed"),                    # no lineage
+    ([], "malformed"),
+    ([["cow", "moon"], 0], "malformed"),         # wrong number of fields
+    (["cow", 0], "malformed"),                   # values not a list
+    ([{"word": "cow"}, 0], "malformed"),
+    ([["cow"], "0"], "malformed"),               # lineage of the wrong type
+    ([["cow"], 1.5], "malformed"),
+    ([["cow"], True], "malformed"),
+    ([["cow"], 0, 5], "malformed"),              # odd anchor list
+    ([["cow"], 0, 5, 6.0], "malformed"),
+    ([["cow"], 0, True, 6], "malformed"),
+    ([["cow"], 0, 5, None], "malformed"),
+    ([["cow"], 0, -5, 6], "out_of_range"),
+    ([["cow"], 0, 5, -6], "out_of_range"),
+    ([["cow"], 0, 1, 2, 3, -4], "out_of_range"),
+]
+
+
+def tuples_group(bodies, task=3, component="split", stream="default", source=2):
+    return [TUPLES, task, component, stream, source, bodies]
+
+
+@pytest.mark.parametrize("body,reason", BAD_BODIES, ids=[f"{i}-{r}" for i, (_, r) in enumerate(BAD_BODIES)])
+def test_an_invalid_tuple_in_a_group_is_dropped_under_its_reason_and_the_others_delivered(body, reason):
+    sink, seen, invalid = decode(pack(tuples_group([GOOD_BODY, body, [["moon"], -3]])))
+    assert seen == 3 and invalid == {reason: 1}
+    assert [(o.values, o.message_id, o.lineage) for _, o in sink.items] == [(["cow"], {5: 6}, 0), (["moon"], None, -3)]
+
+
+#: one bad tuple among tuples of its own shape (the whole-group checks see one column fail)
+BAD_ALIKE = [
+    ([["cow"], 0, -5, 6], "out_of_range"),
+    ([["cow"], 0, 5, -6], "out_of_range"),
+    ([["cow"], 0, True, 6], "malformed"),
+    ([["cow"], 0, 5, 6.0], "malformed"),
+    ([["cow"], "0", 5, 6], "malformed"),
+    ([["cow", "moon"], 0, 5, 6], "malformed"),
+    ([("cow",), 0, 5, 6], None),               # msgpack has one array type: a tuple arrives as a list
+    (["cow", 0, 5, 6], "malformed"),
+    ([[], 0, 5, 6], "malformed"),
+    ([["cow"], None], "malformed"),            # among untracked tuples
+    ([["cow", 1], 0], "malformed"),
+    ([b"cow", 0], "malformed"),
+]
+
+
+@pytest.mark.parametrize("body,reason", BAD_ALIKE, ids=[f"{i}-{r}" for i, (_, r) in enumerate(BAD_ALIKE)])
+def test_one_bad_tuple_among_tuples_of_its_shape_is_found(body, reason):
+    good = GOOD_BODY if len(body) == 4 else [["cow"], 7]
+    sink, seen, invalid = decode(pack(tuples_group([good, body, good])))
+    assert seen == 3
+    assert invalid == ({reason: 1} if reason else {})
+    assert len(sink.items) == (2 if reason else 3)
+
+
+BAD_GROUPS = [
+    # (message, reason, messages counted)
+    (tuples_group([GOOD_BODY] * 3, component=7), "malformed", 3),
+    (tuples_group([GOOD_BODY] * 3, stream=None), "malformed", 3),
+    (tuples_group([GOOD_BODY] * 3, stream="errors"), "unknown_stream", 3),
+    (tuples_group([GOOD_BODY] * 3, component="nosuch"), "unknown_stream", 3),
+    (tuples_group([[["cow", 1], 0]] * 2, component="count"), "not_subscribed", 2),
+    (tuples_group([GOOD_BODY] * 3, source="2"), "malformed", 3),
+    (tuples_group([GOOD_BODY] * 3, source=True), "malformed", 3),
+    (tuples_group([GOOD_BODY] * 3, source=-2), "out_of_range", 3),
+    (tuples_group([GOOD_BODY] * 3, source=2**40), "out_of_range", 3),
+    (tuples_group(GOOD_BODY), "malformed", 4),                          # one body's fields as the bodies
+    (tuples_group({"a": GOOD_BODY}), "malformed", 1),
+    (tuples_group("cow"), "malformed", 1),
+    (tuples_group([GOOD_BODY] * 2, task=7), "unknown_task", 2),          # tuples for the acker
+    (tuples_group([GOOD_BODY] * 2, task=99), "unknown_task", 2),         # not hosted here
+    ([TUPLES, 3, "split", "default", 2], "malformed", 1),               # no bodies
+    ([TUPLES, 3, "split", "default", 2, [GOOD_BODY], 0], "malformed", 1),
+    ([ACKERS, 7, [ACK, 1, 2, 0, ACK]], "malformed", 1),                 # not a whole number of messages
+    ([ACKERS, 7, {"k": 1}], "malformed", 1),
+    ([ACKERS, 7], "malformed", 1),
+    ([ACKERS, 3, [ACK, 1, 2, 0, ACK, 3, 4, 0]], "unknown_task", 2),      # acks for a bolt
+    ([RESULTS, 1, [ACKED]], "malformed", 1),
+    ([RESULTS, 1, "x"], "malformed", 1),
+    ([RESULTS, 7, [ACKED, 1, FAILED, 2, ACKED, 3]], "unknown_task", 3),  # verdicts for the acker
+    ([9, 3, [1, 2]], "unknown_kind", 1),
+    ([True, 7, [ACK, 1, 2, 0]], "unknown_kind", 1),
+]
+
+
+@pytest.mark.parametrize("message,reason,count", BAD_GROUPS,
+                         ids=[f"{i}-{r}" for i, (_, r, _) in enumerate(BAD_GROUPS)])
+def test_a_group_whose_shared_fields_fail_is_dropped_each_message_counted(message, reason, count):
+    good = tuples_group([GOOD_BODY])
+    sink, seen, invalid = decode(pack(good, message, [ACKERS, 7, [ACK, 9, 9, 0]]))
+    assert invalid == {reason: count}
+    assert seen == 2 + count
+    assert [t for t, _ in sink.items] == [3, 7]
+
+
+BAD_QUADS = [
+    ((ACK, 5.0, 1, 0), "malformed"),
+    ((ACK, "5", 1, 0), "malformed"),
+    ((ACK, 5, None, 0), "malformed"),
+    ((ACK, 5, 1, False), "malformed"),
+    ((True, 5, 1, 0), "malformed"),
+    ((9, 5, 1, 0), "unknown_kind"),
+    ((-1, 5, 1, 0), "unknown_kind"),
+    ((ACK, -1, 1, 0), "out_of_range"),
+    ((ACK, 5, -1, 0), "out_of_range"),
+    ((INIT, 5, 1, -3), "out_of_range"),
+    ((INIT, 5, 1, 2**40), "out_of_range"),
+]
+
+
+@pytest.mark.parametrize("quad,reason", BAD_QUADS, ids=[f"{i}-{r}" for i, (_, r) in enumerate(BAD_QUADS)])
+def test_an_invalid_acker_message_in_a_group_is_dropped_and_the_others_delivered(quad, reason):
+    sink, seen, invalid = decode(pack([ACKERS, 7, [INIT, U64, 12, 1, *quad, ACK, 5, 0, 0]]))
+    assert seen == 3 and invalid == {reason: 1}
+    assert [o for _, o in sink.items] == [(INIT, U64, 12, 1), (ACK, 5, 0, 0)]
+
+
+BAD_PAIRS = [
+    ((ACKED, 5.5), "malformed"),
+    (("1", 5), "malformed"),
+    ((ACKED, False), "malformed"),
+    ((7, 5), "unknown_kind"),
+    ((ACKED, -5), "out_of_range"),
+]
+
+
+@pytest.mark.parametrize("pair,reason", BAD_PAIRS, ids=[f"{i}-{r}" for i, (_, r) in enumerate(BAD_PAIRS)])
+def test_an_invalid_result_in_a_group_is_dropped_and_the_others_delivered(pair, reason):
+    sink, seen, invalid = decode(pack([RESULTS, 1, [ACKED, 5, *pair, FAILED, 0]]))
+    assert seen == 3 and invalid == {reason: 1}
+    assert [o for _, o in sink.items] == [(ACKED, 5), (FAILED, 0)]
+
+
+def test_empty_groups_deliver_nothing_and_count_nothing():
+    sink, seen, invalid = decode(pack(tuples_group([]), [ACKERS, 7, []], [RESULTS, 1, []]))
+    assert (sink.items, seen, invalid) == ([], 0, {})
+
+
+# ---------------------------------------------------------------------------- against the single-message path
+
+junk = st.one_of(st.integers(-(2**63), U64), st.booleans(), st.none(), st.floats(allow_nan=False),
+                 st.text(max_size=3), st.lists(st.integers(-3, 3), max_size=2))
+body = st.one_of(
+    st.tuples(st.lists(st.text(max_size=3), min_size=1, max_size=1), lineages, anchors).map(
+        lambda x: [x[0], x[1], *[v for pair in x[2].items() for v in pair]]),   # a valid body
+    st.lists(junk, max_size=5),                                                # anything else
+    st.lists(st.one_of(st.lists(junk, min_size=1, max_size=2), junk, u64), min_size=2, max_size=6),
+    junk,
+)
+
+
+def single_tuples(bodies, task, source):
+    """The same tuples as single TUPLE messages (a body that is no list: a message that is no array)."""
+    out = []
+    for b in bodies:
+        if type(b) is list and len(b) >= 2:
+            out.append([TUPLE, task, "split", "default", source, b[0], b[2:], b[1]])
+        else:
+            out.append([TUPLE, task, "split", "default", source, b])  # malformed, as the body is
+    return out
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(body, max_size=12), st.sampled_from([2, -1, 2**40, "2"]), st.sampled_from([3, 4, 7, 99]))
+def test_a_tuples_group_decodes_as_its_tuples_do_one_by_one(bodies, source, task):
+    """Same tuples delivered, same messages refused. Under the group's own task, stream and a valid
+    source task, each refusal has the same reason too; when a field the group shares fails, that
+    is every message's reason (one by one, a message whose shape is also wrong says malformed)."""
+    grouped = decode(pack(tuples_group(bodies, task=task, source=source)))
+    single = decode(pack(*single_tuples(bodies, task, source)))
+    assert [(t, as_fact(o)) for t, o in grouped[0].items] == [(t, as_fact(o)) for t, o in single[0].items]
+    if not bodies and task in (7, 99):
+        assert grouped[1:] == (1, {"unknown_task": 1}) and single[1:] == (0, {})  # an empty misrouted group
+        return
+    assert grouped[1] == single[1] == len(bodies)
+    if task == 3 and source == 2:
+        assert grouped[2] == single[2]
+    else:
+        assert sum(grouped[2].values()) == sum(single[2].values()) == len(bodies)
+        assert len(grouped[2]) <= 1
+
+
+ints = st.one_of(st.integers(-2, 6), st.integers(2**31 - 2, 2**31), st.integers(2**64 - 2, U64), st.booleans(),
+                 st.floats(allow_nan=False), st.none())
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(ints, ints, ints, ints), max_size=10), st.lists(st.tuples(ints, ints), max_size=10))
+def test_acker_and_result_groups_decode_as_their_messages_do_one_by_one(quads, pairs):
+    grouped = decode(pack([ACKERS, 7, [x for q in quads for x in q]], [RESULTS, 1, [x for p in pairs for x in p]]))
+    single = decode(pack(*[[ACKER, 7, *q] for q in quads], *[[RESULT, 1, *p] for p in pairs]))
+    assert [(t, tuple(o)) for t, o in grouped[0].items] == [(t, tuple(o)) for t, o in single[0].items]
+    assert grouped[1:] == single[1:]
+    assert grouped[0].calls <= 2
+
+
+def test_the_transfer_benchmark_moves_every_message_through_each_stage():
+    """bench_transfer's run raises unless every tuple and ack it sent was delivered, none invalid."""
+    from benchmarks.bench_transfer import measure
+
+    figures = measure(3000)
+    assert {"tuple_encode", "tuple_decode_deliver", "ack_encode", "ack_decode_deliver", "tuple_local"} <= set(figures)
+    assert all(v >= 0 for v in figures.values())
