@@ -57,13 +57,18 @@ class Int(Type):
 @dataclass(frozen=True)
 class Number(Type):
     minimum: float | None = None
+    maximum: float | None = None
 
     def check(self, value: Any) -> bool:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             return False
-        return self.minimum is None or value >= self.minimum
+        if self.minimum is not None and value < self.minimum:
+            return False
+        return self.maximum is None or value <= self.maximum
 
     def describe(self) -> str:
+        if self.minimum is not None and self.maximum is not None:
+            return f"a number from {self.minimum} to {self.maximum}"
         return "a number" if self.minimum is None else f"a number >= {self.minimum}"
 
 
@@ -254,6 +259,15 @@ KEYS: dict[str, Key] = {
         Key("topology.transfer.flush.millis", 1, Number(0), "inter-worker flush interval"),
         Key("topology.transfer.max.tuple.bytes", 32 * 1024 * 1024, _POS,
             "largest tuple sent to another worker (bigger ones fail at emit)"),
+        Key("topology.disable.loadaware.messaging", False, Bool(),
+            "shuffle groupings spread evenly over every target task instead of preferring this worker's "
+            "tasks while they keep up (docs/architecture.md, \"Load-aware shuffle\")"),
+        Key("topology.localityaware.higher.bound", 0.8, Number(0.0, 1.0),
+            "a load-aware shuffle widens its scope (worker → host → everywhere) while the current one's "
+            "average load (input queue or outbox fullness, 0..1) is at least this"),
+        Key("topology.localityaware.lower.bound", 0.2, Number(0.0, 1.0),
+            "…and narrows it again while the nearer scope's average load is below this (must be below the "
+            "higher bound)"),
         Key("topology.worker.executor.threads", 1, _POS, "executor threads per worker"),
         Key("topology.worker.gc.threshold", 10000, Optional(_POS),
             "Gale: the garbage collector's youngest-generation threshold a worker raises Python's to "
@@ -376,6 +390,17 @@ def validate(conf: Mapping[str, Any], *, where: str = "configuration", allow_use
                 f"invalid value for {name!r} in {where}: {value!r} ({type(value).__name__}); "
                 f"expected {key.type.describe()}"
             )
+
+
+def check_bounds(conf: Mapping[str, Any], where: str = "topology configuration") -> None:
+    """Relations between keys that each key's own type cannot state."""
+    higher = conf.get("topology.localityaware.higher.bound", 0.8)
+    lower = conf.get("topology.localityaware.lower.bound", 0.2)
+    if lower >= higher:
+        raise ConfigError(
+            f"topology.localityaware.lower.bound ({lower}) must be below topology.localityaware.higher.bound "
+            f"({higher}) in {where}: a load-aware shuffle would widen and narrow its scope on every refresh"
+        )
 
 
 def parse_value(text: str) -> Any:

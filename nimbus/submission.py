@@ -62,6 +62,7 @@ def check_submission(name: str, bundle: bytes, cluster_conf: Mapping[str, Any]) 
     conf = {**cluster_conf, **stored_conf}
     try:
         validate_windows(defn.components, conf)  # with the effective config (docs/windows.md)
+        gconfig.check_bounds(conf)
     except ConfigError as exc:
         raise TopologyError(str(exc)) from None
     validate_checkpointing(defn, conf)

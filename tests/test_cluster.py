@@ -9,6 +9,7 @@ import json
 import os
 import signal
 import time
+from collections import Counter
 
 import pytest
 from kazoo.client import KazooClient
@@ -204,6 +205,8 @@ def test_bad_input_is_refused_before_zookeeper(cluster, tmp_path):
              [], "cannot import module 'nowhere.mod'"),
             (DURABLE_WC, ["-c", "topology.workers=zero"], "invalid value for 'topology.workers'"),
             (DURABLE_WC, ["-c", "topology.wrokers=2"], "did you mean 'topology.workers'"),
+            (DURABLE_WC, ["-c", "topology.localityaware.lower.bound=0.9"],
+             "topology.localityaware.lower.bound (0.9) must be below topology.localityaware.higher.bound (0.8)"),
             (_write(tmp_path, "empty.py", "x = 1\n"), [], "defines no 'topology'"),
         ]
         for path, extra, message in cases:
@@ -277,3 +280,37 @@ def test_nimbus_down_topology_keeps_running_and_resumes(zk_server, tmp_path, req
         assert worker_pids_of(own_cluster) == pids
     finally:
         own_cluster.cleanup()
+
+
+LOCALITY_PROBE = DURABLE_WC.parent / "locality_probe.py"
+
+
+def test_shuffled_tuples_stay_in_their_worker_unless_load_aware_messaging_is_disabled(cluster, topologies, tmp_path):
+    """Storm 2's load-aware shuffle: at low load a shuffle goes to the sink tasks in the spout's own
+    worker (never serialized); with topology.disable.loadaware.messaging it spreads over both workers."""
+    from gale.nimbus.client import NimbusClient
+
+    client = NimbusClient(cluster.client_conf())
+    seen = {}
+    for disabled in (False, True):
+        state = tmp_path / f"disabled-{disabled}"
+        name, _ = topologies.submit(LOCALITY_PROBE, "locality", "-c", f"test.state.dir={state}", "-c", "test.tuples=200",
+                                    "-c", f"topology.disable.loadaware.messaging={str(disabled).lower()}")
+
+        def lines():
+            out = [line.split() for p in sorted(state.glob("sink-*.log")) for line in p.read_text().splitlines()]
+            assert len(out) >= 400, f"{len(out)} of 400 tuples executed"
+            return out
+
+        executed = eventually(lines, 90)
+        # every worker running a spout task also runs sink tasks (else its tuples must leave it)
+        ports = {}
+        for comp, c in client.topology(name)["components"].items():
+            for ex in c["executor_list"]:
+                ports.setdefault(comp, set()).add(ex["port"])
+        assert ports["src"] <= ports["sink"] and len(ports["sink"]) == 2, ports
+        seen[disabled] = Counter(local for _, local in executed)
+        topologies.kill(name)
+    assert seen[False] == {"1": 400}, f"load-aware: {seen[False]} (1 = the sink was in the spout's worker)"
+    assert seen[True]["0"] > 0 and seen[True]["1"] > 0 and sum(seen[True].values()) == 400, \
+        f"disabled: {seen[True]} (expected both workers' sinks to execute tuples)"

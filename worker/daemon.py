@@ -198,8 +198,9 @@ class Worker:
     def _my_executors(self, assignment) -> list[tuple[int, int]]:
         return assignment.executors_on(self.supervisor_id, self.port).get(self.port, []) if assignment else []
 
-    def _routes(self, assignment) -> tuple[dict[int, str], dict[str, str]]:
-        """(task → ``host:port`` of its worker, ``host:port`` → that worker's identity ``node:port``)."""
+    def _routes(self, assignment) -> tuple[dict[int, str], dict[str, str], str]:
+        """(task → ``host:port`` of its worker, ``host:port`` → that worker's identity ``node:port``,
+        this worker's host)."""
         routes: dict[int, str] = {}
         identities: dict[str, str] = {}
         for (start, end), (node, port) in assignment.executors().items():
@@ -210,7 +211,7 @@ class Worker:
             identities[address] = f"{node}:{port}"
             for task in range(start, end + 1):
                 routes[task] = address
-        return routes, identities
+        return routes, identities, assignment.node_host.get(self.supervisor_id, self.supervisor_id)
 
     #: the task layout this worker runs and the configuration it was computed with (set by setup)
     task_layout: TopologyTasks | None = None

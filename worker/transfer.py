@@ -47,6 +47,7 @@ from gale.deadline import Deadline
 from gale.log import get_logger
 from gale.topology.tuple import Fields, Tuple
 from gale.worker.arrow_codec import pack_default
+from gale.worker.runtime.grouping import EVERYTHING, HOST_LOCAL
 from gale.worker.batch_auth import REJECT_REASONS, Opener, ReplayGuard, Sealer
 from gale.worker.outbox import Outbox, encode_tuple
 from gale.worker.wire import ACKER, INVALID_REASONS, RESULT, TUPLE, BatchDecoder
@@ -81,6 +82,8 @@ class Transfer:
         if not secret:
             raise ValueError("the transfer needs the topology secret (topology.secret); there is no fallback key")
         self.bind_host = bind_host
+        #: this worker's host as routes name hosts (set_routes); tasks there are HOST_LOCAL
+        self.host = bind_host
         self.port = port
         #: the name senders seal this worker's batches for: "<supervisor id>:<port>" in a cluster
         self.identity = identity or f"{bind_host}:{port}"
@@ -156,10 +159,14 @@ class Transfer:
         another stream is dropped as ``not_subscribed``)."""
         self.decoder.set_roles(roles, inputs)
 
-    def set_routes(self, routes: Mapping[int, str], identities: Mapping[str, str] | None = None) -> None:
+    def set_routes(self, routes: Mapping[int, str], identities: Mapping[str, str] | None = None,
+                   host: str | None = None) -> None:
         """task id → ``host:port`` of the worker hosting it (tasks of other workers only);
-        ``identities``: ``host:port`` → the identity that worker opens batches as (default: the address)."""
+        ``identities``: ``host:port`` → the identity that worker opens batches as (default: the address);
+        ``host``: this worker's host as routes name hosts (what :meth:`locate` calls host-local)."""
         self.routes = dict(routes)
+        if host is not None:
+            self.host = host
         self._identities = dict(identities or {})
         self._tuple_groups, self._acker_groups, self._result_groups = {}, {}, {}
         live = set(self.routes.values())
@@ -180,6 +187,22 @@ class Transfer:
             self.stats["undeliverable"] += 1
             return None
         return self.outboxes[address]
+
+    def locate(self, task: int) -> int:
+        """The locality scope of another worker's task: HOST_LOCAL when its worker is on this host."""
+        address = self.routes.get(task)
+        if address is not None and address.rpartition(":")[0] == self.host:
+            return HOST_LOCAL
+        return EVERYTHING
+
+    def load_of(self, task: int) -> float:
+        """How backed up the way to another worker's task is, 0..1 (Storm: the Netty client's pending
+        messages): its outbox's fill against the high-water mark; 1 while its worker is down or slow."""
+        address = self.routes.get(task)
+        box = self.outboxes.get(address) if address is not None else None
+        if box is None or address in self._down or self._held.get(address):
+            return 1.0
+        return min(box.queued() / self.high_water, 1.0)
 
     def queued(self) -> int:
         """Messages waiting for every destination (not counting batches held by slow ones)."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import random
 import zlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from gale.stablehash import stable_hash  # noqa: F401 - re-exported (it lived here first)
@@ -54,6 +54,90 @@ class ShuffleGrouper(Grouper):
             i = 0
         self._i = i + 1
         return self._order[i]
+
+    def constant(self) -> list[int] | None:
+        return list(self._tasks) if len(self._tasks) == 1 else None
+
+
+#: scopes of a load-aware shuffle, nearest first (Storm's LocalityScope, without racks)
+WORKER_LOCAL, HOST_LOCAL, EVERYTHING = 0, 1, 2
+SCOPE_NAMES = ("worker-local", "host-local", "everything")
+#: a task's share of a scope's choices at no load; fewer as its load rises (never none)
+MAX_WEIGHT = 10
+
+
+class LoadAwareShuffleGrouper(Grouper):
+    """Storm 2's default shuffle: the nearest tasks while they keep up, farther ones when they do not.
+
+    Target tasks fall in cumulative scopes — this worker, this host, everywhere. Tuples go to the
+    tasks of the current scope, round-robin over a shuffled list in which each task appears in
+    proportion to ``1 - load`` (a load is 0..1: how full its input queue or its worker's outbox is).
+    :meth:`refresh` (about once a second) widens the scope while the current one's average load is at
+    least ``higher`` and narrows it while the nearer one's is below ``lower``
+    (``topology.localityaware.higher.bound`` / ``.lower.bound``). A tuple kept in its worker is
+    never serialized. ``choose`` costs what :class:`ShuffleGrouper`'s does.
+    """
+
+    __slots__ = ("_tasks", "_rng", "_order", "_i", "higher", "lower", "scope", "_where")
+
+    def __init__(self, tasks: Sequence[int], local_tasks: frozenset[int] | set[int], higher: float = 0.8,
+                 lower: float = 0.2, rng: random.Random | None = None):
+        self._tasks = sorted(tasks)
+        self._rng = rng or random.Random()
+        self.higher = higher
+        self.lower = lower
+        #: task → its scope; until the first refresh: local or not
+        self._where = {t: WORKER_LOCAL if t in local_tasks else EVERYTHING for t in self._tasks}
+        self.scope = self._nearest()
+        self._order: list[list[int]] = []
+        self._i = 0
+        self._set_order({})
+
+    def _nearest(self) -> int:
+        return min(self._where.values()) if self._where else EVERYTHING
+
+    def members(self, scope: int) -> list[int]:
+        """The tasks of ``scope`` (cumulative: a wider scope holds the nearer ones)."""
+        return [t for t in self._tasks if self._where[t] <= scope]
+
+    def _set_order(self, loads: dict[int, float]) -> None:
+        order = []
+        for t in self.members(self.scope):
+            order.extend([[t]] * max(1, round(MAX_WEIGHT * (1.0 - loads.get(t, 0.0)))))
+        self._rng.shuffle(order)
+        self._order = order  # one assignment: a concurrent choose sees the old list or the new one
+        self._i = 0
+
+    def _average(self, scope: int, loads: dict[int, float]) -> float:
+        tasks = self.members(scope)
+        return sum(loads.get(t, 0.0) for t in tasks) / len(tasks) if tasks else 0.0
+
+    def refresh(self, load_of: Callable[[int], float], locate: Callable[[int], int]) -> None:
+        """Re-read where the tasks are and how loaded; move the scope; rebuild the choices."""
+        self._where = {t: locate(t) for t in self._tasks}
+        loads = {t: min(max(load_of(t), 0.0), 1.0) for t in self._tasks}
+        scopes = sorted(set(self._where.values()))
+        scope = max(self.scope, scopes[0])
+        if scope not in scopes:  # the tasks moved: the nearest scope at least as wide
+            scope = next((s for s in scopes if s >= scope), scopes[-1])
+        while scope != scopes[-1] and self._average(scope, loads) >= self.higher:
+            scope = scopes[scopes.index(scope) + 1]
+        while scope != scopes[0]:
+            nearer = scopes[scopes.index(scope) - 1]
+            if self._average(nearer, loads) >= self.lower:
+                break
+            scope = nearer
+        self.scope = scope
+        self._set_order(loads)
+
+    def choose(self, values: Sequence[Any]) -> list[int]:
+        order = self._order
+        i = self._i
+        if i >= len(order):
+            self._rng.shuffle(order)
+            i = 0
+        self._i = i + 1
+        return order[i]
 
     def constant(self) -> list[int] | None:
         return list(self._tasks) if len(self._tasks) == 1 else None
@@ -150,9 +234,15 @@ def make_grouper(
     local_tasks: frozenset[int] | set[int] = frozenset(),
     rng: random.Random | None = None,
     builtin_hash: bool = False,
+    locality: tuple[float, float] | None = None,
 ) -> Grouper:
+    """``locality``: (higher, lower) bounds for a load-aware shuffle when some targets are in other
+    workers (None: ``topology.disable.loadaware.messaging``, an even shuffle over every task). With
+    every target in this worker the shuffle stays even (Storm would also weight it by load)."""
     kind = grouping.type
     if kind in ("shuffle", "none"):
+        if kind == "shuffle" and locality is not None and not all(t in local_tasks for t in target_tasks):
+            return LoadAwareShuffleGrouper(target_tasks, local_tasks, *locality, rng=rng)
         return ShuffleGrouper(target_tasks, rng)
     if kind == "local_or_shuffle":
         local = [t for t in target_tasks if t in local_tasks]

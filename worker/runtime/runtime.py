@@ -27,10 +27,14 @@ from gale.worker.runtime.acker import ACK
 from gale.worker.runtime.anchoring import buffered_messages
 from gale.worker.runtime.collector import StreamRoute
 from gale.worker.runtime.executor import AckerExecutor, BoltExecutor, Executor, SpoutExecutor
-from gale.worker.runtime.grouping import make_grouper, process_hash_is_shared
+from gale.worker.runtime.grouping import (EVERYTHING, WORKER_LOCAL, LoadAwareShuffleGrouper, make_grouper,
+                                          process_hash_is_shared)
 from gale.worker.runtime.windows.executor import WindowedBoltExecutor
 
 log = get_logger("runtime")
+
+#: how often load-aware shuffles re-read loads and move their scope
+LOAD_REFRESH_SECS = 1.0
 
 
 def raise_gc_threshold(threshold: int | None) -> None:
@@ -51,6 +55,8 @@ class RemoteSender(Protocol):
     def send_acker(self, task: int, msg: tuple) -> None: ...
     def send_result(self, task: int, result: tuple) -> None: ...
     def congested(self) -> bool: ...
+    def load_of(self, task: int) -> float: ...
+    def locate(self, task: int) -> int: ...
 
 
 class ExecutorThread(threading.Thread):
@@ -73,8 +79,11 @@ class ExecutorThread(threading.Thread):
 
     def fire_timers(self, now: float) -> None:
         """Timers of this thread's own executors (spout fail callbacks stay on their thread)."""
-        self.next_timer = now + self.runtime.timer_period
-        flush = self.runtime.flush_acks
+        runtime = self.runtime
+        self.next_timer = now + runtime.timer_period
+        if runtime.load_aware and now >= runtime.next_load_refresh:
+            runtime.refresh_loads(now)
+        flush = runtime.flush_acks
         for ex in self.executors:
             ex.on_timer(now)
             if ex.ack_buf:
@@ -157,6 +166,14 @@ class WorkerRuntime:
         self.errors: dict[str, list[str]] = {}
         self.idle_wait = max(0.0005, float(self.conf.get("topology.spout.wait.sleep.millis", 1)) / 1000.0)
         self.queue_high_water = int(self.conf["topology.executor.receive.buffer.size"])
+        #: (higher, lower) bounds of load-aware shuffles; None in one process or when disabled
+        self.locality: tuple[float, float] | None = None
+        if remote is not None and not self.conf.get("topology.disable.loadaware.messaging", False):
+            self.locality = (float(self.conf.get("topology.localityaware.higher.bound", 0.8)),
+                             float(self.conf.get("topology.localityaware.lower.bound", 0.2)))
+        #: the load-aware shuffles of every executor here, refreshed every LOAD_REFRESH_SECS
+        self.load_aware: list[LoadAwareShuffleGrouper] = []
+        self.next_load_refresh = 0.0
 
         # every task in this process, or workers that share PYTHONHASHSEED: Python's hash routes
         # fields groupings consistently (and several times faster than the portable hash)
@@ -263,9 +280,11 @@ class WorkerRuntime:
             fields = self._stream_fields[(component, sid)]
             groupers = [
                 make_grouper(g, self.layout.component_tasks(cid), fields, self.local_tasks,
-                             random.Random(self.rng.random()), builtin_hash=self.builtin_hash)
+                             random.Random(self.rng.random()), builtin_hash=self.builtin_hash,
+                             locality=self.locality)
                 for cid, g in subscribers[sid]
             ]
+            self.load_aware.extend(g for g in groupers if isinstance(g, LoadAwareShuffleGrouper))
             if self.checkpointing:
                 from gale.worker.state.routing import keyed_grouper
 
@@ -273,6 +292,25 @@ class WorkerRuntime:
                             for (cid, g), grouper in zip(subscribers[sid], groupers)]
             routes[sid] = StreamRoute(sid, fields, groupers, stream.direct, self.queue_of)
         return routes
+
+    def task_load(self, task: int) -> float:
+        """0..1: how full ``task``'s input queue is here, or the way to it when it is elsewhere."""
+        q = self.queue_of(task)
+        if q is not None:
+            return min(len(q) / self.queue_high_water, 1.0)
+        return self.remote.load_of(task) if self.remote is not None else 1.0
+
+    def locate(self, task: int) -> int:
+        if task in self.local_tasks:
+            return WORKER_LOCAL
+        return self.remote.locate(task) if self.remote is not None else EVERYTHING
+
+    def refresh_loads(self, now: float) -> None:
+        """Move every load-aware shuffle's scope by the loads now (any executor thread; a grouper
+        swaps its choices in one assignment)."""
+        self.next_load_refresh = now + LOAD_REFRESH_SECS
+        for grouper in list(self.load_aware):
+            grouper.refresh(self.task_load, self.locate)
 
     def _bind_fast_paths(self) -> None:
         # Executor threads append straight onto local queues; a thread wakes sleeping peers whose

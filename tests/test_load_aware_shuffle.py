@@ -1,0 +1,212 @@
+"""Load-aware shuffle (Storm 2's default shuffle grouping): pure logic, then the runtime's wiring.
+
+Tasks 1-3 are in this worker, 4-5 in another worker on this host, 6 on another host.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gale import config as gconfig
+from gale.errors import ConfigError
+from gale.topology.definition import GroupingDef, TopologyTasks
+from gale.topology.tuple import Fields
+from gale.worker.runtime.grouping import (
+    EVERYTHING, HOST_LOCAL, MAX_WEIGHT, WORKER_LOCAL, LoadAwareShuffleGrouper, ShuffleGrouper, make_grouper,
+)
+
+F = Fields(["word", "n"])
+TASKS = [1, 2, 3, 4, 5, 6]
+LOCAL = frozenset({1, 2, 3})
+WHERE = {1: WORKER_LOCAL, 2: WORKER_LOCAL, 3: WORKER_LOCAL, 4: HOST_LOCAL, 5: HOST_LOCAL, 6: EVERYTHING}
+
+
+def grouper(**kw) -> LoadAwareShuffleGrouper:
+    return LoadAwareShuffleGrouper(TASKS, LOCAL, rng=random.Random(7), **kw)
+
+
+def picks(g, n: int) -> Counter:
+    out = Counter()
+    for _ in range(n):
+        (task,) = g.choose(["x", 0])
+        out[task] += 1
+    return out
+
+
+def refresh(g, loads: dict[int, float], where=WHERE):
+    g.refresh(lambda t: loads.get(t, 0.0), where.__getitem__)
+
+
+def test_at_no_load_every_tuple_stays_in_the_worker_and_the_local_tasks_share_evenly():
+    g = grouper()
+    assert g.scope == WORKER_LOCAL
+    assert picks(g, 3 * MAX_WEIGHT * 100) == {1: 1000, 2: 1000, 3: 1000}
+    refresh(g, {})
+    assert g.scope == WORKER_LOCAL
+    assert picks(g, 3000) == {1: 1000, 2: 1000, 3: 1000}
+
+
+def test_loaded_local_tasks_widen_the_scope_one_step_at_a_time_and_light_ones_narrow_it():
+    g = grouper()
+    refresh(g, {1: 0.9, 2: 0.9, 3: 0.9})  # local average 0.9 >= 0.8; with the host's 4-5 idle: 0.54
+    assert g.scope == HOST_LOCAL
+    # one cycle of choices: loaded tasks get one share, idle ones MAX_WEIGHT
+    assert picks(g, 3 + 2 * MAX_WEIGHT) == {1: 1, 2: 1, 3: 1, 4: MAX_WEIGHT, 5: MAX_WEIGHT}
+    refresh(g, {1: 0.9, 2: 0.9, 3: 0.9, 4: 1.0, 5: 1.0})  # the host's average 0.94: everything
+    assert g.scope == EVERYTHING
+    assert set(picks(g, 1000)) == set(TASKS)
+    refresh(g, {1: 0.5, 2: 0.5, 3: 0.5})  # host average 0.3: not below 0.2, stays wide (hysteresis)
+    assert g.scope == EVERYTHING
+    refresh(g, {1: 0.3, 2: 0.3, 3: 0.3})  # host average 0.18 < 0.2 → host; local 0.3 is not < 0.2
+    assert g.scope == HOST_LOCAL
+    refresh(g, {1: 0.1, 2: 0.1, 3: 0.1})
+    assert g.scope == WORKER_LOCAL
+    assert set(picks(g, 1000)) == {1, 2, 3}
+    refresh(g, {1: 0.5, 2: 0.5, 3: 0.5})  # between the bounds: the scope holds
+    assert g.scope == WORKER_LOCAL
+
+
+def test_the_bounds_come_from_the_caller():
+    g = grouper(higher=0.5, lower=0.1)
+    refresh(g, {1: 0.5, 2: 0.5, 3: 0.5})
+    assert g.scope == HOST_LOCAL
+
+
+def test_no_local_task_starts_everywhere_and_can_narrow_to_the_host():
+    g = LoadAwareShuffleGrouper([4, 5, 6], frozenset(), rng=random.Random(1))
+    assert g.scope == EVERYTHING and set(picks(g, 300)) == {4, 5, 6}
+    refresh(g, {})
+    assert g.scope == HOST_LOCAL and set(picks(g, 300)) == {4, 5}
+
+
+def test_tasks_that_moved_are_relocated_on_refresh():
+    g = grouper()
+    moved = {**WHERE, 1: EVERYTHING, 2: EVERYTHING, 3: EVERYTHING}  # e.g. a rebalance moved them away
+    refresh(g, {}, moved)
+    assert g.scope == HOST_LOCAL and set(picks(g, 300)) == {4, 5}
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    where=st.lists(st.sampled_from([WORKER_LOCAL, HOST_LOCAL, EVERYTHING]), min_size=1, max_size=8),
+    loads=st.lists(st.lists(st.floats(0.0, 1.5, allow_nan=False), min_size=8, max_size=8), min_size=1, max_size=5),
+)
+def test_choices_always_come_from_the_current_scope_and_cover_it(where, loads):
+    tasks = list(range(10, 10 + len(where)))
+    located = dict(zip(tasks, where))
+    g = LoadAwareShuffleGrouper(tasks, frozenset(t for t in tasks if located[t] == WORKER_LOCAL),
+                                rng=random.Random(0))
+    for round_loads in loads:
+        load = dict(zip(tasks, round_loads))
+        g.refresh(load.__getitem__, located.__getitem__)
+        assert g.scope in set(where)
+        in_scope = {t for t in tasks if located[t] <= g.scope}
+        cycle = sum(max(1, round(MAX_WEIGHT * (1 - min(load[t], 1.0)))) for t in in_scope)
+        assert set(picks(g, cycle)) == in_scope  # one cycle reaches every task in scope, and no other
+        nearer = [s for s in set(where) if s < g.scope]
+        if nearer:  # wider than the nearest scope only while the next nearer one is loaded
+            near = [t for t in tasks if located[t] <= max(nearer)]
+            assert sum(min(load[t], 1.0) for t in near) / len(near) >= 0.2
+
+
+def test_make_grouper_uses_it_only_for_shuffles_reaching_other_workers():
+    locality = (0.8, 0.2)
+    shuffle = GroupingDef(type="shuffle")
+    assert isinstance(make_grouper(shuffle, TASKS, F, LOCAL, locality=locality), LoadAwareShuffleGrouper)
+    assert isinstance(make_grouper(shuffle, [1, 2], F, LOCAL, locality=locality), ShuffleGrouper)  # all here
+    assert isinstance(make_grouper(shuffle, TASKS, F, LOCAL, locality=None), ShuffleGrouper)  # disabled
+    assert isinstance(make_grouper(GroupingDef(type="none"), TASKS, F, LOCAL, locality=locality), ShuffleGrouper)
+
+
+def test_the_bounds_are_checked_as_values_and_against_each_other():
+    gconfig.validate({"topology.localityaware.higher.bound": 0.9, "topology.disable.loadaware.messaging": True},
+                     allow_user_keys=True)
+    with pytest.raises(ConfigError, match="topology.localityaware.higher.bound.*from 0.0 to 1.0"):
+        gconfig.validate({"topology.localityaware.higher.bound": 1.5}, allow_user_keys=True)
+    with pytest.raises(ConfigError, match="lower.bound \\(0.5\\) must be below topology.localityaware.higher.bound"):
+        gconfig.check_bounds({"topology.localityaware.lower.bound": 0.5, "topology.localityaware.higher.bound": 0.5})
+    gconfig.check_bounds({})
+
+
+# ---------------------------------------------------------------------- the runtime's wiring
+
+
+class Remote:
+    """Another worker on this host runs every task not given to the runtime; its outbox is half full."""
+
+    def __init__(self):
+        self.sent = []
+
+    def send_tuple(self, task, tup):
+        self.sent.append(task)
+
+    def send_acker(self, *a):
+        pass
+
+    def send_result(self, *a):
+        pass
+
+    def congested(self):
+        return False
+
+    def load_of(self, task):
+        return 0.5
+
+    def locate(self, task):
+        return HOST_LOCAL
+
+
+def test_a_worker_runtime_keeps_shuffled_tuples_local_until_its_queues_fill():
+    from gale import TopologyBuilder
+    from gale.worker.local import local_conf
+    from gale.worker.runtime.runtime import WorkerRuntime
+    from tests.topologies import ListSpout, Sink
+
+    b = TopologyBuilder()
+    b.set_spout("src", ListSpout, 1, args=[[]])
+    b.set_bolt("sink", Sink, 4).shuffle_grouping("src")
+    topo = b.create_topology()
+    conf = local_conf(topo, {"topology.workers": 2, "topology.acker.executors": 0,
+                             "topology.executor.receive.buffer.size": 100})
+    layout = TopologyTasks(topo.definition, conf, 1)
+    sink_execs = layout.component_executors["sink"]
+    mine = layout.component_executors["src"] + sink_execs[:2]
+    rt = WorkerRuntime(topo, topology_id="t", conf=conf, layout=layout, executors=mine, remote=Remote())
+    routes = rt.routes_for("src")
+    (g,) = rt.load_aware
+    local_sinks = {t for ex in sink_execs[:2] for t in range(ex[0], ex[1] + 1)}
+    assert set(picks(g, 500)) == local_sinks and routes["default"].single is g
+    for task in local_sinks:  # the local sinks' queues 90% full
+        rt.queue_of(task).extend([None] * 90)
+    assert {rt.task_load(t) for t in local_sinks} == {0.9}
+    rt.refresh_loads(0.0)
+    assert g.scope == HOST_LOCAL and set(picks(g, 500)) > local_sinks
+    for task in local_sinks:
+        rt.queue_of(task).clear()
+    rt.refresh_loads(1.0)
+    assert g.scope == WORKER_LOCAL
+    off = WorkerRuntime(topo, topology_id="t", conf={**conf, "topology.disable.loadaware.messaging": True},
+                        layout=layout, executors=mine, remote=Remote())
+    off.routes_for("src")
+    assert off.load_aware == []
+
+
+def test_the_transfer_places_and_loads_other_workers_tasks():
+    from gale.worker.transfer import Transfer
+
+    t = Transfer(bind_host="0.0.0.0", port=1, secret=b"k" * 32, deliver=lambda *_: True,
+                 fields_for=lambda c, s: None, high_water=100)
+    t.set_routes({7: "node-a:6700", 8: "node-b:6700"}, host="node-a")
+    assert (t.locate(7), t.locate(8), t.locate(99)) == (HOST_LOCAL, EVERYTHING, EVERYTHING)
+    assert (t.load_of(7), t.load_of(99)) == (0.0, 1.0)  # nowhere to send: as good as full
+    for root in range(25):
+        t.send_acker(7, (1, root, 1, 3))
+    assert t.load_of(7) == 0.25 and t.load_of(8) == 0.0
+    for root in range(200):
+        t.send_acker(8, (1, root, 1, 3))
+    assert t.load_of(8) == 1.0
