@@ -1,6 +1,8 @@
 """Cluster benchmark: word count across 2 workers, and recovery times after faults.
 
-Run: ``.venv/bin/python -m benchmarks.bench_cluster [--seconds S] [--workers 1,2] [--no-recovery]``
+Run: ``.venv/bin/python -m benchmarks.bench_cluster [--seconds S] [--workers 1,2] [--spouts N]
+[-c key=value ...] [--no-recovery]`` (``--spouts``: the word count's spout tasks, default 1; ``-c``:
+topology configuration for the word count runs, e.g. ``topology.disable.loadaware.messaging=true``)
 
 Starts its own ZooKeeper, a nimbus and 2 supervisors (processes, as in production) with Storm's
 default timeouts except where printed. Prints ``name: value unit`` lines:
@@ -65,12 +67,12 @@ def totals(client: NimbusClient, name: str) -> tuple[int, int]:
     return c["sentences"]["stats"].get("acked", 0), c["split"]["stats"].get("executed", 0) + c["count"]["stats"].get("executed", 0)
 
 
-def throughput(cluster: DevCluster, seconds: float, workers: int) -> float:
+def throughput(cluster: DevCluster, seconds: float, workers: int, extra: list[str]) -> float:
     """Submit the word count on ``workers`` workers, measure, kill it; the bolt-executed tuples/s."""
     client = NimbusClient(cluster.client_conf())
     name = f"wcbench{workers}"
     cli(cluster, "submit", str(WORD_COUNT), "--name", name, "--wait", "-c", f"topology.workers={workers}",
-        "-c", "topology.max.spout.pending=5000")
+        "-c", "topology.max.spout.pending=5000", *[a for kv in extra for a in ("-c", kv)])
     time.sleep(10)  # warm up; stats reach nimbus every task.heartbeat.frequency.secs
     a0, e0 = totals(client, name)
     t0 = time.monotonic()
@@ -134,8 +136,13 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=20.0)
     parser.add_argument("--workers", default="1,2",
                         help="comma-separated worker counts to measure the word count at, in this order")
+    parser.add_argument("--spouts", type=int, default=1, help="spout tasks of the word count (default 1)")
+    parser.add_argument("-c", dest="conf", action="append", default=[], metavar="KEY=VALUE",
+                        help="topology configuration for the word count runs (repeatable)")
     parser.add_argument("--no-recovery", action="store_true", help="skip the fault recovery figures")
     args = parser.parse_args()
+    extra = [f"wordcount.spout.parallelism={args.spouts}", *args.conf]
+    print(f"word count configuration: {' '.join(extra)}", flush=True)
     counts = [int(w) for w in args.workers.split(",") if w]
     if not counts or any(not 1 <= w <= 2 for w in counts):
         parser.error(f"--workers: counts of 1 or 2 (the cluster has 2 slots), not {args.workers!r}")
@@ -146,7 +153,7 @@ def main() -> None:
     cluster = DevCluster(base / "cluster", supervisors=2, slots=1, zookeeper=zk, conf=conf)
     try:
         cluster.start()
-        rates = {w: throughput(cluster, args.seconds, w) for w in counts}
+        rates = {w: throughput(cluster, args.seconds, w, extra) for w in counts}
         if 1 in rates and 2 in rates:
             # issue 15, target 2: two workers on two cores do more than one worker alone
             print(f"cluster_two_workers_vs_one: {rates[2] / rates[1]:.2f} x (target > 1)", flush=True)

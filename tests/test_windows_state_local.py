@@ -198,7 +198,9 @@ def test_a_restart_continues_an_event_time_window_in_progress_with_its_watermark
         eventually(lambda: _assert_eq(len(of(first, "items", "spouts")[0].acked_ids), 25), timeout=60)
         (runner,) = of(first, "windows", "bolts")
         eventually(lambda: _assert_eq(runner.bolt.windows, reference[:2]), timeout=30)
-        watermark = runner.core.watermark
+        # windows [0, 1 s) and [1 s, 2 s) fire once the watermark passes 2 s; it reaches 2.4 s at the
+        # next watermark event after item 24 (topology.bolts.watermark.event.interval.ms) — wait for that
+        watermark = eventually(lambda: _assert_eq(runner.core.watermark, 2400), timeout=30)
         provider = first.runtime.resources["state"]
         first.runtime.resources.pop("state")
         cluster.kill_topology("pet")
