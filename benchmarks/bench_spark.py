@@ -93,13 +93,13 @@ class BenchSpout(Spout):
         self.failed += 1
 
 
-class BatchSpout(Spout):
+class BatchSpout(BenchSpout):
     """Emits the rows of :class:`BenchSpout` as batch tuples: one ``pyarrow.Table`` of ``chunk``
     rows per tuple, one message id per table (a source that reads whole batches, as a Parquet
-    file or a Kafka poll would)."""
+    file or a Kafka poll would). No rate limit."""
 
     def __init__(self, n: int = 0, chunk: int = 10000):
-        self.n = n
+        super().__init__(n)
         self.chunk = chunk
 
     def declare_output_fields(self, declarer):
@@ -108,11 +108,6 @@ class BatchSpout(Spout):
     def open(self, conf, context, collector):
         super().open(conf, context, collector)
         self.tables = [word_table(i, min(self.chunk, self.n - i)) for i in range(0, self.n, self.chunk)]
-        self.i = 0
-        self.acked = 0
-        self.failed = 0
-        self.first_emit = 0.0
-        self.last_ack = 0.0
 
     def next_tuple(self):
         if self.i >= len(self.tables):
