@@ -60,7 +60,9 @@ def topology(conf=None):
     b.set_bolt("raise", AlwaysRaise, 1).shuffle_grouping("numbers")
     b.set_bolt("unserializable", EmitUnserializable, 1).shuffle_grouping("numbers")
     b.set_bolt("huge", EmitHuge, 1).shuffle_grouping("numbers")
-    # 4 sink tasks over 2 workers: some emits cross workers and must be serialized
+    # 4 sink tasks over 2 workers: some emits cross workers and must be serialized (a load-aware
+    # shuffle would keep them all in the emitting worker)
     b.set_bolt("sink", Sink, 4).shuffle_grouping("unserializable").shuffle_grouping("huge")
     return b.create_topology(conf={"topology.workers": 2, "topology.max.spout.pending": 5,
-                                   "topology.message.timeout.secs": 10})
+                                   "topology.message.timeout.secs": 10,
+                                   "topology.disable.loadaware.messaging": True})
