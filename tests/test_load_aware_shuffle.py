@@ -161,6 +161,18 @@ class Remote:
         return HOST_LOCAL
 
 
+def scopes(rt) -> dict[str, float]:
+    """The worker's ``gale_worker_shuffle_scope`` gauge, by scope."""
+    from types import SimpleNamespace
+
+    from gale.worker.metrics import WorkerMetrics
+
+    worker = SimpleNamespace(runtime=rt, transfer=None, topology_id="t", supervisor_id="s", port=1, worker_id="w",
+                             started=0.0, conf={})
+    return {s.labels["scope"]: s.value for fam in WorkerMetrics(worker).registry.collect()
+            if fam.name == "gale_worker_shuffle_scope" for s in fam.samples}
+
+
 def test_a_worker_runtime_keeps_shuffled_tuples_local_until_its_queues_fill():
     from gale import TopologyBuilder
     from gale.worker.local import local_conf
@@ -184,8 +196,10 @@ def test_a_worker_runtime_keeps_shuffled_tuples_local_until_its_queues_fill():
     for task in local_sinks:  # the local sinks' queues 90% full
         rt.queue_of(task).extend([None] * 90)
     assert {rt.task_load(t) for t in local_sinks} == {0.9}
+    assert scopes(rt) == {"worker-local": 1, "host-local": 0, "everything": 0}
     rt.refresh_loads(0.0)
     assert g.scope == HOST_LOCAL and set(picks(g, 500)) > local_sinks
+    assert scopes(rt) == {"worker-local": 0, "host-local": 1, "everything": 0}
     for task in local_sinks:
         rt.queue_of(task).clear()
     rt.refresh_loads(1.0)

@@ -49,7 +49,7 @@ from __future__ import annotations
 import re
 import threading
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 from typing import Any
 
 from prometheus_client import start_http_server
@@ -58,6 +58,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Summa
 from gale.log import get_logger
 from gale.metrics import new_registry
 from gale.records import GALE_VERSION
+from gale.worker.runtime.grouping import SCOPE_NAMES
 
 log = get_logger("worker.metrics")
 
@@ -149,6 +150,7 @@ class _WorkerCollector:
             yield _gauge("gale_worker_spouts_active", "1 while the topology is active here.", 1 if runtime.active else 0)
             yield _gauge("gale_worker_backpressure_active", "1 while spouts are paused by backpressure.",
                          1 if runtime.congested else 0)
+            yield _shuffle_scopes(runtime)
         yield _counter("gale_worker_backpressure_events", "Times backpressure began (sampled every 0.1 s).",
                        self.metrics.backpressure_events)
         yield _counter("gale_worker_backpressure_seconds", "Time under backpressure (sampled every 0.1 s).",
@@ -170,6 +172,17 @@ class _WorkerCollector:
             yield _counter("gale_worker_acker_dropped_invalid",
                            "Acker messages with a root or value outside unsigned 64 bits, dropped by the acker.",
                            sum(getattr(t, "invalid", 0) for t in tables))
+
+
+def _shuffle_scopes(runtime) -> GaugeMetricFamily:
+    fam = GaugeMetricFamily("gale_worker_shuffle_scope",
+                            "Load-aware shuffle groupings of this worker's executors by the scope they send to now "
+                            "(worker-local while this worker's target tasks keep up; wider when they do not).",
+                            labels=["scope"])
+    now = Counter(g.scope for g in list(runtime.load_aware))
+    for i, name in enumerate(SCOPE_NAMES):
+        fam.add_metric([name], now.get(i, 0))
+    return fam
 
 
 def _gauge(name: str, doc: str, value: float) -> GaugeMetricFamily:
