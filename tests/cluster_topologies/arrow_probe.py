@@ -9,13 +9,12 @@ shuffle is not load-aware, so about half of the tables cross to the other worker
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from gale import BasicBolt, Spout, TopologyBuilder
+from gale import Spout, TopologyBuilder
 from gale.spark import ARROW_BATCH
+from locality_probe import LineSink
 
 ROWS = 1000
 WORDS = ["alpha", "beta", "gamma", "delta", "épsilon"]
@@ -44,21 +43,11 @@ class TableSpout(Spout):
         self.collector.emit([table(msg_id)], msg_id=msg_id)
 
 
-class TableSink(BasicBolt):
-    def prepare(self, conf, context, collector):
-        super().prepare(conf, context, collector)
-        directory = Path(conf["test.state.dir"])
-        directory.mkdir(parents=True, exist_ok=True)
-        self.here = set(context.worker_tasks)
-        self.out = open(directory / f"sink-{context.task_id}.log", "a", buffering=1)
-
+class TableSink(LineSink):
     def execute(self, tup):
         t = tup[0]
         self.out.write(f"{int(tup.source_task in self.here)} {t.column('id')[0].as_py()} {t.num_rows} "
                        f"{pc.sum(t.column('id')).as_py()} {len(pc.unique(t.column('word')))} {type(t).__name__}\n")
-
-    def cleanup(self):
-        self.out.close()
 
 
 def topology(conf):

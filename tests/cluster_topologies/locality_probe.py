@@ -26,7 +26,9 @@ class CountSpout(Spout):
             self.collector.emit([self.left], msg_id=self.left)
 
 
-class WhereSink(BasicBolt):
+class LineSink(BasicBolt):
+    """Writes lines to ``sink-<task>.log`` in ``test.state.dir``; ``here``: its worker's tasks."""
+
     def prepare(self, conf, context, collector):
         super().prepare(conf, context, collector)
         directory = Path(conf["test.state.dir"])
@@ -34,11 +36,13 @@ class WhereSink(BasicBolt):
         self.here = set(context.worker_tasks)
         self.out = open(directory / f"sink-{context.task_id}.log", "a", buffering=1)
 
-    def execute(self, tup):
-        self.out.write(f"{tup.source_task} {int(tup.source_task in self.here)}\n")
-
     def cleanup(self):
         self.out.close()
+
+
+class WhereSink(LineSink):
+    def execute(self, tup):
+        self.out.write(f"{tup.source_task} {int(tup.source_task in self.here)}\n")
 
 
 def topology(conf):
