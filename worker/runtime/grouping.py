@@ -48,12 +48,13 @@ class ShuffleGrouper(Grouper):
         self._i = 0
 
     def choose(self, values: Sequence[Any]) -> list[int]:
+        order = self._order  # read once: a load-aware shuffle swaps the list from another thread
         i = self._i
-        if i >= len(self._order):
-            self._rng.shuffle(self._order)
+        if i >= len(order):
+            self._rng.shuffle(order)
             i = 0
         self._i = i + 1
-        return self._order[i]
+        return order[i]
 
     def constant(self) -> list[int] | None:
         return list(self._tasks) if len(self._tasks) == 1 else None
@@ -66,7 +67,7 @@ SCOPE_NAMES = ("worker-local", "host-local", "everything")
 MAX_WEIGHT = 10
 
 
-class LoadAwareShuffleGrouper(Grouper):
+class LoadAwareShuffleGrouper(ShuffleGrouper):
     """Storm 2's default shuffle: the nearest tasks while they keep up, farther ones when they do not.
 
     Target tasks fall in cumulative scopes — this worker, this host, everywhere. Tuples go to the
@@ -75,22 +76,19 @@ class LoadAwareShuffleGrouper(Grouper):
     :meth:`refresh` (about once a second) widens the scope while the current one's average load is at
     least ``higher`` and narrows it while the nearer one's is below ``lower``
     (``topology.localityaware.higher.bound`` / ``.lower.bound``). A tuple kept in its worker is
-    never serialized. ``choose`` costs what :class:`ShuffleGrouper`'s does.
+    never serialized. ``choose`` is :class:`ShuffleGrouper`'s, over the current scope's list.
     """
 
-    __slots__ = ("_tasks", "_rng", "_order", "_i", "higher", "lower", "scope", "_where")
+    __slots__ = ("higher", "lower", "scope", "_where")
 
     def __init__(self, tasks: Sequence[int], local_tasks: frozenset[int] | set[int], higher: float = 0.8,
                  lower: float = 0.2, rng: random.Random | None = None):
-        self._tasks = sorted(tasks)
-        self._rng = rng or random.Random()
+        super().__init__(sorted(tasks), rng)
         self.higher = higher
         self.lower = lower
         #: task → its scope; until the first refresh: local or not
         self._where = {t: WORKER_LOCAL if t in local_tasks else EVERYTHING for t in self._tasks}
         self.scope = self._nearest()
-        self._order: list[list[int]] = []
-        self._i = 0
         self._set_order({})
 
     def _nearest(self) -> int:
@@ -129,18 +127,6 @@ class LoadAwareShuffleGrouper(Grouper):
             scope = nearer
         self.scope = scope
         self._set_order(loads)
-
-    def choose(self, values: Sequence[Any]) -> list[int]:
-        order = self._order
-        i = self._i
-        if i >= len(order):
-            self._rng.shuffle(order)
-            i = 0
-        self._i = i + 1
-        return order[i]
-
-    def constant(self) -> list[int] | None:
-        return list(self._tasks) if len(self._tasks) == 1 else None
 
 
 def process_hash_is_shared() -> bool:
