@@ -6,10 +6,14 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.gale-installed
+# the compiled hot path (gale.compiled, setup.py): rebuilt when a module it compiles changes
+COMPILED := $(VENV)/.gale-compiled
+HOT_SOURCES := setup.py common/compiled.py $(wildcard common/topology/*.py common/topology/*.pxd \
+  worker/runtime/*.py worker/runtime/*.pxd)
 
 .PHONY: demo demo-state test test-fast bench deps system-deps system-deps-test clean soak
 
-deps: system-deps $(STAMP)
+deps: system-deps $(STAMP) $(COMPILED)
 
 system-deps:
 	@deploy/install-system-deps.sh base
@@ -24,8 +28,12 @@ $(STAMP): pyproject.toml
 	    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv >/dev/null && $(PYTHON) -m venv $(VENV); }; \
 	fi
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[test]'
+	GALE_REQUIRE_COMPILED=1 $(BIN)/python -m pip install -q -e '.[test]'
 	@touch $(STAMP)
+
+$(COMPILED): $(HOT_SOURCES) | $(STAMP)
+	GALE_REQUIRE_COMPILED=1 $(BIN)/python -m pip install -q --no-deps -e .
+	@touch $(COMPILED)
 
 demo: deps
 	$(BIN)/nimbus dev-cluster --demo $(DEMO_ARGS)
@@ -40,13 +48,13 @@ TEST_WORKERS ?= 2
 XDIST := $(if $(filter 0,$(TEST_WORKERS)),-p no:xdist,-n $(TEST_WORKERS) --dist loadfile)
 
 # every real component is installed here, so a test that would skip for a missing one fails instead
-test: system-deps system-deps-test $(STAMP)
+test: system-deps system-deps-test $(STAMP) $(COMPILED)
 	GALE_REQUIRE_COMPONENTS=1 $(BIN)/python -m pytest $(XDIST) $(PYTEST_ARGS)
 
 test-fast: deps
 	$(BIN)/python -m pytest $(XDIST) -m "not cluster and not spark" $(PYTEST_ARGS)
 
-soak: system-deps system-deps-test $(STAMP)
+soak: system-deps system-deps-test $(STAMP) $(COMPILED)
 	$(BIN)/python -m pytest -m slow --run-slow $(PYTEST_ARGS)
 
 bench: deps

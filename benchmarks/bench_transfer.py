@@ -140,7 +140,7 @@ def measure(n: int, seed: int = 1) -> dict[str, float]:
                 if not i % 1000:
                     local_q.clear()  # the executor takes them, as above
                 (root, edge), = tup.message_id.items()
-                t = object.__new__(Tuple)
+                t = Tuple.__new__(Tuple)
                 t.values = tup.values
                 t.fields = FIELDS
                 t.task = tup.task

@@ -28,7 +28,11 @@ if __name__ != "gale":  # pragma: no cover - the repository root on sys.path
         "(install the project: pip install -e . — a module of yours named 'common' shadows nothing of Gale's)"
     )
 
-from gale.errors import ConfigError, GaleError, TopologyError
+from gale import compiled as _compiled
+
+_compiled.install()  # before any hot module loads: GALE_PURE_PYTHON and stale builds (gale.compiled)
+
+from gale.errors import ConfigError, GaleError, TopologyError  # noqa: E402
 from gale.topology.builder import TopologyBuilder
 from gale.topology.collector import BoltOutputCollector, SpoutOutputCollector
 from gale.topology.components import (

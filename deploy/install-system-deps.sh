@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # Install the Debian packages Gale needs, only those that are missing.
 #   deploy/install-system-deps.sh base   -> Java 17 runtime + ZooKeeper 3.8 + Redis (nimbus, supervisor, demo, state)
+#                                           + a C compiler and Python's headers (the compiled hot path)
 #   deploy/install-system-deps.sh test   -> base + what the test suite drives for real
 #                                           (RabbitMQ, Prometheus, Chromium + chromedriver, systemd-analyze)
 # Re-running when everything is present costs one dpkg query and no network.
 set -euo pipefail
 
 set_name=${1:-base}
-pkgs=(openjdk-17-jre-headless zookeeper redis-server)
+pkgs=(openjdk-17-jre-headless zookeeper redis-server gcc python3-dev)
 if [ "$set_name" = test ]; then
   pkgs+=(rabbitmq-server prometheus chromium chromium-driver iproute2 procps systemd)
 fi

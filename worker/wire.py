@@ -46,7 +46,7 @@ from gale.topology.tuple import Fields, Tuple, new_tuple
 from gale.worker.arrow_codec import ext_hook
 from gale.worker.runtime.acker import ACK, ACKED, FAIL, FAILED, INIT, RESET, RESET_TIMEOUT
 
-_new = object.__new__
+_new = Tuple.__new__  # object.__new__ refuses Tuple's compiled build (gale.compiled)
 
 TUPLE, ACKER, RESULT = 0, 1, 2
 TUPLES, ACKERS, RESULTS = 3, 4, 5

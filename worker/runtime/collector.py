@@ -33,7 +33,6 @@ if TYPE_CHECKING:  # pragma: no cover
     from gale.worker.runtime.executor import BoltExecutor, SpoutExecutor
 
 _rand: Rand = random.Random().getrandbits
-_new = object.__new__
 fromkeys = dict.fromkeys
 
 
@@ -273,11 +272,12 @@ class BoltOutputCollector(_Collector):
     def emit(
         self, values: Sequence[Any], anchors: Tuple | Iterable[Tuple] | None = None, stream: str = "default"
     ) -> list[int]:
-        route = self._routes.get(stream)
+        route: StreamRoute = self._routes.get(stream)
         if route is None or len(values) != route.n:
             route = self._route(stream, values)
         if anchors is None:
             anchors = self.auto_anchor
+        a: Tuple  # ``anchors`` once it is known to be one Tuple (a typed C reference when compiled)
         q = route.single_queue
         if q is not None:
             # the hottest path of a topology, inlined: one target task in this process, and no
@@ -287,14 +287,15 @@ class BoltOutputCollector(_Collector):
             lineage = 0
             if anchors is not None and self._acking:
                 if anchors.__class__ is Tuple and anchors.message_id and len(anchors.message_id) == 1:
-                    (root,) = anchors.message_id
-                    ordinal = anchors._emits
-                    anchors._emits = ordinal + 1
-                    lineage = anchors.lineage
+                    a = anchors
+                    (root,) = a.message_id
+                    ordinal = a._emits
+                    a._emits = ordinal + 1
+                    lineage = a.lineage
                     if lineage:
                         lineage = hash((lineage, route.salt, ordinal))
                     edge = self._rand(64) or 1
-                    anchors.ack_val ^= edge
+                    a.ack_val ^= edge
                     message_id = {root: edge}
                 else:
                     q = None
@@ -303,7 +304,7 @@ class BoltOutputCollector(_Collector):
                 self._capture(self.component, stream, values)
             if q is not None:
                 route.transferred += 1
-                t = _new(Tuple)
+                t: Tuple = Tuple.__new__(Tuple)
                 t.values = values
                 t.fields = route.fields
                 t.task = self.task
@@ -341,7 +342,7 @@ class BoltOutputCollector(_Collector):
                     for target in targets:
                         edge = rand(64) or 1
                         anchors.ack_val ^= edge
-                        t = _new(Tuple)
+                        t: Tuple = Tuple.__new__(Tuple)
                         t.values = values
                         t.fields = fields
                         t.task = task
@@ -425,7 +426,7 @@ class BoltOutputCollector(_Collector):
         return targets
 
     def ack(self, tup: Tuple) -> None:
-        st = tup._st
+        st: float = tup._st
         if st < 0:
             return
         tup._st = -1.0

@@ -1,0 +1,109 @@
+"""The compiled hot path: which modules Cython builds, and which build a process runs.
+
+The per-tuple path — :class:`~gale.topology.tuple.Tuple`, the output collectors and stream routes,
+the executors, the acker table, the spout's pending map — is plain Python that Cython can also
+compile (its ``.pxd`` files give ``Tuple``, ``Fields``, ``StreamRoute`` and the collectors typed C
+slots). ``pip install`` (``make deps``) builds each of :data:`MODULES` as an extension module next
+to its source when a C compiler and Cython are at hand (``setup.py``); a module that fails to build
+is skipped and runs as Python. Both builds run the same source, so they give identical results; the
+test suite runs under both (``make test``).
+
+Which build a process uses:
+
+* the extension module, when it is there and not older than its ``.py`` (a source edited after the
+  last build runs as Python, with a warning, until ``make deps`` rebuilds it);
+* the ``.py`` source for every module when ``GALE_PURE_PYTHON=1`` is set (inherited by workers).
+
+:func:`install` (called by ``gale/__init__``) enforces both rules; :func:`status` reports the result.
+This module imports nothing of Gale's: ``setup.py`` reads :data:`MODULES` from it before Gale is
+installed.
+"""
+
+from __future__ import annotations
+
+import importlib.abc
+import importlib.machinery
+import importlib.util
+import os
+import sys
+import warnings
+
+#: the modules built as extension modules (import names; each has a ``.py`` and may have a ``.pxd``)
+MODULES = (
+    "gale.topology.tuple",
+    "gale.worker.runtime.collector",
+    "gale.worker.runtime.executor",
+    "gale.worker.runtime.acker",
+    "gale.worker.runtime.rotating",
+)
+
+#: set to ``1`` to run every module of :data:`MODULES` from its Python source
+PURE_ENV = "GALE_PURE_PYTHON"
+
+
+def pure_requested() -> bool:
+    return os.environ.get(PURE_ENV, "").strip().lower() in ("1", "true", "yes", "on")
+
+
+class _SourceFirst(importlib.abc.MetaPathFinder):
+    """Loads a hot module from its ``.py`` when Python is asked for, or when the built extension
+    module is older than the source (a stale build must never run instead of edited code)."""
+
+    def __init__(self, pure: bool):
+        self.pure = pure
+        self.stale: list[str] = []
+
+    def find_spec(self, name, path=None, target=None):
+        if name not in MODULES or not path:
+            return None
+        leaf = name.rpartition(".")[2]
+        for directory in path:
+            source = os.path.join(directory, leaf + ".py")
+            if not os.path.exists(source):
+                continue
+            if not self.pure:
+                built = _built_next_to(directory, leaf)
+                if built is None or os.path.getmtime(built) >= os.path.getmtime(source):
+                    return None  # the normal import: the extension module if there, else the source
+                self.stale.append(name)
+                warnings.warn(f"{built} is older than {source}: running {name} as Python until "
+                              "`make deps` rebuilds it", RuntimeWarning, stacklevel=2)
+            return importlib.util.spec_from_file_location(name, source)
+        return None
+
+
+def _built_next_to(directory: str, leaf: str) -> str | None:
+    for suffix in importlib.machinery.EXTENSION_SUFFIXES:
+        candidate = os.path.join(directory, leaf + suffix)
+        if os.path.exists(candidate):
+            return candidate
+    return None
+
+
+_finder: _SourceFirst | None = None
+
+
+def install() -> None:
+    """Put the source-first rule in front of the import system (once per process)."""
+    global _finder
+    if _finder is None:
+        _finder = _SourceFirst(pure_requested())
+        sys.meta_path.insert(0, _finder)
+
+
+def is_compiled(module: str) -> bool:
+    """Whether ``module`` (one of :data:`MODULES`) runs as an extension module in this process."""
+    mod = sys.modules.get(module) or importlib.import_module(module)
+    return isinstance(getattr(mod, "__loader__", None), importlib.machinery.ExtensionFileLoader)
+
+
+def status() -> dict[str, bool]:
+    """Module → compiled? for every hot module (importing them)."""
+    return {m: is_compiled(m) for m in MODULES}
+
+
+def hot_path() -> str:
+    """``"compiled"`` when every hot module is an extension module, ``"python"`` when none is,
+    ``"mixed"`` otherwise (a failed or stale build of some)."""
+    got = set(status().values())
+    return "compiled" if got == {True} else "python" if got == {False} else "mixed"

@@ -1,0 +1,17 @@
+# Cython declarations for tuple.py (compiled build only; see docs/architecture.md, "Compiled hot path")
+cdef class Fields:
+    cdef public tuple names
+    cdef public dict _index
+    cdef public str source_key
+    cdef public str component
+    cdef public str stream
+
+cdef class Tuple:
+    cdef public object values
+    cdef public Fields fields
+    cdef public object task
+    cdef public object message_id
+    cdef public unsigned long long ack_val
+    cdef public double _st
+    cdef public object lineage
+    cdef public Py_ssize_t _emits

@@ -1,0 +1,58 @@
+"""Builds the compiled hot path (``gale.compiled``): Cython compiles each hot module's ``.py`` (with
+its ``.pxd``) into an extension module next to the source. Everything else about the project is in
+``pyproject.toml``.
+
+A module that cannot be built (no C compiler, no Cython) is skipped with a warning and runs as
+Python; ``GALE_REQUIRE_COMPILED=1`` makes that an error instead (``make deps`` sets it, so a
+machine that can build never silently runs the slower path).
+"""
+
+from __future__ import annotations
+
+import os
+import runpy
+from pathlib import Path
+
+from setuptools import Extension, setup
+
+ROOT = Path(__file__).resolve().parent
+#: import package → source folder (the same mapping as [tool.setuptools.package-dir])
+FOLDERS = {"gale": "common", "gale.nimbus": "nimbus", "gale.supervisor": "supervisor", "gale.worker": "worker"}
+MODULES = runpy.run_path(str(ROOT / "common" / "compiled.py"))["MODULES"]
+REQUIRED = os.environ.get("GALE_REQUIRE_COMPILED", "") == "1"
+
+
+def source_tree() -> Path:
+    """A tree of links shaped like the import package (``gale/...``), so Cython names each module
+    ``gale.…`` and finds the ``.pxd`` files a ``cimport gale.…`` asks for."""
+    tree = ROOT / "build" / "cython-src"
+    top = tree / "gale"
+    top.mkdir(parents=True, exist_ok=True)
+    for entry in (ROOT / "common").iterdir():
+        link = top / entry.name
+        if not link.exists() and not link.is_symlink():
+            link.symlink_to(entry)
+    for package, folder in FOLDERS.items():
+        if package != "gale":
+            link = top / package.split(".", 1)[1]
+            if not link.exists() and not link.is_symlink():
+                link.symlink_to(ROOT / folder)
+    return tree
+
+
+def extensions() -> list[Extension]:
+    try:
+        from Cython.Build import cythonize
+    except ImportError:
+        if REQUIRED:
+            raise
+        print("gale: Cython is missing; the hot path runs as Python")
+        return []
+    tree = source_tree()
+    exts = [Extension(name, [str(tree / (name.replace(".", "/") + ".py"))], optional=not REQUIRED)
+            for name in MODULES]
+    return cythonize(exts, include_path=[str(tree)], build_dir=str(ROOT / "build" / "cython-c"),
+                     language_level=3, quiet=True)
+
+
+setup(ext_modules=extensions())

@@ -1,0 +1,48 @@
+# Cython declarations for collector.py (compiled build only; docs/architecture.md, "Compiled hot path")
+from gale.topology.tuple cimport Fields, Tuple
+
+cdef class StreamRoute:
+    cdef public str stream
+    cdef public Fields fields
+    cdef public Py_ssize_t n
+    cdef public list groupers
+    cdef public bint direct
+    cdef public frozenset direct_tasks
+    cdef public object single
+    cdef public object choose
+    cdef public Py_ssize_t emitted
+    cdef public Py_ssize_t transferred
+    cdef public object salt
+    cdef public object const
+    cdef public object const_queues
+    cdef public object single_queue
+
+cdef class _Collector:
+    cdef public object _rand
+    cdef public object _executor
+    cdef public object _runtime
+    cdef public object task
+    cdef public str component
+    cdef public dict _routes
+    cdef public object _stats
+    cdef public object _send_tuple
+    cdef public object _queue_of
+    cdef public object _send_acker
+    cdef public object _acker_task
+    cdef public bint _acking
+    cdef public object _acker_queue
+    cdef public object _capture
+
+cdef class SpoutOutputCollector(_Collector):
+    cdef public object _pending
+    cdef public object _pending_put
+    cdef public object _clock
+    cdef public object _monotonic
+    cdef public object _steer
+    cdef public dict _message_salts
+    cdef public object _generation
+
+cdef class BoltOutputCollector(_Collector):
+    cdef public object auto_anchor
+    cdef public object _perf
+    cdef public object _ack_buf
