@@ -49,12 +49,13 @@ class _SourceFirst(importlib.abc.MetaPathFinder):
     """Loads a hot module from its ``.py`` when Python is asked for, or when the built extension
     module is older than the source (a stale build must never run instead of edited code)."""
 
-    def __init__(self, pure: bool):
+    def __init__(self, pure: bool, modules: tuple[str, ...] = MODULES):
         self.pure = pure
+        self.modules = modules
         self.stale: list[str] = []
 
     def find_spec(self, name, path=None, target=None):
-        if name not in MODULES or not path:
+        if name not in self.modules or not path:
             return None
         leaf = name.rpartition(".")[2]
         for directory in path:

@@ -1,0 +1,125 @@
+"""The compiled hot path (``gale.compiled``): which build a process runs, and that both agree.
+
+``make test`` runs the whole suite on the compiled build (``GALE_REQUIRE_COMPILED=1``) and the
+tests that need no cluster again on the Python source (``GALE_PURE_PYTHON=1``).
+"""
+
+from __future__ import annotations
+
+import importlib.machinery
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import warnings
+from pathlib import Path
+
+import pytest
+
+from gale import compiled
+
+ROOT = Path(__file__).resolve().parent.parent
+SUFFIX = importlib.machinery.EXTENSION_SUFFIXES[0]
+
+
+def run_python(code_or_module: list[str], env_extra: dict[str, str], cwd: Path = ROOT) -> str:
+    env = {k: v for k, v in os.environ.items() if k != compiled.PURE_ENV}
+    env.update(env_extra)
+    out = subprocess.run([sys.executable, *code_or_module], capture_output=True, text=True, env=env,
+                         cwd=cwd, timeout=120)
+    assert out.returncode == 0, out.stderr[-3000:]
+    return out.stdout
+
+
+def test_this_process_runs_the_build_it_was_asked_for():
+    got = compiled.status()
+    assert set(got) == set(compiled.MODULES)
+    if compiled.pure_requested():
+        assert not any(got.values()), got
+    elif os.environ.get("GALE_REQUIRE_COMPILED") == "1":  # make test: the build must have happened
+        assert all(got.values()), f"not compiled: {[m for m, c in got.items() if not c]}"
+    else:
+        assert compiled.hot_path() in ("compiled", "python"), got
+
+
+def test_gale_pure_python_runs_every_hot_module_from_its_source():
+    out = run_python(["-c", "import json, gale.compiled as c; print(json.dumps(c.status()))"],
+                     {compiled.PURE_ENV: "1"})
+    got = json.loads(out)
+    assert got == {m: False for m in compiled.MODULES}
+
+
+def _package(tmp_path: Path, *, built_is_newer: bool) -> Path:
+    """``pkgx/mod.py`` (``X = 1``) beside a ``mod`` extension file that is not a loadable module:
+    importing the extension fails, so an import that succeeds came from the source."""
+    pkg = tmp_path / "pkgx"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    source, built = pkg / "mod.py", pkg / f"mod{SUFFIX}"
+    source.write_text("X = 1\n")
+    built.write_bytes(b"not an ELF file")
+    older, newer = (source, built) if built_is_newer else (built, source)
+    os.utime(older, (1_000_000, 1_000_000))
+    os.utime(newer, (2_000_000, 2_000_000))
+    return pkg
+
+
+IMPORT_WITH_FINDER = textwrap.dedent(
+    """
+    import sys, warnings
+    from gale.compiled import _SourceFirst
+    sys.meta_path.insert(0, _SourceFirst(pure=PURE, modules=("pkgx.mod",)))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            import pkgx.mod
+            print("source", pkgx.mod.X, len(caught))
+        except ImportError as exc:
+            print("extension", type(exc).__name__)
+    """
+)
+
+
+@pytest.mark.parametrize(
+    "built_is_newer, pure, expected",
+    [
+        (False, False, "source 1 1"),  # a stale build: the source runs, with a warning
+        (True, False, "extension ImportError"),  # a current build is what Python imports
+        (True, True, "source 1 0"),  # GALE_PURE_PYTHON: the source, whatever the build
+    ],
+)
+def test_a_build_older_than_its_source_never_runs_instead_of_it(tmp_path, built_is_newer, pure, expected):
+    _package(tmp_path, built_is_newer=built_is_newer)
+    code = IMPORT_WITH_FINDER.replace("PURE", str(pure))
+    out = run_python(["-c", code], {"PYTHONPATH": str(tmp_path)}, cwd=tmp_path)
+    assert out.split("\n")[0] == expected
+
+
+def test_the_finder_warns_by_name_about_a_stale_build(tmp_path):
+    pkg = _package(tmp_path, built_is_newer=False)
+    finder = compiled._SourceFirst(pure=False, modules=("pkgx.mod",))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        spec = finder.find_spec("pkgx.mod", [str(pkg)])
+    assert spec is not None and spec.origin == str(pkg / "mod.py")
+    assert finder.stale == ["pkgx.mod"]
+    assert "older than" in str(caught[0].message) and f"mod{SUFFIX}" in str(caught[0].message)
+    assert finder.find_spec("pkgx.other", [str(pkg)]) is None  # not a hot module: the normal import
+
+
+def test_a_word_count_is_the_same_in_both_builds():
+    """Counts, acked messages, lineage ids and the executed/acked statistics agree between the
+    compiled build and the source (the lineage ids are hashed on the emit path, in C when compiled)."""
+    runs = {}
+    for name, env in (("default", {}), ("python", {compiled.PURE_ENV: "1"})):
+        runs[name] = json.loads(run_python(["-m", "tests.compiled_probe", "300"], env).strip().splitlines()[-1])
+    assert runs["python"]["hot_path"] == "python"
+    if os.environ.get("GALE_REQUIRE_COMPILED") == "1":
+        assert runs["default"]["hot_path"] == "compiled"
+    default, python = runs["default"], runs["python"]
+    assert default["acked"] == python["acked"] == list(range(300))
+    assert sum(default["counts"].values()) == 300 * 6
+    for key in ("counts", "lineages", "executed", "acked_by"):
+        assert default[key] == python[key], key
+    assert len(set(default["lineages"])) == 300 * 6  # every word tuple has its own lineage id
