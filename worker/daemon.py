@@ -39,6 +39,7 @@ from kazoo.exceptions import KazooException, NoNodeError
 
 from gale import log as glog
 from gale.clock import REAL_CLOCK
+from gale.compiled import hot_path
 from gale.cluster_state import ClusterState
 from gale.deadline import EXIT_SHARE, GRACEFUL_SHARE, Deadline, ExitDeadline, within
 from gale.errors import GaleError
@@ -335,7 +336,7 @@ class Worker:
         self.transfer.start()
         self.runtime.start(active=base.status == TopologyStatus.ACTIVE)
         log.info("worker-running", executors=len(self.executors), active=self.runtime.active,
-                 peers=len(set(self.transfer.routes.values())))
+                 peers=len(set(self.transfer.routes.values())), hot_path=hot_path())
 
     def _deliver(self, task: int, payload: Any) -> bool:
         return self.runtime.deliver(task, payload) if self.runtime is not None else False
