@@ -10,8 +10,9 @@ test suite runs under both (``make test``).
 
 Which build a process uses:
 
-* the extension module, when it is there and not older than its ``.py`` (a source edited after the
-  last build runs as Python, with a warning, until ``make deps`` rebuilds it);
+* the extension module, when it is there and — in a source checkout — not older than its ``.py``
+  (a source edited after the last build runs as Python, with a warning, until ``make deps``
+  rebuilds it; an installed wheel's files have install times, so there the rule does not apply);
 * the ``.py`` source for every module when ``GALE_PURE_PYTHON=1`` is set (inherited by workers).
 
 :func:`install` (called by ``gale/__init__``) enforces both rules; :func:`status` reports the result.
@@ -49,9 +50,10 @@ class _SourceFirst(importlib.abc.MetaPathFinder):
     """Loads a hot module from its ``.py`` when Python is asked for, or when the built extension
     module is older than the source (a stale build must never run instead of edited code)."""
 
-    def __init__(self, pure: bool, modules: tuple[str, ...] = MODULES):
+    def __init__(self, pure: bool, modules: tuple[str, ...] = MODULES, check_stale: bool = True):
         self.pure = pure
         self.modules = modules
+        self.check_stale = check_stale
         self.stale: list[str] = []
 
     def find_spec(self, name, path=None, target=None):
@@ -63,6 +65,8 @@ class _SourceFirst(importlib.abc.MetaPathFinder):
             if not os.path.exists(source):
                 continue
             if not self.pure:
+                if not self.check_stale:
+                    return None
                 built = _built_next_to(directory, leaf)
                 if built is None or os.path.getmtime(built) >= os.path.getmtime(source):
                     return None  # the normal import: the extension module if there, else the source
@@ -84,11 +88,18 @@ def _built_next_to(directory: str, leaf: str) -> str | None:
 _finder: _SourceFirst | None = None
 
 
+def in_checkout() -> bool:
+    """Whether Gale runs from its repository (``common/`` is this module's folder, ``setup.py`` is
+    beside it) rather than from an installed wheel."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    return os.path.exists(os.path.join(root, "setup.py")) and os.path.exists(os.path.join(root, "common", "compiled.py"))
+
+
 def install() -> None:
     """Put the source-first rule in front of the import system (once per process)."""
     global _finder
     if _finder is None:
-        _finder = _SourceFirst(pure_requested())
+        _finder = _SourceFirst(pure_requested(), check_stale=in_checkout())
         sys.meta_path.insert(0, _finder)
 
 

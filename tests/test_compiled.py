@@ -69,7 +69,7 @@ IMPORT_WITH_FINDER = textwrap.dedent(
     """
     import sys, warnings
     from gale.compiled import _SourceFirst
-    sys.meta_path.insert(0, _SourceFirst(pure=PURE, modules=("pkgx.mod",)))
+    sys.meta_path.insert(0, _SourceFirst(pure=PURE, modules=("pkgx.mod",), check_stale=STALE))
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
@@ -82,18 +82,25 @@ IMPORT_WITH_FINDER = textwrap.dedent(
 
 
 @pytest.mark.parametrize(
-    "built_is_newer, pure, expected",
+    "built_is_newer, pure, check_stale, expected",
     [
-        (False, False, "source 1 1"),  # a stale build: the source runs, with a warning
-        (True, False, "extension ImportError"),  # a current build is what Python imports
-        (True, True, "source 1 0"),  # GALE_PURE_PYTHON: the source, whatever the build
+        (False, False, True, "source 1 1"),  # a stale build: the source runs, with a warning
+        (True, False, True, "extension ImportError"),  # a current build is what Python imports
+        (True, True, True, "source 1 0"),  # GALE_PURE_PYTHON: the source, whatever the build
+        (False, False, False, "extension ImportError"),  # an installed wheel: install times mean nothing
     ],
 )
-def test_a_build_older_than_its_source_never_runs_instead_of_it(tmp_path, built_is_newer, pure, expected):
+def test_a_build_older_than_its_source_never_runs_instead_of_it(tmp_path, built_is_newer, pure, check_stale,
+                                                                expected):
     _package(tmp_path, built_is_newer=built_is_newer)
-    code = IMPORT_WITH_FINDER.replace("PURE", str(pure))
+    code = IMPORT_WITH_FINDER.replace("PURE", str(pure)).replace("STALE", str(check_stale))
     out = run_python(["-c", code], {"PYTHONPATH": str(tmp_path)}, cwd=tmp_path)
     assert out.split("\n")[0] == expected
+
+
+def test_the_staleness_rule_applies_in_this_checkout_only():
+    assert compiled.in_checkout()  # the suite runs from the repository
+    assert compiled._finder is not None and compiled._finder.check_stale
 
 
 def test_the_finder_warns_by_name_about_a_stale_build(tmp_path):

@@ -245,10 +245,12 @@ def test_wheel_installs_into_a_clean_virtualenv_with_everything_inside_the_packa
     code = """
 import json, gale, gale.examples
 from pathlib import Path
+from gale import compiled
 from gale.nimbus import ui
 from gale.nimbus.demo import flagship_path
 print(json.dumps({"gale": gale.__file__, "flagship": str(flagship_path()),
-                  "static": sorted(p.name for p in ui.STATIC.iterdir())}))
+                  "static": sorted(p.name for p in ui.STATIC.iterdir()),
+                  "hot_path": compiled.hot_path(), "checkout": compiled.in_checkout()}))
 """
     where = json.loads(_run([py, "-c", code], cwd=tmp_path).stdout)
     site = installed / "lib"
@@ -258,6 +260,10 @@ print(json.dumps({"gale": gale.__file__, "flagship": str(flagship_path()),
     assert {"index.html", "app.js", "app.css", "topology.html"} <= set(where["static"])
     for script in ("nimbus", "supervisor", "worker"):
         assert "from gale." in (installed / "bin" / script).read_text()
+    # the wheel carries the compiled hot path, and its files' install times are not build times
+    assert where["checkout"] is False
+    if os.environ.get("GALE_REQUIRE_COMPILED") == "1":
+        assert where["hot_path"] == "compiled", where
 
 
 def test_wheel_runs_an_example_in_local_mode_outside_the_repository(installed, tmp_path):
