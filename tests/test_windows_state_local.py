@@ -201,6 +201,14 @@ def test_a_restart_continues_an_event_time_window_in_progress_with_its_watermark
         # windows [0, 1 s) and [1 s, 2 s) fire once the watermark passes 2 s; it reaches 2.4 s at the
         # next watermark event after item 24 (topology.bolts.watermark.event.interval.ms) — wait for that
         watermark = eventually(lambda: _assert_eq(runner.core.watermark, 2400), timeout=30)
+
+        def committed() -> int:
+            return first.component_stats()[CHECKPOINT_COMPONENT]["extra"]["checkpoints_committed"]
+
+        # the restart restores the last committed checkpoint: wait for one prepared after the watermark
+        # reached 2.4 s (the one in flight now may hold the state from before; the next one cannot)
+        seen = committed()
+        eventually(lambda: _assert_eq(committed() >= seen + 2, True), timeout=30)
         provider = first.runtime.resources["state"]
         first.runtime.resources.pop("state")
         cluster.kill_topology("pet")
