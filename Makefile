@@ -29,7 +29,7 @@ $(STAMP): pyproject.toml
 	fi
 	$(BIN)/python -m pip install -q --upgrade pip
 	GALE_REQUIRE_COMPILED=1 $(BIN)/python -m pip install -q -e '.[test]'
-	@touch $(STAMP)
+	@touch $(STAMP) $(COMPILED)  # that install built the hot path too: no second build right after
 
 $(COMPILED): $(HOT_SOURCES) | $(STAMP)
 	GALE_REQUIRE_COMPILED=1 $(BIN)/python -m pip install -q --no-deps -e .

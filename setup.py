@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import os
 import runpy
+import tomllib
 from pathlib import Path
 
 from setuptools import Extension, setup
 
 ROOT = Path(__file__).resolve().parent
-#: import package → source folder (the same mapping as [tool.setuptools.package-dir])
-FOLDERS = {"gale": "common", "gale.nimbus": "nimbus", "gale.supervisor": "supervisor", "gale.worker": "worker"}
+#: import package → source folder ([tool.setuptools.package-dir] of pyproject.toml)
+FOLDERS = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-dir"]
 MODULES = runpy.run_path(str(ROOT / "common" / "compiled.py"))["MODULES"]
 REQUIRED = os.environ.get("GALE_REQUIRE_COMPILED", "") == "1"
 

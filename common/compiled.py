@@ -89,10 +89,10 @@ _finder: _SourceFirst | None = None
 
 
 def in_checkout() -> bool:
-    """Whether Gale runs from its repository (``common/`` is this module's folder, ``setup.py`` is
-    beside it) rather than from an installed wheel."""
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    return os.path.exists(os.path.join(root, "setup.py")) and os.path.exists(os.path.join(root, "common", "compiled.py"))
+    """Whether Gale runs from its repository (this module's folder is ``common/``, with ``setup.py``
+    beside it) rather than from an installed wheel (where it is ``gale/``)."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    return os.path.basename(here) == "common" and os.path.exists(os.path.join(os.path.dirname(here), "setup.py"))
 
 
 def install() -> None:
