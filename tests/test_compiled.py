@@ -16,6 +16,8 @@ import warnings
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from gale import compiled
 
@@ -130,3 +132,23 @@ def test_a_word_count_is_the_same_in_both_builds():
     for key in ("counts", "lineages", "executed", "acked_by"):
         assert default[key] == python[key], key
     assert len(set(default["lineages"])) == 300 * 6  # every word tuple has its own lineage id
+
+
+_INT64 = st.one_of(st.integers(-(2**63), 2**64 - 1), st.sampled_from([0, -1, -2, 2**61 - 1, 2**61, 2**63, 2**64 - 1]))
+
+
+@settings(max_examples=2000, deadline=None)
+@given(parent=_INT64, salt=_INT64, ordinal=st.integers(0, 2**31))
+def test_the_lineage_of_an_anchored_emit_is_the_tuple_hash_in_either_build(parent, salt, ordinal):
+    """The compiled collector hashes ``(parent, salt, ordinal)`` in C, without the tuple; it must
+    give ``hash`` of the tuple (lineage.child), which the Python build and other workers compute."""
+    from gale.worker.runtime import collector, lineage
+
+    assert collector.child_lineage(parent, salt, ordinal) == lineage.child(parent, salt, ordinal)
+    assert collector.child_lineage(parent, salt, ordinal) == hash((parent, salt, ordinal))
+
+
+def test_the_compiled_collector_hashes_lineage_in_c_when_its_check_passes():
+    from gale.worker.runtime import collector
+
+    assert collector._hash3_agrees() == compiled.status()["gale.worker.runtime.collector"]

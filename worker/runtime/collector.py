@@ -22,6 +22,8 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
+import cython
+
 from gale.topology.tuple import Fields, Tuple, new_tuple
 from gale.worker.runtime import lineage as _lineage
 from gale.worker.runtime.acker import ACK, FAIL, INIT, RESET
@@ -38,6 +40,62 @@ fromkeys = dict.fromkeys
 
 def _no_targets(values: Sequence[Any]) -> list[int]:
     return []
+
+
+# CPython's tuple hash (Objects/tupleobject.c, xxHash's 64-bit primes and rotation), so the compiled
+# build computes ``hash((parent, salt, ordinal))`` — lineage.child — without building the tuple
+_XXPRIME_1 = cython.declare(cython.ulonglong, 11400714785074694791)
+_XXPRIME_2 = cython.declare(cython.ulonglong, 14029467366897019727)
+_XXPRIME_5 = cython.declare(cython.ulonglong, 2870177450012600261)
+
+
+@cython.cfunc
+@cython.inline
+@cython.exceptval(check=False)
+def _xx_round(acc: cython.ulonglong, lane: cython.ulonglong) -> cython.ulonglong:
+    acc += lane * _XXPRIME_2
+    acc = (acc << 31) | (acc >> 33)
+    return acc * _XXPRIME_1
+
+
+@cython.cfunc
+@cython.inline
+def _hash3(a: object, b: object, c: object) -> object:
+    """``hash((a, b, c))`` in C (compiled build only: the arithmetic wraps at 64 bits)."""
+    acc: cython.ulonglong = _xx_round(_XXPRIME_5, cython.cast(cython.ulonglong, hash(a)))
+    acc = _xx_round(acc, cython.cast(cython.ulonglong, hash(b)))
+    acc = _xx_round(acc, cython.cast(cython.ulonglong, hash(c)))
+    acc += 3 ^ (_XXPRIME_5 ^ 3527539)
+    if acc == cython.cast(cython.ulonglong, -1):
+        return 1546275796
+    return cython.cast(cython.longlong, acc)
+
+
+def _hash3_agrees() -> bool:
+    """Whether :func:`_hash3` gives this interpreter's ``hash`` of a 3-tuple (checked at import; the
+    collector uses ``hash`` itself when not, or when running as Python)."""
+    if not cython.compiled:
+        return False
+    samples = [(0, 0, 0), (-1, -2, -3), (2**64 - 1, 2**63, -(2**63)), (123456789012345678, 7, 2**61 - 1),
+               (-5555555555555555555, 18446744073709551557, 9), (1, 2**61, 2**61 - 2)]
+    return all(_hash3(a, b, c) == hash((a, b, c)) for a, b, c in samples)
+
+
+_C_HASH3 = cython.declare(cython.bint, _hash3_agrees())
+
+
+def child_lineage(parent: int, salt: int, ordinal: int) -> int:
+    """What the collector computes for :func:`gale.worker.runtime.lineage.child` (for tests)."""
+    return _child_lineage(parent, salt, ordinal)
+
+
+@cython.cfunc
+@cython.inline
+def _child_lineage(parent: object, salt: object, ordinal: object) -> object:
+    """:func:`gale.worker.runtime.lineage.child`: ``hash((parent, salt, ordinal))``."""
+    if _C_HASH3:
+        return _hash3(parent, salt, ordinal)
+    return hash((parent, salt, ordinal))
 
 
 class StreamRoute:
@@ -278,6 +336,7 @@ class BoltOutputCollector(_Collector):
         if anchors is None:
             anchors = self.auto_anchor
         a: Tuple  # ``anchors`` once it is known to be one Tuple (a typed C reference when compiled)
+        edge: cython.ulonglong  # an edge id (C arithmetic on ``ack_val`` when compiled)
         q = route.single_queue
         if q is not None:
             # the hottest path of a topology, inlined: one target task in this process, and no
@@ -286,14 +345,15 @@ class BoltOutputCollector(_Collector):
             message_id: dict[int, int] | None = None
             lineage = 0
             if anchors is not None and self._acking:
-                if anchors.__class__ is Tuple and anchors.message_id and len(anchors.message_id) == 1:
+                a_ids = anchors.message_id if anchors.__class__ is Tuple else None
+                if a_ids and len(a_ids) == 1:
                     a = anchors
-                    (root,) = a.message_id
+                    (root,) = a_ids
                     ordinal = a._emits
                     a._emits = ordinal + 1
                     lineage = a.lineage
                     if lineage:
-                        lineage = hash((lineage, route.salt, ordinal))
+                        lineage = _child_lineage(lineage, route.salt, ordinal)
                     edge = self._rand(64) or 1
                     a.ack_val ^= edge
                     message_id = {root: edge}
@@ -327,21 +387,22 @@ class BoltOutputCollector(_Collector):
             return targets
         route.transferred += len(targets)
         if anchors.__class__ is Tuple and self._acking:
-            a_ids = anchors.message_id
+            a = anchors
+            a_ids = a.message_id
             if a_ids:
                 # the common case, inlined: one tracked anchor (anchoring.bolt_emit with one anchor)
                 fields, task, rand = route.fields, self.task, self._rand
-                ordinal = anchors._emits
-                anchors._emits = ordinal + 1
-                lineage = anchors.lineage
+                ordinal = a._emits
+                a._emits = ordinal + 1
+                lineage = a.lineage
                 if lineage:
-                    lineage = hash((lineage, route.salt, ordinal))  # lineage.child, inlined
+                    lineage = _child_lineage(lineage, route.salt, ordinal)
                 if len(a_ids) == 1:
                     (root,) = a_ids
                     queue_of, send = self._queue_of, self._send_tuple
                     for target in targets:
                         edge = rand(64) or 1
-                        anchors.ack_val ^= edge
+                        a.ack_val ^= edge
                         t: Tuple = Tuple.__new__(Tuple)
                         t.values = values
                         t.fields = fields
@@ -360,7 +421,7 @@ class BoltOutputCollector(_Collector):
                     send = self._send_tuple
                     for target in targets:
                         edge = rand(64) or 1
-                        anchors.ack_val ^= edge
+                        a.ack_val ^= edge
                         send(target, new_tuple(values, fields, task, fromkeys(a_ids, edge), lineage))
                 return targets
         elif anchors is None or not self._acking:
@@ -397,7 +458,7 @@ class BoltOutputCollector(_Collector):
                 if a_ids:
                     ordinal = anchors._emits
                     anchors._emits = ordinal + 1
-                    lineage = _lineage.child(anchors.lineage, route.salt, ordinal) if anchors.lineage else 0
+                    lineage = _child_lineage(anchors.lineage, route.salt, ordinal) if anchors.lineage else 0
                     for target in targets:
                         edge = rand(64) or 1
                         anchors.ack_val ^= edge
@@ -434,12 +495,19 @@ class BoltOutputCollector(_Collector):
         if ids and self._acking:
             # anchoring.ack_messages; with an ack buffer, anchoring.combine_ack: the values for one
             # root are XORed together (a tree's acks in one executor batch become one acker message)
-            av = tup.ack_val
-            buf = self._ack_buf
+            av: cython.ulonglong = tup.ack_val
+            v: cython.ulonglong  # C arithmetic when compiled: no int objects but the one stored
+            pv: cython.ulonglong
+            buf: dict = self._ack_buf
             if buf is not None:
-                get = buf.get
                 for root, edge in ids.items():
-                    buf[root] = get(root, 0) ^ edge ^ av
+                    v = edge
+                    v ^= av
+                    prev = buf.get(root)
+                    if prev is not None:
+                        pv = prev
+                        v ^= pv
+                    buf[root] = v
             else:
                 q = self._acker_queue
                 if q is not None:
