@@ -32,6 +32,10 @@ cdef class _Collector:
     cdef public bint _acking
     cdef public object _acker_queue
     cdef public object _capture
+    cdef public bint _c_rand
+    cdef public unsigned long long _rng
+
+    cdef unsigned long long _new_id(self) except? 0
 
 cdef class SpoutOutputCollector(_Collector):
     cdef public object _pending

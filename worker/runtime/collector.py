@@ -17,6 +17,7 @@ Each collector belongs to one task and implements the user API's protocols
 
 from __future__ import annotations
 
+import os
 import random
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -82,6 +83,11 @@ def _hash3_agrees() -> bool:
 
 
 _C_HASH3 = cython.declare(cython.bint, _hash3_agrees())
+
+# splitmix64's constants (Steele, Lea and Flood), for the compiled build's ids (_Collector._new_id)
+_SPLITMIX_GAMMA = cython.declare(cython.ulonglong, 0x9E3779B97F4A7C15)
+_SPLITMIX_M1 = cython.declare(cython.ulonglong, 0xBF58476D1CE4E5B9)
+_SPLITMIX_M2 = cython.declare(cython.ulonglong, 0x94D049BB133111EB)
 
 
 def child_lineage(parent: int, salt: int, ordinal: int) -> int:
@@ -154,6 +160,9 @@ class _Collector:
     def __init__(self, executor: Any, task: int, routes: dict[str, StreamRoute], rand: Rand | None = None):
         #: the source of root and edge ids (``getrandbits``-like; injected by tests)
         self._rand = rand or _rand
+        # the compiled build draws default ids from splitmix64 in C (see _new_id), seeded per collector
+        self._c_rand = rand is None
+        self._rng = int.from_bytes(os.urandom(8), "little")
         self._executor = executor
         self._runtime = executor.runtime
         self.task = task
@@ -169,6 +178,18 @@ class _Collector:
         # one acker task in this process (the common local case): append to its queue directly
         self._acker_queue = self._runtime.single_acker_queue()
         self._capture: Callable[[str, str, Sequence[Any]], None] | None = self._runtime.capture
+
+    def _new_id(self) -> cython.ulonglong:
+        """A random 64-bit id (a root or edge id; the caller makes it non-zero). The compiled build,
+        unless a ``rand`` was injected, takes the next number of splitmix64 over this collector's
+        state in C (no call, no int object); the Python build calls ``rand(64)``."""
+        if cython.compiled and self._c_rand:
+            self._rng += _SPLITMIX_GAMMA
+            z: cython.ulonglong = self._rng
+            z = (z ^ (z >> 30)) * _SPLITMIX_M1
+            z = (z ^ (z >> 27)) * _SPLITMIX_M2
+            return z ^ (z >> 31)
+        return self._rand(64)
 
     def _route(self, stream: str, values: Sequence[Any]) -> StreamRoute:
         route = self._routes.get(stream)
@@ -268,8 +289,7 @@ class SpoutOutputCollector(_Collector):
             self._capture(self.component, stream, values)
         fields, task = route.fields, self.task
         if msg_id is not None and self._acking:
-            rand = self._rand
-            root = rand(64) | 2  # anchoring.new_root_id
+            root = self._new_id() | 2  # anchoring.new_root_id
             if self._steer is not None:
                 root = steer_root(root, *self._steer)
             if self._generation is not None:
@@ -279,13 +299,13 @@ class SpoutOutputCollector(_Collector):
             queues = route.const_queues
             if queues is not None:
                 for q in queues:
-                    edge = rand(64) or 1  # anchoring.new_edge_id
+                    edge = self._new_id() or 1  # anchoring.new_edge_id
                     xor ^= edge
                     q.append(new_tuple(values, fields, task, {root: edge}, lineage))
             else:
                 queue_of, send = self._queue_of, self._send_tuple
                 for target in targets:
-                    edge = rand(64) or 1  # anchoring.new_edge_id
+                    edge = self._new_id() or 1  # anchoring.new_edge_id
                     xor ^= edge
                     t = new_tuple(values, fields, task, {root: edge}, lineage)
                     q = queue_of(target)
@@ -354,7 +374,7 @@ class BoltOutputCollector(_Collector):
                     lineage = a.lineage
                     if lineage:
                         lineage = _child_lineage(lineage, route.salt, ordinal)
-                    edge = self._rand(64) or 1
+                    edge = self._new_id() or 1
                     a.ack_val ^= edge
                     message_id = {root: edge}
                 else:
@@ -391,7 +411,7 @@ class BoltOutputCollector(_Collector):
             a_ids = a.message_id
             if a_ids:
                 # the common case, inlined: one tracked anchor (anchoring.bolt_emit with one anchor)
-                fields, task, rand = route.fields, self.task, self._rand
+                fields, task = route.fields, self.task
                 ordinal = a._emits
                 a._emits = ordinal + 1
                 lineage = a.lineage
@@ -401,7 +421,7 @@ class BoltOutputCollector(_Collector):
                     (root,) = a_ids
                     queue_of, send = self._queue_of, self._send_tuple
                     for target in targets:
-                        edge = rand(64) or 1
+                        edge = self._new_id() or 1
                         a.ack_val ^= edge
                         t: Tuple = Tuple.__new__(Tuple)
                         t.values = values
@@ -420,7 +440,7 @@ class BoltOutputCollector(_Collector):
                 else:
                     send = self._send_tuple
                     for target in targets:
-                        edge = rand(64) or 1
+                        edge = self._new_id() or 1
                         a.ack_val ^= edge
                         send(target, new_tuple(values, fields, task, fromkeys(a_ids, edge), lineage))
                 return targets
@@ -451,7 +471,6 @@ class BoltOutputCollector(_Collector):
     def _emit_anchored(self, route: StreamRoute, targets: list[int], values: Sequence[Any], anchors: Any) -> list[int]:
         fields, task, send = route.fields, self.task, self._send_tuple
         if anchors is not None and self._acking:
-            rand = self._rand
             if isinstance(anchors, Tuple):
                 # the common case: one anchor
                 a_ids = anchors.message_id
@@ -460,7 +479,7 @@ class BoltOutputCollector(_Collector):
                     anchors._emits = ordinal + 1
                     lineage = _child_lineage(anchors.lineage, route.salt, ordinal) if anchors.lineage else 0
                     for target in targets:
-                        edge = rand(64) or 1
+                        edge = self._new_id() or 1
                         anchors.ack_val ^= edge
                         send(target, new_tuple(values, fields, task, fromkeys(a_ids, edge), lineage))
                     return targets
@@ -475,7 +494,7 @@ class BoltOutputCollector(_Collector):
                     for target in targets:
                         ids: dict[int, int] = {}
                         for a in anchor_list:
-                            edge = rand(64) or 1
+                            edge = self._new_id() or 1
                             a.ack_val ^= edge
                             for r in a.message_id:
                                 ids[r] = ids.get(r, 0) ^ edge
