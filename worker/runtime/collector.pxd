@@ -50,3 +50,5 @@ cdef class BoltOutputCollector(_Collector):
     cdef public object auto_anchor
     cdef public object _perf
     cdef public object _ack_buf
+    cdef public Fields _acked_fields
+    cdef public Py_ssize_t _acked_run

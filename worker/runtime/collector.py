@@ -346,6 +346,10 @@ class BoltOutputCollector(_Collector):
         #: the executor's ack buffer (root → XOR of this round's ack values), or None: acks are then
         #: sent one message each. The executor thread sends it after the executor's batch.
         self._ack_buf: dict[int, int] | None = getattr(executor, "ack_buf", None)
+        # acks not yet added to stats.acked: ``_acked_run`` acks of tuples of ``_acked_fields`` in a
+        # row (count_acked adds them; the executor thread calls it after each batch and timer round)
+        self._acked_fields: Fields | None = None
+        self._acked_run = 0
 
     def emit(
         self, values: Sequence[Any], anchors: Tuple | Iterable[Tuple] | None = None, stream: str = "default"
@@ -536,12 +540,25 @@ class BoltOutputCollector(_Collector):
                     send, acker_task = self._send_acker, self._acker_task
                     for root, edge in ids.items():
                         send(acker_task(root), (ACK, root, edge ^ av, 0))
-        stats = self._stats
-        stats.acked[tup.fields.source_key] += 1
+        fields = tup.fields
+        if fields is self._acked_fields:
+            self._acked_run += 1
+        else:
+            self.count_acked()
+            self._acked_fields = fields
+            self._acked_run = 1
         if st:
-            key = tup.fields.source_key
+            stats = self._stats
+            key = fields.source_key
             stats.process_ms[key] += (self._perf() - st) * 1000.0
             stats.process_n[key] += 1
+
+    def count_acked(self) -> None:
+        """Add the acks counted since the last call to the executor's statistics (``acked``)."""
+        run = self._acked_run
+        if run:
+            self._acked_run = 0
+            self._stats.acked[self._acked_fields.source_key] += run
 
     def _send_buffered(self, root: int) -> None:
         """Send the buffered ack value of ``root`` now (before a fail or reset of that tree, so the

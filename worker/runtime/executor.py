@@ -136,6 +136,10 @@ class Executor:
     def has_work(self) -> bool:
         return any(self.queue_list)
 
+    def count_acked(self) -> None:
+        """Add the acks the collectors counted to the statistics (called by the executor thread
+        after each batch and timer round; bolts count acks in a run to keep ``ack`` cheap)."""
+
     # --- errors
     def report_error(self, error: BaseException | str) -> None:
         self.stats.errors += 1
@@ -357,6 +361,10 @@ class BoltExecutor(Executor):
                     break
         return done
 
+    def count_acked(self) -> None:
+        for collector in self.collectors.values():
+            collector.count_acked()
+
     def _run_task(self, task: int, queue: deque, budget: int) -> int:
         n = min(len(queue), budget)
         pop = queue.popleft
@@ -446,6 +454,7 @@ class BoltExecutor(Executor):
                 bolt.cleanup()
             except Exception as exc:  # noqa: BLE001
                 self.report_error(exc)
+        self.count_acked()
 
 
 class AckerExecutor(Executor):

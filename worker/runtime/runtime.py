@@ -88,6 +88,7 @@ class ExecutorThread(threading.Thread):
             ex.on_timer(now)
             if ex.ack_buf:
                 flush(ex.ack_buf)
+            ex.count_acked()
 
     def run_round(self) -> int:
         runtime = self.runtime
@@ -101,6 +102,7 @@ class ExecutorThread(threading.Thread):
             worked += ex.run_batch(ex.budget)
             if ex.ack_buf:
                 flush(ex.ack_buf)
+            ex.count_acked()
         self.rounds += 1
         if worked:
             for peer in runtime.threads:
