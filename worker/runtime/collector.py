@@ -347,7 +347,7 @@ class BoltOutputCollector(_Collector):
         #: sent one message each. The executor thread sends it after the executor's batch.
         self._ack_buf: dict[int, int] | None = getattr(executor, "ack_buf", None)
         # acks not yet added to stats.acked: ``_acked_run`` acks of tuples of ``_acked_fields`` in a
-        # row (count_acked adds them; the executor thread calls it after each batch and timer round)
+        # row (_count_acked adds them; the executor thread calls it after each batch and timer round)
         self._acked_fields: Fields | None = None
         self._acked_run = 0
 
@@ -544,7 +544,7 @@ class BoltOutputCollector(_Collector):
         if fields is self._acked_fields:
             self._acked_run += 1
         else:
-            self.count_acked()
+            self._count_acked()
             self._acked_fields = fields
             self._acked_run = 1
         if st:
@@ -553,7 +553,7 @@ class BoltOutputCollector(_Collector):
             stats.process_ms[key] += (self._perf() - st) * 1000.0
             stats.process_n[key] += 1
 
-    def count_acked(self) -> None:
+    def _count_acked(self) -> None:
         """Add the acks counted since the last call to the executor's statistics (``acked``)."""
         run = self._acked_run
         if run:

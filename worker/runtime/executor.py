@@ -363,7 +363,7 @@ class BoltExecutor(Executor):
 
     def count_acked(self) -> None:
         for collector in self.collectors.values():
-            collector.count_acked()
+            collector._count_acked()
 
     def _run_task(self, task: int, queue: deque, budget: int) -> int:
         n = min(len(queue), budget)
