@@ -31,7 +31,7 @@ from types import SimpleNamespace
 
 import zmq
 
-from gale.topology.tuple import Fields, Tuple, new_tuple
+from gale.topology.tuple import Fields, Tuple, new_tracked
 from gale.worker.batch_auth import Opener, ReplayGuard, Sealer
 from gale.worker.runtime.acker import ACK
 from gale.worker.runtime.executor import Executor
@@ -69,8 +69,8 @@ def _timed(fn) -> float:
 
 def measure(n: int, seed: int = 1) -> dict[str, float]:
     rng = random.Random(seed)
-    tuples = [new_tuple([rng.choice(WORDS)], FIELDS, 5 + i % 5, {rng.getrandbits(64): rng.getrandbits(64)},
-                        rng.getrandbits(63)) for i in range(n)]
+    tuples = [new_tracked([rng.choice(WORDS)], FIELDS, 5 + i % 5, rng.getrandbits(64), rng.getrandbits(64),
+                          rng.getrandbits(63)) for i in range(n)]
     targets = [TUPLE_TASKS[i % len(TUPLE_TASKS)] for i in range(n)]
     acks = [(ACK, rng.getrandbits(64), rng.getrandbits(64), 0) for _ in range(n)]
     rt, queues = _runtime(TUPLE_TASKS + [ACKER_TASK])
@@ -139,12 +139,13 @@ def measure(n: int, seed: int = 1) -> dict[str, float]:
             for i, tup in enumerate(tuples):
                 if not i % 1000:
                     local_q.clear()  # the executor takes them, as above
-                (root, edge), = tup.message_id.items()
                 t = Tuple.__new__(Tuple)
                 t.values = tup.values
                 t.fields = FIELDS
                 t.task = tup.task
-                t.message_id = {root: edge}
+                t._mid = None
+                t._root = tup._root
+                t._edge = tup._edge
                 t.ack_val = 0
                 t._st = 0.0
                 t.lineage = tup.lineage

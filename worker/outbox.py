@@ -46,7 +46,10 @@ def array_header(n: int) -> bytes:
 def encode_tuple(pack: Callable[[Any], bytes], tup: Tuple) -> bytes:
     """A tuple's body in a ``TUPLES`` message: ``[values, lineage, root, edge, ...]`` (its anchors
     flattened; none for an untracked tuple). Raises what ``pack`` raises for a value it cannot encode."""
-    ids = tup.message_id
+    root = tup._root
+    if root is not None:  # one tuple tree, held in two slots
+        return pack([tup.values, tup.lineage, root, tup._edge])
+    ids = tup._mid
     if not ids:
         return pack([tup.values, tup.lineage])
     if len(ids) == 1:

@@ -333,12 +333,14 @@ def _tuples(bodies: list, fields: Fields, n_fields: int, source_task: int) -> li
     out: list[Tuple] = []
     append = out.append
     if widths == {4}:
-        for values, lineage, root, edge in bodies:  # new_tuple, inlined
+        for values, lineage, root, edge in bodies:  # new_tracked, inlined (roots and edges checked above)
             t = _new(Tuple)
             t.values = values
             t.fields = fields
             t.task = source_task
-            t.message_id = {root: edge}
+            t._mid = None
+            t._root = root
+            t._edge = edge
             t.ack_val = 0
             t._st = 0.0
             t.lineage = lineage

@@ -10,7 +10,9 @@ cdef class Tuple:
     cdef public object values
     cdef public Fields fields
     cdef public object task
-    cdef public object message_id
+    cdef public object _mid
+    cdef public object _root
+    cdef public unsigned long long _edge
     cdef public unsigned long long ack_val
     cdef public double _st
     cdef public object lineage

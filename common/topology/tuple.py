@@ -79,7 +79,9 @@ class Tuple:
     parent tuples a bolt passes to ``emit(..., anchors=...)``.
     """
 
-    __slots__ = ("values", "fields", "task", "message_id", "ack_val", "_st", "lineage", "_emits")
+    # ``message_id`` is stored in one of two forms: ``_root`` (a root id) and ``_edge`` when the tuple
+    # is in one tuple tree (the hot path's case: no dict per tuple), else the dict in ``_mid``
+    __slots__ = ("values", "fields", "task", "_mid", "_root", "_edge", "ack_val", "_st", "lineage", "_emits")
 
     def __init__(
         self,
@@ -97,13 +99,29 @@ class Tuple:
         self.values = values
         self.fields = fields
         self.task = task
-        self.message_id = message_id
+        self._mid = message_id
+        self._root = None
+        self._edge = 0
         self.ack_val = 0  # XOR of the edge ids of the tuples anchored to this one
         # 0: not yet acked or failed; > 0: not yet acked, sampled for latency stats at this
         # perf_counter time; -1: acked; -2: failed (a second ack or fail is ignored)
         self._st = 0.0
         self.lineage = lineage
         self._emits = 0  # emits anchored to this tuple so far (their lineage ordinal)
+
+    @property
+    def message_id(self) -> dict[int, int] | None:
+        """Storm's MessageId: ``{root id: edge id}`` for each tuple tree the tuple belongs to (``None``
+        when untracked)."""
+        mid = self._mid
+        if mid is None and self._root is not None:
+            mid = self._mid = {self._root: self._edge}
+        return mid
+
+    @message_id.setter
+    def message_id(self, value: dict[int, int] | None) -> None:
+        self._mid = value
+        self._root = None
 
     @property
     def component(self) -> str:
@@ -172,7 +190,25 @@ def new_tuple(values: Sequence[Any], fields: Fields, task: int, message_id: dict
     t.values = values
     t.fields = fields
     t.task = task
-    t.message_id = message_id
+    t._mid = message_id
+    t._root = None
+    t._edge = 0
+    t.ack_val = 0
+    t._st = 0.0
+    t.lineage = lineage
+    t._emits = 0
+    return t
+
+
+def new_tracked(values: Sequence[Any], fields: Fields, task: int, root: int, edge: int, lineage: int) -> Tuple:
+    """:func:`new_tuple` of a tuple in one tuple tree: message id ``{root: edge}``, kept as two slots."""
+    t: Tuple = Tuple.__new__(Tuple)
+    t.values = values
+    t.fields = fields
+    t.task = task
+    t._mid = None
+    t._root = root
+    t._edge = edge
     t.ack_val = 0
     t._st = 0.0
     t.lineage = lineage

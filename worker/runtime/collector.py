@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 import cython
 
-from gale.topology.tuple import Fields, Tuple, new_tuple
+from gale.topology.tuple import Fields, Tuple, new_tracked, new_tuple
 from gale.worker.runtime import lineage as _lineage
 from gale.worker.runtime.acker import ACK, FAIL, INIT, RESET
 from gale.worker.state.epochs import with_generation
@@ -301,13 +301,13 @@ class SpoutOutputCollector(_Collector):
                 for q in queues:
                     edge = self._new_id() or 1  # anchoring.new_edge_id
                     xor ^= edge
-                    q.append(new_tuple(values, fields, task, {root: edge}, lineage))
+                    q.append(new_tracked(values, fields, task, root, edge, lineage))
             else:
                 queue_of, send = self._queue_of, self._send_tuple
                 for target in targets:
                     edge = self._new_id() or 1  # anchoring.new_edge_id
                     xor ^= edge
-                    t = new_tuple(values, fields, task, {root: edge}, lineage)
+                    t = new_tracked(values, fields, task, root, edge, lineage)
                     q = queue_of(target)
                     if q is not None:
                         q.append(t)
@@ -361,28 +361,31 @@ class BoltOutputCollector(_Collector):
             anchors = self.auto_anchor
         a: Tuple  # ``anchors`` once it is known to be one Tuple (a typed C reference when compiled)
         edge: cython.ulonglong  # an edge id (C arithmetic on ``ack_val`` when compiled)
+        root = None  # the anchor's tuple tree when it is in exactly one
+        if anchors.__class__ is Tuple and self._acking:
+            a = anchors
+            root = a._root
+            if root is None:
+                a_ids = a._mid
+                if a_ids and len(a_ids) == 1:
+                    (root,) = a_ids
         q = route.single_queue
         if q is not None:
             # the hottest path of a topology, inlined: one target task in this process, and no
             # tracked anchor (or acking off) or one anchor in one tuple tree (anchoring.bolt_emit,
-            # lineage.child, new_tuple, send_tuple by hand). Other anchorings take the general path.
-            message_id: dict[int, int] | None = None
+            # lineage.child, new_tracked, send_tuple by hand). Other anchorings take the general path.
             lineage = 0
-            if anchors is not None and self._acking:
-                a_ids = anchors.message_id if anchors.__class__ is Tuple else None
-                if a_ids and len(a_ids) == 1:
-                    a = anchors
-                    (root,) = a_ids
-                    ordinal = a._emits
-                    a._emits = ordinal + 1
-                    lineage = a.lineage
-                    if lineage:
-                        lineage = _child_lineage(lineage, route.salt, ordinal)
-                    edge = self._new_id() or 1
-                    a.ack_val ^= edge
-                    message_id = {root: edge}
-                else:
-                    q = None
+            edge = 0
+            if root is not None:
+                ordinal = a._emits
+                a._emits = ordinal + 1
+                lineage = a.lineage
+                if lineage:
+                    lineage = _child_lineage(lineage, route.salt, ordinal)
+                edge = self._new_id() or 1
+                a.ack_val ^= edge
+            elif anchors is not None and self._acking and (anchors.__class__ is not Tuple or anchors._mid):
+                q = None  # several anchors, or an anchor in several trees
             route.emitted += 1
             if self._capture is not None:
                 self._capture(self.component, stream, values)
@@ -392,7 +395,9 @@ class BoltOutputCollector(_Collector):
                 t.values = values
                 t.fields = route.fields
                 t.task = self.task
-                t.message_id = message_id
+                t._mid = None
+                t._root = root
+                t._edge = edge
                 t.ack_val = 0
                 t._st = 0.0
                 t.lineage = lineage
@@ -410,45 +415,36 @@ class BoltOutputCollector(_Collector):
         if not targets:
             return targets
         route.transferred += len(targets)
-        if anchors.__class__ is Tuple and self._acking:
-            a = anchors
-            a_ids = a.message_id
-            if a_ids:
-                # the common case, inlined: one tracked anchor (anchoring.bolt_emit with one anchor)
-                fields, task = route.fields, self.task
-                ordinal = a._emits
-                a._emits = ordinal + 1
-                lineage = a.lineage
-                if lineage:
-                    lineage = _child_lineage(lineage, route.salt, ordinal)
-                if len(a_ids) == 1:
-                    (root,) = a_ids
-                    queue_of, send = self._queue_of, self._send_tuple
-                    for target in targets:
-                        edge = self._new_id() or 1
-                        a.ack_val ^= edge
-                        t: Tuple = Tuple.__new__(Tuple)
-                        t.values = values
-                        t.fields = fields
-                        t.task = task
-                        t.message_id = {root: edge}
-                        t.ack_val = 0
-                        t._st = 0.0
-                        t.lineage = lineage
-                        t._emits = 0
-                        q = queue_of(target)
-                        if q is not None:
-                            q.append(t)
-                        else:
-                            send(target, t)
+        if root is not None:
+            # the common case, inlined: one tracked anchor in one tree (anchoring.bolt_emit)
+            fields, task = route.fields, self.task
+            ordinal = a._emits
+            a._emits = ordinal + 1
+            lineage = a.lineage
+            if lineage:
+                lineage = _child_lineage(lineage, route.salt, ordinal)
+            queue_of, send = self._queue_of, self._send_tuple
+            for target in targets:
+                edge = self._new_id() or 1
+                a.ack_val ^= edge
+                t: Tuple = Tuple.__new__(Tuple)
+                t.values = values
+                t.fields = fields
+                t.task = task
+                t._mid = None
+                t._root = root
+                t._edge = edge
+                t.ack_val = 0
+                t._st = 0.0
+                t.lineage = lineage
+                t._emits = 0
+                q = queue_of(target)
+                if q is not None:
+                    q.append(t)
                 else:
-                    send = self._send_tuple
-                    for target in targets:
-                        edge = self._new_id() or 1
-                        a.ack_val ^= edge
-                        send(target, new_tuple(values, fields, task, fromkeys(a_ids, edge), lineage))
-                return targets
-        elif anchors is None or not self._acking:
+                    send(target, t)
+            return targets
+        if anchors is None or not self._acking:
             # untracked copies (no anchor, or acking off) to queues in this process
             queues = route.const_queues
             if queues is not None:
@@ -514,16 +510,24 @@ class BoltOutputCollector(_Collector):
         if st < 0:
             return
         tup._st = -1.0
-        ids = tup.message_id
-        if ids and self._acking:
+        root = tup._root
+        if self._acking and (root is not None or tup._mid):
             # anchoring.ack_messages; with an ack buffer, anchoring.combine_ack: the values for one
             # root are XORed together (a tree's acks in one executor batch become one acker message)
             av: cython.ulonglong = tup.ack_val
             v: cython.ulonglong  # C arithmetic when compiled: no int objects but the one stored
             pv: cython.ulonglong
             buf: dict = self._ack_buf
-            if buf is not None:
-                for root, edge in ids.items():
+            if buf is not None and root is not None:  # one tree: its slots, no dict
+                v = tup._edge
+                v ^= av
+                prev = buf.get(root)
+                if prev is not None:
+                    pv = prev
+                    v ^= pv
+                buf[root] = v
+            elif buf is not None:
+                for root, edge in tup._mid.items():
                     v = edge
                     v ^= av
                     prev = buf.get(root)
@@ -532,6 +536,7 @@ class BoltOutputCollector(_Collector):
                         v ^= pv
                     buf[root] = v
             else:
+                ids = tup.message_id
                 q = self._acker_queue
                 if q is not None:
                     for root, edge in ids.items():
