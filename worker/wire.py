@@ -42,11 +42,10 @@ from typing import Any
 
 import msgpack
 
-from gale.topology.tuple import Fields, Tuple, new_tuple
+from gale.topology.tuple import Fields, Tuple, new_tracked, new_tuple
 from gale.worker.arrow_codec import ext_hook
 from gale.worker.runtime.acker import ACK, ACKED, FAIL, FAILED, INIT, RESET, RESET_TIMEOUT
 
-_new = Tuple.__new__  # object.__new__ refuses Tuple's compiled build (gale.compiled)
 
 TUPLE, ACKER, RESULT = 0, 1, 2
 TUPLES, ACKERS, RESULTS = 3, 4, 5
@@ -333,19 +332,8 @@ def _tuples(bodies: list, fields: Fields, n_fields: int, source_task: int) -> li
     out: list[Tuple] = []
     append = out.append
     if widths == {4}:
-        for values, lineage, root, edge in bodies:  # new_tracked, inlined (roots and edges checked above)
-            t = _new(Tuple)
-            t.values = values
-            t.fields = fields
-            t.task = source_task
-            t._mid = None
-            t._root = root
-            t._edge = edge
-            t.ack_val = 0
-            t._st = 0.0
-            t.lineage = lineage
-            t._emits = 0
-            append(t)
+        for values, lineage, root, edge in bodies:  # roots and edges were checked above
+            append(new_tracked(values, fields, source_task, root, edge, lineage))
     else:
         for values, lineage in bodies:
             append(new_tuple(values, fields, source_task, None, lineage))

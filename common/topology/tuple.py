@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+import cython
+
 SYSTEM_COMPONENT = "__system"
 TICK_STREAM = "__tick"
 DEFAULT_STREAM = "default"
@@ -186,27 +188,22 @@ def new_tuple(values: Sequence[Any], fields: Fields, task: int, message_id: dict
               lineage: int = 0) -> Tuple:
     """Build a Tuple on the hot path: ``fields`` must be a runtime stream Fields (it names the
     source component and stream). About half the cost of calling the class."""
-    t: Tuple = Tuple.__new__(Tuple)  # a C allocation when compiled (gale.compiled)
-    t.values = values
-    t.fields = fields
-    t.task = task
-    t._mid = message_id
-    t._root = None
-    t._edge = 0
-    t.ack_val = 0
-    t._st = 0.0
-    t.lineage = lineage
-    t._emits = 0
-    return t
+    return _make(values, fields, task, message_id, None, 0, lineage)
 
 
 def new_tracked(values: Sequence[Any], fields: Fields, task: int, root: int, edge: int, lineage: int) -> Tuple:
     """:func:`new_tuple` of a tuple in one tuple tree: message id ``{root: edge}``, kept as two slots."""
-    t: Tuple = Tuple.__new__(Tuple)
+    return _make(values, fields, task, None, root, edge, lineage)
+
+
+@cython.cfunc
+def _make(values: object, fields: Fields, task: object, mid: object, root: object, edge: cython.ulonglong,
+          lineage: object) -> Tuple:
+    t: Tuple = Tuple.__new__(Tuple)  # a C allocation when compiled (gale.compiled)
     t.values = values
     t.fields = fields
     t.task = task
-    t._mid = None
+    t._mid = mid
     t._root = root
     t._edge = edge
     t.ack_val = 0

@@ -90,6 +90,18 @@ _SPLITMIX_M1 = cython.declare(cython.ulonglong, 0xBF58476D1CE4E5B9)
 _SPLITMIX_M2 = cython.declare(cython.ulonglong, 0x94D049BB133111EB)
 
 
+@cython.cfunc
+@cython.inline
+def _buffer_ack(buf: dict, root: object, v: cython.ulonglong) -> cython.void:
+    """XOR ``v`` into ``buf[root]`` (anchoring.combine_ack for one root; no int objects but the one
+    stored, when compiled)."""
+    prev = buf.get(root)
+    if prev is not None:
+        pv: cython.ulonglong = prev
+        v ^= pv
+    buf[root] = v
+
+
 def child_lineage(parent: int, salt: int, ordinal: int) -> int:
     """What the collector computes for :func:`gale.worker.runtime.lineage.child` (for tests)."""
     return _child_lineage(parent, salt, ordinal)
@@ -427,17 +439,7 @@ class BoltOutputCollector(_Collector):
             for target in targets:
                 edge = self._new_id() or 1
                 a.ack_val ^= edge
-                t: Tuple = Tuple.__new__(Tuple)
-                t.values = values
-                t.fields = fields
-                t.task = task
-                t._mid = None
-                t._root = root
-                t._edge = edge
-                t.ack_val = 0
-                t._st = 0.0
-                t.lineage = lineage
-                t._emits = 0
+                t = new_tracked(values, fields, task, root, edge, lineage)
                 q = queue_of(target)
                 if q is not None:
                     q.append(t)
@@ -515,26 +517,15 @@ class BoltOutputCollector(_Collector):
             # anchoring.ack_messages; with an ack buffer, anchoring.combine_ack: the values for one
             # root are XORed together (a tree's acks in one executor batch become one acker message)
             av: cython.ulonglong = tup.ack_val
-            v: cython.ulonglong  # C arithmetic when compiled: no int objects but the one stored
-            pv: cython.ulonglong
+            v: cython.ulonglong  # C arithmetic when compiled
             buf: dict = self._ack_buf
             if buf is not None and root is not None:  # one tree: its slots, no dict
                 v = tup._edge
-                v ^= av
-                prev = buf.get(root)
-                if prev is not None:
-                    pv = prev
-                    v ^= pv
-                buf[root] = v
+                _buffer_ack(buf, root, v ^ av)
             elif buf is not None:
                 for root, edge in tup._mid.items():
                     v = edge
-                    v ^= av
-                    prev = buf.get(root)
-                    if prev is not None:
-                        pv = prev
-                        v ^= pv
-                    buf[root] = v
+                    _buffer_ack(buf, root, v ^ av)
             else:
                 ids = tup.message_id
                 q = self._acker_queue
