@@ -36,6 +36,8 @@ MODULES = (
     "gale.worker.runtime.executor",
     "gale.worker.runtime.acker",
     "gale.worker.runtime.rotating",
+    "gale.worker.wire",
+    "gale.worker.outbox",
 )
 
 #: set to ``1`` to run every module of :data:`MODULES` from its Python source
