@@ -152,3 +152,26 @@ def test_the_compiled_collector_hashes_lineage_in_c_when_its_check_passes():
     from gale.worker.runtime import collector
 
     assert collector._hash3_agrees() == compiled.status()["gale.worker.runtime.collector"]
+
+
+def test_a_one_tree_message_id_in_slots_reads_and_travels_as_the_dict():
+    """``new_tracked`` keeps ``{root: edge}`` in two slots; ``message_id`` shows it as the dict,
+    setting a dict replaces it, and the wire encoder and grouped decoder carry it unchanged."""
+    import msgpack
+
+    from gale.topology.tuple import Fields, new_tracked, new_tuple
+    from gale.worker.outbox import encode_tuple
+    from gale.worker.wire import _tuples
+
+    fields = Fields(["word"], "split:default")
+    t = new_tracked(["cow"], fields, 5, 2**64 - 3, 2**63 + 7, -42)
+    assert t._mid is None and t.message_id == {2**64 - 3: 2**63 + 7}
+    assert t.message_id is t.message_id  # built once
+    body = msgpack.unpackb(encode_tuple(msgpack.packb, t))
+    assert body == [["cow"], -42, 2**64 - 3, 2**63 + 7]
+    (back,) = _tuples([body], fields, 1, 5)
+    assert back.message_id == {2**64 - 3: 2**63 + 7} and back.lineage == -42 and back.values == ["cow"]
+    t.message_id = {1: 2, 3: 4}  # a tuple in two trees: the dict form
+    assert t._root is None and t.message_id == {1: 2, 3: 4}
+    assert msgpack.unpackb(encode_tuple(msgpack.packb, t))[2:] == [1, 2, 3, 4]
+    assert new_tuple(["x"], fields, 5, None).message_id is None
