@@ -175,3 +175,22 @@ def test_a_one_tree_message_id_in_slots_reads_and_travels_as_the_dict():
     assert t._root is None and t.message_id == {1: 2, 3: 4}
     assert msgpack.unpackb(encode_tuple(msgpack.packb, t))[2:] == [1, 2, 3, 4]
     assert new_tuple(["x"], fields, 5, None).message_id is None
+
+
+def test_the_makefile_rebuilds_when_any_compiled_module_changes():
+    """``make``'s ``.gale-compiled`` rule lists the sources it watches (``HOT_SOURCES``) apart from
+    ``gale.compiled.MODULES``: every module's ``.py`` (and ``.pxd``) must be among them."""
+    import fnmatch
+    import re
+    import tomllib
+
+    folders = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-dir"]
+    text = (ROOT / "Makefile").read_text().replace("\\\n", " ")
+    hot = re.search(r"^HOT_SOURCES := (.*)$", text, re.M).group(1)
+    patterns = re.findall(r"[\w/.*-]+\.(?:py|pxd)", hot)
+    for module in compiled.MODULES:
+        package = max((p for p in folders if module.startswith(p + ".")), key=len)
+        source = folders[package] + "/" + module[len(package) + 1:].replace(".", "/")
+        for suffix in (".py", ".pxd"):
+            if suffix == ".py" or (ROOT / (source + suffix)).exists():
+                assert any(fnmatch.fnmatch(source + suffix, p) for p in patterns), (source + suffix, patterns)
