@@ -413,31 +413,115 @@ def _assert_count(transfer, key, n):
     assert transfer.stats[key] == n, {k: v for k, v in transfer.stats.items() if v}
 
 
-def test_a_stalled_destination_is_dropped_when_the_injected_clock_says_so():
-    """The stall timeout is judged by the transfer's clock: send rounds over twice ``stall_secs`` of
-    real time, with no simulated time passing, drop nothing; ``stall_secs`` of simulated time later
-    the destination is down."""
-    import time
-
+def _stall_transfer(connect_secs: float):
     from gale.clock import SimulatedClock
-    from tests.waiting import until
 
     clock = SimulatedClock()
     fields = Fields(["v"], "src:default")
     t = Transfer(bind_host="127.0.0.1", port=free_port(), secret=SECRET, roles={7: TUPLE}, clock=clock,
-                 deliver=lambda *_: True, fields_for=lambda c, s: fields)
+                 deliver=lambda *_: True, fields_for=lambda c, s: fields, connect_secs=connect_secs)
     t.stall_secs = 0.2
+    return t, clock, fields
+
+
+def _rounds_pass(t, real_secs: float = 0.0) -> None:
+    """Wait until the send loop has gone round 20 times more (and ``real_secs`` of real time)."""
+    import time
+
+    from tests.waiting import until
+
+    rounds, t0 = t._send_rounds, time.monotonic()
+    until(lambda: t._send_rounds > rounds + 20 and time.monotonic() - t0 >= real_secs, 10,
+          "the send loop went round with the batch held")
+
+
+def test_a_destination_that_never_took_a_batch_holds_the_spouts_back_until_the_start_up_bound():
+    """A worker still starting (it has not taken a batch since it was assigned) is slow, not down:
+    its batch is kept and the spouts wait (``congested``) past ``stall_secs`` — judged by the
+    transfer's clock, not real time — until ``connect_secs``; then it is down and its batch dropped."""
+    from tests.waiting import until
+
+    t, clock, fields = _stall_transfer(connect_secs=30.0)
     t.start()
     try:
         nobody = f"127.0.0.1:{free_port()}"  # reserved, so nothing listens there
         t.set_routes({9: nobody})
         t.send_tuple(9, Tuple(["x"], fields, "src", "default", 1, {5: 6}))
         until(lambda: t._held.get(nobody), 10, "the batch is held for the unreachable destination")
-        rounds, t0 = t._send_rounds, time.monotonic()
-        until(lambda: t._send_rounds > rounds + 20 and time.monotonic() - t0 > 2 * t.stall_secs, 10,
-              "the send loop went round with the batch held for twice the stall timeout of real time")
-        assert t.stats["dropped_messages"] == 0 and nobody not in t._down
+        _rounds_pass(t, real_secs=2 * t.stall_secs)
         clock.advance(t.stall_secs + 0.5)
+        _rounds_pass(t)
+        assert t.stats["dropped_messages"] == 0 and nobody not in t._down and t.congested()
+        clock.advance(30.0)
         eventually(lambda: (_assert_count(t, "dropped_messages", 1), _assert(nobody in t._down)), 10)
+        assert not t.congested()
     finally:
         t.close(0.1)
+
+
+def test_a_destination_that_took_batches_and_stalls_is_down_after_stall_secs_of_the_injected_clock():
+    """Once a destination has taken a batch, ``stall_secs`` without progress — by the transfer's
+    clock: real time passing drops nothing — make it down, whatever ``connect_secs`` is."""
+    import zmq
+
+    from tests.waiting import until
+
+    t, clock, fields = _stall_transfer(connect_secs=1000.0)
+    ctx = zmq.Context()
+    pull = ctx.socket(zmq.PULL)
+    port = pull.bind_to_random_port("tcp://127.0.0.1")
+    address = f"127.0.0.1:{port}"
+    t.start()
+    try:
+        t.set_routes({9: address})
+        t.send_tuple(9, Tuple(["first"], fields, "src", "default", 1, {5: 6}))
+        assert pull.poll(10_000), "the first batch did not arrive"
+        assert address in t._reached
+        pull.close(0)
+
+        def held() -> bool:
+            t.send_tuple(9, Tuple(["more"], fields, "src", "default", 1, {5: 6}))
+            return bool(t._held.get(address))
+        until(held, 10, "a batch is held once the destination went away")
+        _rounds_pass(t, real_secs=2 * t.stall_secs)
+        assert t.stats["dropped_messages"] == 0 and address not in t._down and t.congested()
+        clock.advance(t.stall_secs + 0.5)
+        eventually(lambda: (_assert(t.stats["dropped_messages"] >= 1), _assert(address in t._down)), 10)
+        assert not t.congested()
+    finally:
+        ctx.term()
+        t.close(0.1)
+
+
+def test_tuples_sent_to_a_worker_that_starts_later_all_arrive_once_it_binds():
+    """The s26d case: a worker emits for a peer that binds its port well after ``stall_secs``.
+    Nothing is dropped: the batches wait (and the spouts with them) and all arrive in order."""
+    import time
+
+    from tests.waiting import until
+
+    fields = Fields(["v"], "src:default")
+    port = free_port()
+    delivered: list = []
+    sender = Transfer(bind_host="127.0.0.1", port=free_port(), secret=SECRET, roles={}, deliver=lambda *_: True,
+                      fields_for=lambda c, s: fields)
+    sender.stall_secs = 0.2
+    receiver = Transfer(bind_host="127.0.0.1", port=port, secret=SECRET, roles={7: TUPLE},
+                        deliver=lambda task, tup: delivered.append(tup.values[0]) or True,
+                        fields_for=lambda c, s: fields)
+    sender.start()
+    try:
+        sender.set_routes({7: f"127.0.0.1:{port}"})
+        for i in range(500):
+            sender.send_tuple(7, Tuple([i], fields, "src", "default", 1, {5: 6}))
+        until(lambda: sender._held.get(f"127.0.0.1:{port}"), 10, "the batch is held for the peer not yet bound")
+        t0 = time.monotonic()
+        until(lambda: time.monotonic() - t0 > 5 * sender.stall_secs and sender._send_rounds, 10, "time passes")
+        assert sender.congested() and sender.stats["dropped_messages"] == 0
+        receiver.start()
+        eventually(lambda: _assert(len(delivered) == 500), 10)
+        assert delivered == list(range(500)) and sender.stats["dropped_messages"] == 0
+        eventually(lambda: _assert(not sender.congested()), 10)
+    finally:
+        receiver.close(0.1)
+        sender.close(0.1)

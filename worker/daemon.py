@@ -324,6 +324,7 @@ class Worker:
             batch_size=int(conf["topology.transfer.batch.size"]),
             flush_secs=float(conf["topology.transfer.flush.millis"]) / 1000.0,
             max_tuple_bytes=int(conf["topology.transfer.max.tuple.bytes"]), clock=self.clock,
+            connect_secs=float(conf["supervisor.worker.start.timeout.secs"]),
         )
         self.transfer.set_routes(*self._routes(assignment))
         self.runtime = WorkerRuntime(

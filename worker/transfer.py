@@ -25,6 +25,13 @@ are dropped and counted and it no longer holds back the spouts. Dropped tuples t
 spout tuples replay: the same outcome as Storm's transport to an unreachable worker, which drops
 messages while the connection is not ready.
 
+A destination that has not taken a batch yet since it entered the routes is a worker still
+starting: it stays *slow* (the spouts wait for it) for up to ``connect_secs`` — the supervisor's
+``supervisor.worker.start.timeout.secs``, after which its supervisor gives up on it — before it is
+judged down. Storm's workers likewise keep their spouts inactive until every outbound connection is
+ready; without the wait, a worker that starts seconds before its peers drops its first batches for
+them and replays them.
+
 The slot port is bound on the address ``storm.local.hostname`` resolves to (see
 :func:`gale.worker.daemon.slot_bind_host`), not on every interface.
 
@@ -78,6 +85,7 @@ class Transfer:
         high_water: int = 20_000,
         max_tuple_bytes: int = 32 * 1024 * 1024,
         clock: Any = REAL_CLOCK,
+        connect_secs: float = 120.0,
     ):
         if not secret:
             raise ValueError("the transfer needs the topology secret (topology.secret); there is no fallback key")
@@ -103,7 +111,10 @@ class Transfer:
         self.high_water = high_water
         self.max_tuple_bytes = max_tuple_bytes
         self.stall_secs = 2.0
+        #: how long a destination that has never taken a batch may hold one before it is down
+        self.connect_secs = max(float(connect_secs), self.stall_secs)
         self._progress: dict[str, float] = {}
+        self._reached: set[str] = set()  # destinations that took a batch since they entered the routes
         self._down: set[str] = set()
         self._send_rounds = 0  # rounds of the send loop (tests wait for the loop to get past a point)
         self.ctx = zmq.Context()
@@ -177,6 +188,7 @@ class Transfer:
             # a worker that left the plan: what was queued for it is lost (and will replay)
             dropped = self.outboxes.pop(address).clear() + sum(n for _, n in self._held.pop(address, ()))
             self._progress.pop(address, None)
+            self._reached.discard(address)
             self._down.discard(address)
             if dropped:
                 self.stats["dropped_messages"] += dropped
@@ -296,7 +308,8 @@ class Transfer:
                     except zmq.Again:
                         break
                 if held:
-                    if now - self._progress.get(address, now) > self.stall_secs:
+                    bound = self.stall_secs if address in self._reached else self.connect_secs
+                    if now - self._progress.get(address, now) > bound:
                         self._mark_down(address, q, held)
                     else:
                         self._cap(address, q, held)
@@ -332,6 +345,7 @@ class Transfer:
 
     def _mark_progress(self, address: str, now: float) -> None:
         self._progress[address] = now
+        self._reached.add(address)
         if address in self._down:
             self._down.discard(address)
             log.info("transfer-destination-up", destination=address)
@@ -342,8 +356,10 @@ class Transfer:
         self.stats["dropped_messages"] += dropped
         if address not in self._down:
             self._down.add(address)
+            reached = address in self._reached
             log.warning("transfer-destination-down", destination=address, dropped=dropped,
-                        stalled_secs=self.stall_secs)
+                        stalled_secs=self.stall_secs if reached else self.connect_secs,
+                        meaning="it stopped taking batches" if reached else "it never took a batch since it was assigned")
 
     def _cap(self, address: str, q: Outbox, held: deque) -> None:
         excess = q.queued() - MAX_QUEUED_PER_DESTINATION
