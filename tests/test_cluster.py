@@ -11,6 +11,7 @@ import signal
 import time
 from collections import Counter
 
+import psutil
 import pytest
 from kazoo.client import KazooClient
 
@@ -74,6 +75,9 @@ def test_word_count_runs_exact_and_layout_matches_storm(cluster, topologies, tmp
         assert all(c["stats"].get("failed", 0) == 0 for c in st["components"].values()), st["components"]
 
     eventually(running_clean, 30)
+    # workers run with a one-thread OpenBLAS pool (its idle threads would spin on the executors' cores)
+    pids = worker_pids_of(cluster)
+    assert pids and all(psutil.Process(p).environ().get("OPENBLAS_NUM_THREADS") == "1" for p in pids)
     # Storm's layout (docs/storm-model.md §2), readable JSON
     zk = zk_for(cluster)
     try:
