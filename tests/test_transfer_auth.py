@@ -475,8 +475,8 @@ def test_a_destination_that_took_batches_and_stalls_is_down_after_stall_secs_of_
     try:
         t.set_routes({9: address})
         t.send_tuple(9, Tuple(["first"], fields, "src", "default", 1, {5: 6}))
+        until(lambda: address in t._reached, 10, "the first batch went out")
         assert pull.poll(10_000), "the first batch did not arrive"
-        assert address in t._reached
         pull.close(0)
 
         def held() -> bool:
@@ -489,7 +489,7 @@ def test_a_destination_that_took_batches_and_stalls_is_down_after_stall_secs_of_
         eventually(lambda: (_assert(t.stats["dropped_messages"] >= 1), _assert(address in t._down)), 10)
         assert not t.congested()
     finally:
-        ctx.term()
+        ctx.destroy(linger=0)
         t.close(0.1)
 
 

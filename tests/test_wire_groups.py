@@ -96,8 +96,11 @@ def drain_all(box: Outbox, limit: int = 1000) -> list[tuple[bytes, int]]:
 
 u64 = st.integers(0, U64)
 lineages = st.one_of(st.integers(-(2**63), 2**63 - 1), st.integers(0, U64))
-atoms = st.one_of(st.text(max_size=8), st.integers(-(2**63), U64), st.booleans(), st.none(), st.binary(max_size=8),
-                  st.floats(allow_nan=False))
+plain_atoms = st.one_of(st.text(max_size=8), st.integers(-(2**63), U64), st.booleans(), st.none(),
+                        st.binary(max_size=8), st.floats(allow_nan=False))
+# values that are not plain (TupleSender encodes their bodies at emit; plain ones wait for the drain)
+atoms = st.one_of(plain_atoms, st.lists(st.integers(-5, 5), max_size=3),
+                  st.dictionaries(st.text(max_size=3), st.integers(-5, 5), max_size=2))
 anchors = st.dictionaries(u64, u64, max_size=3)
 sent_tuple = st.tuples(st.sampled_from([(3, WORDS), (4, PAIR)]), st.integers(1, 50), anchors, lineages,
                        st.lists(atoms, min_size=2, max_size=2))
@@ -203,6 +206,24 @@ def test_a_tuple_without_a_route_is_counted_undeliverable_and_an_unencodable_one
     with pytest.raises(ValueError, match="cannot be sent to another worker"):
         t.send_tuple(3, new_tuple([object()], WORDS, 2, {1: 2}))
     assert t.queued() == 0
+
+
+def test_a_tuple_over_the_byte_limit_fails_its_emit_and_one_within_it_is_sent():
+    """``topology.transfer.max.tuple.bytes`` holds for plain values too (their size is bounded at
+    emit, and encoded exactly when the bound is over the limit), for multi-byte text, and for
+    values encoded at emit."""
+    t = transfer()
+    t._tuple_sender.max_bytes = 100
+    for values in (["x" * 200], ["é" * 60], [["x"] * 60], [b"x" * 101]):
+        with pytest.raises(ValueError, match=r"byte tuple .*limited to topology.transfer.max.tuple.bytes \(100\)"):
+            t.send_tuple(3, new_tuple(values, WORDS, 2, {1: 2}))
+    assert t.queued() == 0
+    for values in (["x" * 40], ["é" * 20], [["x"] * 20], [2**64 - 1]):
+        t.send_tuple(3, new_tuple(values, WORDS, 2, {1: 2}))
+    sink, seen, invalid = decode(drain_all(t.outboxes[DEST])[0][0])
+    assert [obj.values for _, obj in sink.items] == [["x" * 40], ["é" * 20], [["x"] * 20], [2**64 - 1]]
+    with pytest.raises(ValueError, match="cannot be sent to another worker"):
+        t.send_tuple(3, new_tuple([2**64], WORDS, 2, {1: 2}))  # past msgpack's integers
 
 
 # ---------------------------------------------------------------------------- invalid messages in a group

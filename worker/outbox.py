@@ -3,10 +3,10 @@
 Executor threads add messages; the transfer's sender thread drains them into batch payloads. A
 destination's :class:`Outbox` keeps one FIFO per *group*:
 
-* a tuple group per (receiving task, source task, source component and stream): each tuple is
-  encoded alone at emit time (:func:`encode_tuple`, so a value msgpack cannot carry fails that
-  emit), and a drained group is one ``TUPLES`` message — the group's fields written once, then the
-  tuples' encoded bodies (:mod:`gale.worker.wire` has the layout);
+* a tuple group per (receiving task, source task, source component and stream), filled by
+  :class:`TupleSender`; a drained group is one ``TUPLES`` message — the group's fields written
+  once, then the tuples' bodies (:mod:`gale.worker.wire` has the layout), encoded in one msgpack
+  call except those encoded at emit (values that are not plain: see :class:`TupleSender`);
 * an acker group per acker task: ``(kind, root, val, spout_task)`` messages, drained into one
   ``ACKERS`` message of flattened integers; a result group per spout task: ``(outcome, root)``,
   into one ``RESULTS`` message.
@@ -26,10 +26,11 @@ from collections.abc import Callable
 from itertools import chain
 from typing import Any
 
+import cython
 import msgpack
 
-from gale.topology.tuple import Tuple
-from gale.worker.wire import ACKERS, RESULTS, TUPLES
+from gale.topology.tuple import Fields, Tuple
+from gale.worker.wire import ACKERS, MAX_U64, MIN_I64, RESULTS, TUPLES
 
 _packb = msgpack.Packer(use_bin_type=True).pack
 
@@ -46,19 +47,122 @@ def array_header(n: int) -> bytes:
 def encode_tuple(pack: Callable[[Any], bytes], tup: Tuple) -> bytes:
     """A tuple's body in a ``TUPLES`` message: ``[values, lineage, root, edge, ...]`` (its anchors
     flattened; none for an untracked tuple). Raises what ``pack`` raises for a value it cannot encode."""
+    return pack(_body(tup))
+
+
+@cython.cfunc
+def _body(tup: Tuple) -> list:
     root = tup._root
     if root is not None:  # one tuple tree, held in two slots
-        return pack([tup.values, tup.lineage, root, tup._edge])
+        return [tup.values, tup.lineage, root, tup._edge]
     ids = tup._mid
     if not ids:
-        return pack([tup.values, tup.lineage])
-    if len(ids) == 1:
-        for root, edge in ids.items():
-            return pack([tup.values, tup.lineage, root, edge])
+        return [tup.values, tup.lineage]
     body = [tup.values, tup.lineage]
     for pair in ids.items():
         body.extend(pair)
-    return pack(body)
+    return body
+
+
+@cython.cfunc
+@cython.exceptval(check=False)
+def _plain(values: object, max_bytes: cython.Py_ssize_t) -> cython.bint:
+    """Whether msgpack is sure to encode ``values`` within ``max_bytes``: a list or tuple of str,
+    bytes, 64-bit ints, floats, bools and None, the bound summed from their lengths (a str's UTF-8
+    takes at most 4 bytes per character)."""
+    if type(values) is not list and type(values) is not tuple:
+        return False
+    size: cython.Py_ssize_t = 64  # the array headers, lineage, root and edge
+    for v in values:
+        tv = type(v)
+        if tv is str:
+            size += 5 + 4 * len(v)
+        elif tv is bytes:
+            size += 5 + len(v)
+        elif tv is int:
+            if v < MIN_I64 or v > MAX_U64:
+                return False
+            size += 9
+        elif tv is float or tv is bool or v is None:
+            size += 9
+        else:
+            return False
+        if size > max_bytes:
+            return False
+    return True
+
+
+@cython.cclass
+class TupleSender:
+    """The executor threads' side of sending tuples to other workers (``Transfer.send_tuple``):
+    put a tuple's body in its group in its destination's outbox.
+
+    A body whose values are plain (:func:`_plain`: msgpack cannot fail on them, and they fit
+    ``max_bytes``) is queued as a list and encoded with the rest of its group when the sender
+    drains it: one msgpack call per group. Any other body is encoded here, so a value msgpack cannot
+    carry, or a tuple over ``max_bytes``, fails the emit (and its input tuple) with a clear error.
+    Values are read when they are encoded: like Storm, which serializes on its transfer thread, a
+    component must not change a list after emitting it.
+
+    ``groups``: (task, source task, "component:stream") → the group's deque, made on a group's
+    first tuple through ``outbox_of(task)`` (the destination's :class:`Outbox`, or None: the task
+    has no route, and the tuple is counted by ``outbox_of`` and dropped). The transfer replaces
+    ``groups`` with an empty dict when the routes change."""
+
+    def __init__(self, pack: Callable[[Any], bytes], max_bytes: int, outbox_of: Callable[[int], Outbox | None]):
+        self.pack = pack
+        self.max_bytes = max_bytes
+        self.outbox_of = outbox_of
+        self.groups = {}
+
+    def send_tuple(self, task: int, tup: Tuple) -> None:
+        t: Tuple = tup
+        body = _body(t)
+        if not _plain(t.values, self.max_bytes):
+            try:
+                body = self.pack(body)
+            except (TypeError, ValueError, OverflowError) as exc:
+                raise ValueError(
+                    f"component {t.component!r} emitted a value on stream {t.stream!r} that cannot be sent to "
+                    f"another worker: {exc} (tuple values must be msgpack-serializable: str, bytes, int, float, "
+                    "bool, None, lists and dicts of those, pyarrow Tables and RecordBatches)"
+                ) from None
+            if len(body) > self.max_bytes:
+                raise ValueError(
+                    f"component {t.component!r} emitted a {len(body)}-byte tuple on stream {t.stream!r}; tuples "
+                    f"sent to another worker are limited to topology.transfer.max.tuple.bytes ({self.max_bytes}) — "
+                    "send a reference (a path or key) instead of the data"
+                )
+        fields: Fields = t.fields
+        key = (task, t.task, fields.source_key)
+        group = self.groups.get(key)
+        if group is None:
+            box = self.outbox_of(task)
+            if box is None:
+                return
+            group = box.tuple_group(task, t.task, fields.component, fields.stream)
+            self.groups[key] = group
+        group.append(body)
+
+
+def _tuple_bodies(items: list) -> bytes:
+    """A drained tuple group's array of bodies: the lists (plain bodies) encoded here, the bytes
+    (bodies encoded at emit) as they are."""
+    if not any(type(item) is bytes for item in items):
+        return _packb(items)  # the common case: one call, its own array header
+    parts = [array_header(len(items))]
+    run: list = []
+    for item in items:
+        if type(item) is bytes:
+            if run:
+                parts.append(_packb(run)[len(array_header(len(run))):])  # the elements without their header
+                run = []
+            parts.append(item)
+        else:
+            run.append(item)
+    if run:
+        parts.append(_packb(run)[len(array_header(len(run))):])
+    return b"".join(parts)
 
 
 class Outbox:
@@ -125,8 +229,7 @@ class Outbox:
             items = [pop() for _ in range(n)]
             parts.append(prefix)
             if kind == TUPLES:
-                parts.append(array_header(n))
-                parts.append(b"".join(items))
+                parts.append(_tuple_bodies(items))
             else:
                 parts.append(_packb(list(chain.from_iterable(items))))
             taken += n

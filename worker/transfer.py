@@ -1,13 +1,14 @@
 """Tuple transfer between worker processes over ZeroMQ (pyzmq), batched, msgpack-encoded.
 
 Each worker binds a PULL socket on its slot port; for every other worker it sends to, a sender
-thread owns a PUSH socket connected to that worker's ``host:port``. Executor threads encode each
-outgoing tuple with msgpack at emit time (so an unserializable value fails the emit, and the
-input tuple, with a clear error) and append it to its group in the destination's
-:class:`~gale.worker.outbox.Outbox` (tuples per receiving task, source task and stream; acker
-messages per acker task; results per spout task); the sender drains the outboxes into batches
-(``topology.transfer.batch.size`` messages or every ``topology.transfer.flush.millis``), each
-group one message, and sends each batch as one ZeroMQ message. A receiver checks a group and
+thread owns a PUSH socket connected to that worker's ``host:port``. Executor threads append each
+outgoing tuple to its group in the destination's :class:`~gale.worker.outbox.Outbox` (tuples per
+receiving task, source task and stream; acker messages per acker task; results per spout task),
+checking at emit that msgpack can carry its values (a value it cannot carry fails the emit, and
+the input tuple, with a clear error; :class:`~gale.worker.outbox.TupleSender`); the sender drains
+the outboxes into batches (``topology.transfer.batch.size`` messages or every
+``topology.transfer.flush.millis``), each group one message encoded in one msgpack call, and sends
+each batch as one ZeroMQ message. A receiver checks a group and
 hands its tuples to their task in one call (``deliver_many``).
 
 Every batch is sealed (:mod:`gale.worker.batch_auth`): an HMAC-SHA256 keyed by the topology's
@@ -52,11 +53,11 @@ import zmq
 from gale.clock import REAL_CLOCK
 from gale.deadline import Deadline
 from gale.log import get_logger
-from gale.topology.tuple import Fields, Tuple
+from gale.topology.tuple import Fields
 from gale.worker.arrow_codec import pack_default
 from gale.worker.runtime.grouping import EVERYTHING, HOST_LOCAL
 from gale.worker.batch_auth import REJECT_REASONS, Opener, ReplayGuard, Sealer
-from gale.worker.outbox import Outbox, encode_tuple
+from gale.worker.outbox import Outbox, TupleSender
 from gale.worker.wire import ACKER, INVALID_REASONS, RESULT, TUPLE, BatchDecoder
 
 log = get_logger("transfer")
@@ -120,15 +121,20 @@ class Transfer:
         self.ctx = zmq.Context()
         self.routes: dict[int, str] = {}
         self.outboxes: dict[str, Outbox] = {}
-        # the groups executor threads append to, by (task, source task, "component:stream") and by
-        # task: made on a group's first message, forgotten when the routes change
-        self._tuple_groups: dict[tuple[int, int, str], deque] = {}
+        # the groups executor threads append acker messages and results to, by task: made on a
+        # group's first message, forgotten when the routes change (tuples: TupleSender.groups)
         self._acker_groups: dict[int, deque] = {}
         self._result_groups: dict[int, deque] = {}
         self._held: dict[str, deque] = {}  # (payload, messages) a destination did not take yet
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self._pack = msgpack.Packer(use_bin_type=True, default=pack_default).pack  # Arrow values: arrow_codec
+        #: encodes a tuple for another worker and queues it in its group (C when compiled)
+        self._tuple_sender = TupleSender(self._pack, max_tuple_bytes, self._outbox)
+        #: ``send_tuple(task, tup)``, on executor threads: an unserializable value or a tuple over
+        #: ``max_tuple_bytes`` raises ValueError (failing the emit); a task with no route is counted
+        #: as undeliverable and dropped
+        self.send_tuple = self._tuple_sender.send_tuple
         self.stats = {"sent_batches": 0, "sent_messages": 0, "received_batches": 0, "received_messages": 0,
                       "dropped_messages": 0, "rejected_batches": 0, "invalid_messages": 0, "undeliverable": 0}
         self.stats.update({f"rejected_batches_{r}": 0 for r in REJECT_REASONS})
@@ -179,7 +185,7 @@ class Transfer:
         if host is not None:
             self.host = host
         self._identities = dict(identities or {})
-        self._tuple_groups, self._acker_groups, self._result_groups = {}, {}, {}
+        self._tuple_sender.groups, self._acker_groups, self._result_groups = {}, {}, {}
         live = set(self.routes.values())
         for address in live:
             self.outboxes.setdefault(address, Outbox())
@@ -221,31 +227,6 @@ class Transfer:
         return sum(box.queued() for box in list(self.outboxes.values()))
 
     # called on executor threads ------------------------------------------
-
-    def send_tuple(self, task: int, tup: Tuple) -> None:
-        try:
-            data = encode_tuple(self._pack, tup)
-        except (TypeError, ValueError, OverflowError) as exc:
-            raise ValueError(
-                f"component {tup.component!r} emitted a value on stream {tup.stream!r} that cannot be sent to "
-                f"another worker: {exc} (tuple values must be msgpack-serializable: str, bytes, int, float, "
-                "bool, None, lists and dicts of those, pyarrow Tables and RecordBatches)"
-            ) from None
-        if len(data) > self.max_tuple_bytes:
-            raise ValueError(
-                f"component {tup.component!r} emitted a {len(data)}-byte tuple on stream {tup.stream!r}; tuples "
-                f"sent to another worker are limited to topology.transfer.max.tuple.bytes ({self.max_tuple_bytes}) — "
-                "send a reference (a path or key) instead of the data"
-            )
-        fields = tup.fields
-        key = (task, tup.task, fields.source_key)
-        group = self._tuple_groups.get(key)
-        if group is None:
-            box = self._outbox(task)
-            if box is None:
-                return
-            group = self._tuple_groups[key] = box.tuple_group(task, tup.task, fields.component, fields.stream)
-        group.append(data)
 
     def send_acker(self, task: int, msg: tuple) -> None:
         """``msg``: ``(kind, root, val, spout_task)``, integers."""
