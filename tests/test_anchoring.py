@@ -46,6 +46,8 @@ class StubRuntime:
     def send_tuple(self, task, tup):
         self.tuples.append((task, tup))
 
+    send_remote = send_tuple
+
     def send_acker(self, task, msg):
         self.acker_msgs.append(msg)
 

@@ -160,6 +160,8 @@ class StubRuntime:
     def send_tuple(self, task, tup):
         self.sent.append((task, tup))
 
+    send_remote = send_tuple
+
     def send_acker(self, task, msg):
         assert task == self.acker_task(msg[1])
         self.acker_msgs.append((None, msg))

@@ -26,6 +26,7 @@ cdef class _Collector:
     cdef public dict _routes
     cdef public object _stats
     cdef public object _send_tuple
+    cdef public object _send_remote
     cdef public object _queue_of
     cdef public object _send_acker
     cdef public object _acker_task

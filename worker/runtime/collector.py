@@ -183,6 +183,7 @@ class _Collector:
         self._stats = executor.stats
         executor.stats.routes = routes
         self._send_tuple = self._runtime.send_tuple
+        self._send_remote = self._runtime.send_remote
         self._queue_of = self._runtime.queue_of
         self._send_acker = self._runtime.send_acker
         self._acker_task = self._runtime.acker_task
@@ -315,7 +316,7 @@ class SpoutOutputCollector(_Collector):
                     xor ^= edge
                     q.append(new_tracked(values, fields, task, root, edge, lineage))
             else:
-                queue_of, send = self._queue_of, self._send_tuple
+                queue_of, send = self._queue_of, self._send_remote
                 for target in targets:
                     edge = self._new_id() or 1  # anchoring.new_edge_id
                     xor ^= edge
@@ -435,7 +436,7 @@ class BoltOutputCollector(_Collector):
             lineage = a.lineage
             if lineage:
                 lineage = _child_lineage(lineage, route.salt, ordinal)
-            queue_of, send = self._queue_of, self._send_tuple
+            queue_of, send = self._queue_of, self._send_remote
             for target in targets:
                 edge = self._new_id() or 1
                 a.ack_val ^= edge

@@ -360,6 +360,8 @@ class WorkerRuntime:
 
         self.queue_of = queue_of  # task → its deque in this process (None: elsewhere)
         self.send_tuple = send_tuple
+        #: send_tuple for a task known not to be in this process (the caller asked queue_of)
+        self.send_remote = remote.send_tuple if remote is not None else send_tuple
         self.send_acker = send_acker
         self.send_result = send_result
         self.acker_task = acker_task
