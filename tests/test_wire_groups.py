@@ -436,3 +436,14 @@ def test_the_transfer_benchmark_moves_every_message_through_each_stage():
     figures = measure(3000)
     assert {"tuple_encode", "tuple_decode_deliver", "ack_encode", "ack_decode_deliver", "tuple_local"} <= set(figures)
     assert all(v >= 0 for v in figures.values())
+
+
+def test_the_pinned_crossing_benchmark_crosses_only_when_the_sink_is_pinned_elsewhere():
+    """bench_crossing's two pinnings: every tuple crosses (and its ack comes back) when the sink is
+    in the other worker, nothing crosses when it is in the spout's."""
+    from benchmarks.bench_crossing import run
+
+    secs, sent = run(300, remote=True)
+    assert secs > 0 and sent["a"] == 300 and sent["b"] == 300  # the tuples out, their acks back
+    secs, sent = run(300, remote=False)
+    assert secs > 0 and sent == {"a": 0, "b": 0}

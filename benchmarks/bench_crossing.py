@@ -1,0 +1,153 @@
+"""A tuple's whole cost when its consumer is pinned in another worker, against the same tuple whose
+consumer is pinned in its own worker (issue 15, target 2's first half: at most 2×).
+
+Run: ``.venv/bin/python -m benchmarks.bench_crossing [--tuples N] [--rounds R]``
+
+One topology, ``src`` (a spout: one-word tuples with message ids) → ``sink`` (a bolt that acks each
+one), acking on, run by two real worker runtimes in this process, each with its own real transfer
+(ZeroMQ over loopback, sealed batches), as two workers of a cluster. The spout and the acker are
+pinned in worker A; the sink is pinned in worker A (*local*) or in worker B (*crossing*: every
+tuple crosses to B, its ack crosses back to A's acker). A run times the process's CPU (every
+thread of both workers) from the spout's first emit until every tuple is acked. Prints, best of
+``--rounds`` alternating runs, microseconds of CPU per tuple:
+
+* ``crossing_local_tuple_cpu_us`` and ``crossing_remote_tuple_cpu_us``: the two pinnings;
+* ``crossing_vs_local``: their ratio (target: at most 2).
+
+``benchmarks.bench_transfer`` splits the crossing path into its stages.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import threading
+import time
+
+from gale import Bolt, Spout, TopologyBuilder
+from gale.topology.definition import ACKER_COMPONENT, TopologyTasks
+from gale.worker.daemon import message_roles, subscriptions
+from gale.worker.local import local_conf
+from gale.worker.runtime.runtime import WorkerRuntime
+from gale.worker.transfer import Transfer
+from gale.zkserver import free_port
+
+WORDS = ["the", "cow", "jumped", "over", "moon", "an", "apple", "a", "day", "keeps", "doctor", "away"]
+SECRET = b"crossing-benchmark-secret-0123456"
+
+#: the spout's progress, read by the benchmark (both workers run in this process)
+_go = threading.Event()
+_acked = [0]
+
+
+class Source(Spout):
+    output_fields = ["word"]
+
+    def __init__(self, n: int):
+        self.n = n
+
+    def open(self, conf, context, collector):
+        super().open(conf, context, collector)
+        self.i = 0
+
+    def next_tuple(self):
+        if self.i < self.n and _go.is_set():
+            self.collector.emit([WORDS[self.i % len(WORDS)]], msg_id=self.i)
+            self.i += 1
+
+    def ack(self, msg_id):
+        _acked[0] += 1
+
+    def fail(self, msg_id):
+        raise RuntimeError(f"tuple {msg_id} failed")
+
+
+class Sink(Bolt):
+    def execute(self, tup):
+        self.collector.ack(tup)
+
+
+class _Worker:
+    """A worker runtime and its transfer, wired as ``gale.worker.daemon.Worker`` wires them."""
+
+    def __init__(self, topo, conf, layout, executors):
+        self.port = free_port()
+        self.runtime: WorkerRuntime | None = None
+        self.transfer = Transfer(
+            bind_host="127.0.0.1", port=self.port, secret=SECRET,
+            deliver=lambda task, payload: self.runtime.deliver(task, payload),
+            deliver_many=lambda task, payloads: self.runtime.deliver_many(task, payloads),
+            fields_for=lambda c, s: self.runtime._stream_fields.get((c, s)),
+            batch_size=int(conf["topology.transfer.batch.size"]),
+            flush_secs=float(conf["topology.transfer.flush.millis"]) / 1000.0)
+        self.runtime = WorkerRuntime(topo, topology_id="crossing", conf=conf, layout=layout, executors=executors,
+                                     remote=self.transfer)
+        self.tasks = [t for start, end in executors for t in range(start, end + 1)]
+
+    def connect(self, other: _Worker) -> None:
+        self.transfer.set_routes({t: f"127.0.0.1:{other.port}" for t in other.tasks})
+        self.transfer.set_roles(message_roles(self.runtime), subscriptions(self.runtime))
+
+    def start(self) -> None:
+        self.transfer.start()
+        self.runtime.start(active=True)
+
+    def stop(self) -> None:
+        self.runtime.stop()
+        self.transfer.close(0.5)
+
+
+def run(n: int, remote: bool) -> tuple[float, dict[str, int]]:
+    """CPU seconds of this process to have ``n`` tuples emitted, executed and acked, and the
+    messages each worker's transfer sent (``a``, ``b``)."""
+    builder = TopologyBuilder()
+    builder.set_spout("src", Source, 1, args=(n,))
+    builder.set_bolt("sink", Sink, 1).shuffle_grouping("src")
+    topo = builder.create_topology()
+    conf = local_conf(topo, {"topology.workers": 2, "topology.acker.executors": 1,
+                             "topology.max.spout.pending": 5000, "topology.worker.executor.threads": 1})
+    layout = TopologyTasks(topo.definition, conf, 2)
+    of = layout.component_executors
+    a_execs = of["src"] + of[ACKER_COMPONENT] + ([] if remote else of["sink"])
+    b_execs = of["sink"] if remote else []
+    a, b = _Worker(topo, conf, layout, a_execs), _Worker(topo, conf, layout, b_execs)
+    a.connect(b)
+    b.connect(a)
+    _go.clear()
+    _acked[0] = 0
+    for w in (b, a):
+        w.start()
+    try:
+        gc.collect()
+        c0 = time.process_time()
+        _go.set()
+        deadline = time.monotonic() + 600
+        while _acked[0] < n:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"only {_acked[0]} of {n} tuples acked in 600 s")
+            time.sleep(0.005)  # the benchmark's own polling (its CPU is counted, and small)
+        return time.process_time() - c0, {"a": a.transfer.stats["sent_messages"], "b": b.transfer.stats["sent_messages"]}
+    finally:
+        a.stop()
+        b.stop()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tuples", type=int, default=200_000)
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args()
+    best = {"local": float("inf"), "remote": float("inf")}
+    for r in range(args.rounds):
+        for kind in ("local", "remote"):
+            secs, _ = run(args.tuples, kind == "remote")
+            per = secs / args.tuples * 1e6
+            print(f"crossing_{kind}_run{r + 1}_tuple_cpu_us: {per:.2f} us")
+            best[kind] = min(best[kind], per)
+    print(f"crossing_local_tuple_cpu_us: {best['local']:.2f} us")
+    print(f"crossing_remote_tuple_cpu_us: {best['remote']:.2f} us")
+    print(f"crossing_vs_local: {best['remote'] / best['local']:.2f} x (target <= 2)")
+
+
+if __name__ == "__main__":
+    main()
