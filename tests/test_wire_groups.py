@@ -208,6 +208,22 @@ def test_a_tuple_without_a_route_is_counted_undeliverable_and_an_unencodable_one
     assert t.queued() == 0
 
 
+def test_a_group_mixing_bodies_encoded_at_emit_and_at_drain_arrives_whole_and_in_order():
+    """Plain values wait as lists and are encoded with their group; others (a list value, a dict)
+    are encoded at emit. A group holding runs of both decodes to the tuples in emit order."""
+    t = transfer()
+    values = [["a"], [[1, 2]], ["b"], ["c"], [{"k": 1}], [{"k": 2}], ["d"]]
+    for i, v in enumerate(values):
+        t.send_tuple(3, new_tuple(v, WORDS, 2, {i + 1: i + 2}, i))
+    (group,) = t.outboxes[DEST].tuple_groups.values()
+    assert [type(x) for x in group] == [list, bytes, list, list, bytes, bytes, list]
+    (payload, n), = drain_all(t.outboxes[DEST])
+    sink, seen, invalid = decode(payload)
+    assert n == seen == 7 and invalid == {}
+    assert [(obj.values, obj.message_id, obj.lineage) for _, obj in sink.items] == \
+        [(v, {i + 1: i + 2}, i) for i, v in enumerate(values)]
+
+
 def test_a_tuple_over_the_byte_limit_fails_its_emit_and_one_within_it_is_sent():
     """``topology.transfer.max.tuple.bytes`` holds for plain values too (their size is bounded at
     emit, and encoded exactly when the bound is over the limit), for multi-byte text, and for
