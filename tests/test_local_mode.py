@@ -319,3 +319,38 @@ def test_spout_root_ids_are_steered_to_local_ackers():
     spout_ex = next(ex for ex in rt.executors.values() if ex.kind == "spout")
     assert len(spout_ex.spouts[next(iter(spout_ex.spouts))].acked) == 200
     rt.stop()
+
+
+class _Blocking(Bolt):
+    """Holds the tuple ``"stuck"`` until RELEASE is set; acks everything."""
+
+    RELEASE = None  # a threading.Event, set by the test
+
+    def execute(self, tup):
+        if tup[0] == "stuck":
+            _Blocking.RELEASE.wait(30)
+        self.collector.ack(tup)
+
+
+def test_a_bolt_stuck_in_execute_is_seen_with_its_tuple_and_for_how_long():
+    """Wedge detection reads the tuple the executor thread is running (``Executor.current``) and
+    how long it has run (``busy_secs``); both clear once the call returns."""
+    import threading
+
+    from tests.topologies import ListSpout
+
+    _Blocking.RELEASE = threading.Event()
+    b = TopologyBuilder()
+    b.set_spout("src", ListSpout, 1, args=[["a", "stuck", "b"]])
+    b.set_bolt("block", _Blocking, 1).shuffle_grouping("src")
+    with LocalCluster() as cluster:
+        running = cluster.submit_topology("wedge", {}, b.create_topology())
+        (ex,) = [e for e in running.runtime.executors.values() if e.component == "block"]
+        try:
+            until(lambda: ex.current is not None and ex.current.values == ["stuck"], 30, "the bolt runs 'stuck'")
+            ex.busy_secs()  # the first observation of this call
+            until(lambda: ex.busy_secs() > 0.05, 30, "busy_secs grows while the call has not returned")
+            assert ex.current.values == ["stuck"]
+        finally:
+            _Blocking.RELEASE.set()
+        until(lambda: ex.current is None and ex.busy_secs() == 0.0, 30, "the call returned and the batch ended")
