@@ -267,7 +267,10 @@ def test_nimbus_down_topology_keeps_running_and_resumes(zk_server, tmp_path, req
     own_cluster.start()
     try:
         work = DurableInput(tmp_path / "w", 400000)
-        cli(own_cluster, "submit", str(DURABLE_WC), "--name", "wc-nimbus", "--wait", *work.overrides())
+        # a slow sink keeps the input from running out before nimbus is back (s27d: a faster build
+        # acked all 400,000 while nimbus restarted on a busy machine, so "resumes" had nothing to do)
+        cli(own_cluster, "submit", str(DURABLE_WC), "--name", "wc-nimbus", "--wait",
+            *work.overrides(**{"test.sink.delay.secs": 0.001}))
         work.wait_acked_beyond(100, 60)
         own_cluster.nimbus_procs[0].kill()
         work.wait_acked_beyond(len(work.acked()) + 500, 30)  # processing continues without nimbus
