@@ -155,14 +155,19 @@ def _tuple_bodies(items: list) -> bytes:
     for item in items:
         if type(item) is bytes:
             if run:
-                parts.append(_packb(run)[len(array_header(len(run))):])  # the elements without their header
+                parts.append(_elements(run))
                 run = []
             parts.append(item)
         else:
             run.append(item)
     if run:
-        parts.append(_packb(run)[len(array_header(len(run))):])
+        parts.append(_elements(run))
     return b"".join(parts)
+
+
+def _elements(run: list) -> bytes:
+    """``run`` encoded as msgpack array elements, without the array's header."""
+    return _packb(run)[len(array_header(len(run))):]
 
 
 class Outbox:

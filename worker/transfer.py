@@ -110,7 +110,6 @@ class Transfer:
         self.batch_size = batch_size
         self.flush_secs = max(0.0002, flush_secs)
         self.high_water = high_water
-        self.max_tuple_bytes = max_tuple_bytes
         self.stall_secs = 2.0
         #: how long a destination that has never taken a batch may hold one before it is down
         self.connect_secs = max(float(connect_secs), self.stall_secs)
