@@ -321,6 +321,43 @@ def test_spout_root_ids_are_steered_to_local_ackers():
     rt.stop()
 
 
+def test_a_trees_acks_from_several_executors_of_one_thread_reach_the_acker_as_one_message_per_round():
+    """The executors of a thread share one ack buffer, handed to the ackers after each round: a
+    sentence's split and its words' counts (four count executors) give at most one acker ACK
+    message per round the tree is executed in — two here — not one per executor."""
+    from gale.topology.definition import TopologyTasks
+    from gale.worker.runtime.runtime import WorkerRuntime
+
+    b = TopologyBuilder()
+    sentences = [f"w{i} w{i + 1} w{i + 2} w{i + 3} w{i + 4} w{i + 5} w{i + 6} w{i + 7}" for i in range(20)]
+    b.set_spout("src", ListSpout, 1, args=[sentences])
+    b.set_bolt("split", word_count.SplitSentence, 3).shuffle_grouping("src")
+    b.set_bolt("count", word_count.WordCount, 4).fields_grouping("split", ["word"])
+    topo = b.create_topology()
+    conf = local_conf(topo, {"topology.acker.executors": 1})
+    layout = TopologyTasks(topo.definition, conf, 1)
+    rt = WorkerRuntime(topo, topology_id="t", conf=conf, layout=layout, executors=list(layout.executors))
+    rt.start(spawn=False)
+    sent: list[int] = []
+    flush = rt.flush_acks
+
+    def counting(buf):
+        sent.append(len(buf))  # one (ACK, root, value, 0) message per root
+        flush(buf)
+
+    rt.flush_acks = counting
+    try:
+        rt.run_until_idle()
+        spout_ex = next(ex for ex in rt.executors.values() if ex.kind == "spout")
+        assert sorted(spout_ex.spouts[next(iter(spout_ex.spouts))].acked) == list(range(20))
+        counted = {task for ex in rt.executors.values() if ex.component == "count"
+                   for task, bolt in ex.bolts.items() if bolt.counts}
+        assert len(counted) == 4  # the words were spread over every count executor
+        assert 20 <= sum(sent) <= 2 * 20, sent  # one executor each: 20 split acks + ~4 per tree
+    finally:
+        rt.stop()
+
+
 class _Blocking(Bolt):
     """Holds the tuple ``"stuck"`` until RELEASE is set; acks everything."""
 

@@ -516,7 +516,8 @@ class BoltOutputCollector(_Collector):
         root = tup._root
         if self._acking and (root is not None or tup._mid):
             # anchoring.ack_messages; with an ack buffer, anchoring.combine_ack: the values for one
-            # root are XORed together (a tree's acks in one executor batch become one acker message)
+            # root are XORed together (a tree's acks in one round of the executor thread, by any of
+            # its executors, become one acker message)
             av: cython.ulonglong = tup.ack_val
             v: cython.ulonglong  # C arithmetic when compiled
             buf: dict = self._ack_buf

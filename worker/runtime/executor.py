@@ -73,9 +73,10 @@ class Executor:
         self.clock = runtime.clock
         self.queues: dict[int, deque] = {task: deque() for task in self.tasks}
         self.queue_list: list[deque] = list(self.queues.values())
-        #: acks made during a batch, root → XOR of their values (BoltOutputCollector.ack); the
-        #: executor thread hands them to the acker after each run_batch / on_timer (one message per
-        #: tree and batch instead of one per acked tuple)
+        #: acks made by this executor's collectors, root → XOR of their values
+        #: (BoltOutputCollector.ack): replaced by its thread's buffer, shared by every executor of
+        #: the thread and handed to the ackers after each round (one message per tree and round
+        #: instead of one per acked tuple; ExecutorThread.ack_buf)
         self.ack_buf: dict[int, int] = {}
         self.thread: Any = None  # the ExecutorThread that runs this executor
         self.stats = ExecutorStatsCollector(component, "spout" if self.kind == "spout" else "bolt", self.clock)

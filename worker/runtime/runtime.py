@@ -71,8 +71,14 @@ class ExecutorThread(threading.Thread):
         self.rounds = 0
         self.next_timer = 0.0
         self.all_queues = [q for ex in executors for q in ex.queue_list]
+        #: acks made during a round by any executor of this thread, root → XOR of their values;
+        #: handed to the ackers at the end of the round (and after timers). A tree whose tuples are
+        #: executed in one round — a sentence split and its words counted — gives one acker message
+        #: instead of one per executor. Set before the executors are prepared: collectors keep it.
+        self.ack_buf: dict[int, int] = {}
         for ex in executors:
             ex.thread = self
+            ex.ack_buf = self.ack_buf
 
     def wake(self) -> None:
         self._event.set()
@@ -83,12 +89,11 @@ class ExecutorThread(threading.Thread):
         self.next_timer = now + runtime.timer_period
         if runtime.load_aware and now >= runtime.next_load_refresh:
             runtime.refresh_loads(now)
-        flush = runtime.flush_acks
         for ex in self.executors:
             ex.on_timer(now)
-            if ex.ack_buf:
-                flush(ex.ack_buf)
             ex.count_acked()
+        if self.ack_buf:
+            runtime.flush_acks(self.ack_buf)
 
     def run_round(self) -> int:
         runtime = self.runtime
@@ -97,12 +102,11 @@ class ExecutorThread(threading.Thread):
             self.fire_timers(now)
         runtime.update_congestion()
         worked = 0
-        flush = runtime.flush_acks
         for ex in self.executors:
             worked += ex.run_batch(ex.budget)
-            if ex.ack_buf:
-                flush(ex.ack_buf)
             ex.count_acked()
+        if self.ack_buf:
+            runtime.flush_acks(self.ack_buf)
         self.rounds += 1
         if worked:
             for peer in runtime.threads:
@@ -444,15 +448,17 @@ class WorkerRuntime:
         With ``spawn=False`` the threads are built but not started: the caller drives them with
         :meth:`run_until_idle` (tests with a simulated clock).
         """
-        self.prepare()
-        raise_gc_threshold(self.conf.get("topology.worker.gc.threshold"))
-        self.active = active
         n = max(1, int(threads or self.conf.get("topology.worker.executor.threads", 1)))
         executors = list(self.executors.values())
         groups: list[list[Executor]] = [[] for _ in range(min(n, len(executors)) or 1)]
         for i, ex in enumerate(executors):
             groups[i % len(groups)].append(ex)
+        # made (not started) before the tasks are prepared: an executor's collectors keep its
+        # thread's ack buffer
         self.threads = [ExecutorThread(self, g, f"executors-{i}") for i, g in enumerate(groups)]
+        self.prepare()
+        raise_gc_threshold(self.conf.get("topology.worker.gc.threshold"))
+        self.active = active
         if spawn:
             for t in self.threads:
                 t.start()
