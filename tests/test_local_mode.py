@@ -4,8 +4,6 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-import pytest
-
 from gale import Bolt, TopologyBuilder
 from gale.clock import SimulatedClock
 from gale.worker.local import LocalCluster, LocalTopology, complete_topology, local_conf
