@@ -16,8 +16,8 @@ the value reaches 0 exactly when every tuple of the tree has been acked. The pie
 * **bolt ack**: for every root of the input, ``(ACK, root, edge XOR input.ack_val, 0)`` — "remove my
   own id, add my children's".
 * **bolt fail**: ``(FAIL, root, 0, 0)`` for every root; **reset timeout**: ``(RESET, root, 0, 0)``.
-* **ack buffer**: the acks a bolt executor makes in one batch are folded per root
-  (:func:`combine_ack`) and sent after the batch as one ``ACK`` per root (:func:`buffered_messages`);
+* **ack buffer**: the acks the bolt executors of one executor thread make in one round are folded
+  per root (:func:`combine_ack`) and sent after the round as one ``ACK`` per root (:func:`buffered_messages`);
   a fail or reset of a tree first sends that tree's buffered value, so the acker sees the same
   order. The acker reaches the same values, so the same completions, failures and timeouts.
 

@@ -356,8 +356,9 @@ class BoltOutputCollector(_Collector):
         #: set by the executor while a BasicBolt executes: emits anchor to it by default
         self.auto_anchor: Tuple | None = None
         self._perf = time.perf_counter
-        #: the executor's ack buffer (root → XOR of this round's ack values), or None: acks are then
-        #: sent one message each. The executor thread sends it after the executor's batch.
+        #: the executor's ack buffer (root → XOR of this round's ack values; shared by the executors
+        #: of its thread), or None: acks are then sent one message each. The executor thread sends
+        #: it after each round.
         self._ack_buf: dict[int, int] | None = getattr(executor, "ack_buf", None)
         # acks not yet added to stats.acked: ``_acked_run`` acks of tuples of ``_acked_fields`` in a
         # row (_count_acked adds them; the executor thread calls it after each batch and timer round)
