@@ -351,7 +351,7 @@ def test_a_trees_acks_from_several_executors_of_one_thread_reach_the_acker_as_on
         counted = {task for ex in rt.executors.values() if ex.component == "count"
                    for task, bolt in ex.bolts.items() if bolt.counts}
         assert len(counted) == 4  # the words were spread over every count executor
-        assert 20 <= sum(sent) <= 2 * 20, sent  # one executor each: 20 split acks + ~4 per tree
+        assert 20 <= sum(sent) <= 2 * 20, sent  # a buffer per executor gave 97: ~4 count acks a tree
     finally:
         rt.stop()
 
@@ -371,8 +371,6 @@ def test_a_bolt_stuck_in_execute_is_seen_with_its_tuple_and_for_how_long():
     """Wedge detection reads the tuple the executor thread is running (``Executor.current``) and
     how long it has run (``busy_secs``); both clear once the call returns."""
     import threading
-
-    from tests.topologies import ListSpout
 
     _Blocking.RELEASE = threading.Event()
     b = TopologyBuilder()
