@@ -17,7 +17,8 @@ from gale.errors import ConfigError
 from gale.topology.definition import GroupingDef, TopologyTasks
 from gale.topology.tuple import Fields
 from gale.worker.runtime.grouping import (
-    EVERYTHING, HOST_LOCAL, MAX_WEIGHT, WORKER_LOCAL, LoadAwareShuffleGrouper, ShuffleGrouper, make_grouper,
+    EVERYTHING, HOST_LOCAL, MAX_SPILL, MAX_WEIGHT, SPILL_DECAY, WORKER_LOCAL, LoadAwareShuffleGrouper,
+    ShuffleGrouper, make_grouper,
 )
 
 F = Fields(["word", "n"])
@@ -114,6 +115,90 @@ def test_choices_always_come_from_the_current_scope_and_cover_it(where, loads):
             assert sum(min(load[t], 1.0) for t in near) / len(near) >= 0.2
 
 
+# ---------------------------------------------------------------------- spilling by CPU
+
+TWO = {1: WORKER_LOCAL, 2: WORKER_LOCAL, 3: HOST_LOCAL, 4: HOST_LOCAL}  # this worker: 1-2; a peer: 3-4
+
+
+def cpu_refresh(g, own: float | None, peer: float | None, loads=None):
+    """A refresh where this worker's process is at ``own`` of a core and the peer's at ``peer``."""
+    g.refresh(lambda t: (loads or {}).get(t, 0.0), TWO.__getitem__,
+              lambda t: own if TWO[t] == WORKER_LOCAL else peer)
+
+
+def two_workers() -> LoadAwareShuffleGrouper:
+    return LoadAwareShuffleGrouper([1, 2, 3, 4], frozenset({1, 2}), rng=random.Random(3))
+
+
+def far_share(g, n: int = 2000) -> float:
+    got = picks(g, n)
+    return (got[3] + got[4]) / n
+
+
+def test_a_hot_worker_with_short_queues_spills_to_a_cool_peer_until_they_balance():
+    g = two_workers()
+    cpu_refresh(g, 0.95, 0.30)  # the spout's worker at a full core, its queues short; the peer idles
+    assert g.scope == WORKER_LOCAL  # queue loads alone would keep every tuple here
+    assert g.spill == pytest.approx(0.5 * 0.65)
+    assert far_share(g) == pytest.approx(g.spill, abs=0.02)
+    cpu_refresh(g, 0.92, 0.55)  # still hotter than the peer: more
+    assert g.spill == pytest.approx(0.325 + 0.5 * 0.37)
+    spill = g.spill
+    cpu_refresh(g, 0.88, 0.84)  # balanced within the dead band: held
+    assert g.spill == spill and far_share(g) == pytest.approx(spill, abs=0.02)
+    cpu_refresh(g, 0.70, 0.95)  # the peer is now the hotter one: back
+    assert g.spill == pytest.approx(spill - 0.5 * 0.25)
+    got = picks(g, 1000)
+    assert set(got) == {1, 2, 3, 4}  # spilled choices reach every far task, kept ones every near one
+
+
+def test_equally_hot_workers_keep_their_tuples_local():
+    """Two workers each with a spout task, both at a full core: crossing would only add work."""
+    g = two_workers()
+    for own, peer in ((0.97, 0.95), (0.95, 1.0), (1.0, 0.93), (0.96, 0.96)):
+        cpu_refresh(g, own, peer)
+        assert g.spill == 0.0 and set(picks(g, 500)) == {1, 2}
+
+
+def test_the_spill_decays_once_the_worker_cools_and_stops_without_reports():
+    g = two_workers()
+    for _ in range(5):
+        cpu_refresh(g, 1.0, 0.2)
+    assert g.spill == MAX_SPILL  # capped: the near tasks always keep a share
+    assert 0.05 < 1 - far_share(g) < 0.15
+    cpu_refresh(g, 0.6, 0.5)  # neither hot nor cool: held
+    assert g.spill == MAX_SPILL
+    cpu_refresh(g, 0.3, 0.25)  # the input slowed: locality is free again
+    assert g.spill == pytest.approx(MAX_SPILL - SPILL_DECAY)
+    cpu_refresh(g, 0.95, None)  # the peer's reports stopped (or never came): as Storm, by queues only
+    assert g.spill == 0.0 and set(picks(g, 500)) == {1, 2}
+    cpu_refresh(g, 1.0, 0.2)
+    g.refresh(lambda t: 0.0, TWO.__getitem__)  # no CPU readings at all
+    assert g.spill == 0.0
+
+
+def test_spilled_choices_follow_the_far_tasks_queue_loads():
+    g = two_workers()
+    for _ in range(5):
+        cpu_refresh(g, 1.0, 0.2, loads={3: 0.9})  # task 3's queue nearly full: task 4 takes most
+    got = picks(g, 2000)
+    assert got[4] > 5 * got[3] > 0
+
+
+@settings(max_examples=200, deadline=None)
+@given(readings=st.lists(st.tuples(st.floats(0, 1), st.one_of(st.none(), st.floats(0, 1))), min_size=1, max_size=12))
+def test_the_spill_stays_in_bounds_and_only_grows_for_a_hot_worker_hotter_than_its_peer(readings):
+    g = two_workers()
+    for own, peer in readings:
+        before = g.spill
+        cpu_refresh(g, own, peer)
+        assert 0.0 <= g.spill <= MAX_SPILL
+        if g.spill > before:
+            assert own >= 0.8 and peer is not None and own - peer > 0.1
+        cycle = picks(g, 200)
+        assert set(cycle) <= {1, 2, 3, 4} and (g.spill > 0 or set(cycle) == {1, 2})
+
+
 def test_make_grouper_uses_it_only_for_shuffles_reaching_other_workers():
     locality = (0.8, 0.2)
     shuffle = GroupingDef(type="shuffle")
@@ -161,6 +246,14 @@ class Remote:
     def locate(self, task):
         return HOST_LOCAL
 
+    cpu = {"own": None, "peer": None}
+
+    def own_cpu(self):
+        return self.cpu["own"]
+
+    def cpu_of(self, task):
+        return self.cpu["peer"]
+
 
 def scopes(rt) -> dict[str, float]:
     """The worker's ``gale_worker_shuffle_scope`` gauge, by scope."""
@@ -205,6 +298,10 @@ def test_a_worker_runtime_keeps_shuffled_tuples_local_until_its_queues_fill():
         rt.queue_of(task).clear()
     rt.refresh_loads(1.0)
     assert g.scope == WORKER_LOCAL
+    assert g.spill == 0.0
+    rt.remote.cpu = {"own": 1.0, "peer": 0.3}  # this worker at a core, its peer idle: spill
+    rt.refresh_loads(2.0)
+    assert g.scope == WORKER_LOCAL and g.spill > 0.3 and set(picks(g, 500)) > local_sinks
     off = WorkerRuntime(topo, topology_id="t", conf={**conf, "topology.disable.loadaware.messaging": True},
                         layout=layout, executors=mine, remote=Remote())
     off.routes_for("src")

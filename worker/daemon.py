@@ -333,6 +333,7 @@ class Worker:
             local_dir=str(self.worker_dir), code_dir=str(code_dir), on_crash=self._crashed, clock=self.clock,
         )
         self._fields = self.runtime._stream_fields
+        self.transfer.local_loads = self.runtime.local_loads
         self.transfer.set_roles(message_roles(self.runtime), subscriptions(self.runtime))
         self.transfer.start()
         self.runtime.start(active=base.status == TopologyStatus.ACTIVE)

@@ -70,6 +70,9 @@ TRANSFER_COUNTERS = {
     "dropped_messages": ("gale_worker_transfer_messages_dropped",
                          "Messages dropped for a worker that is down or left the plan (they time out and replay)."),
     "undeliverable": ("gale_worker_transfer_messages_undeliverable", "Messages for a task with no known worker."),
+    "load_reports_sent": ("gale_worker_transfer_load_reports_sent",
+                          "Load reports (CPU share, queue fill) sent to other workers, one a second to each."),
+    "load_reports_received": ("gale_worker_transfer_load_reports_received", "Load reports taken from other workers."),
 }
 _NAME = re.compile(r"[^a-zA-Z0-9_]")
 #: connector counters named ``<source>_dead_letters`` (gale.worker.connectors.dead_letter)
@@ -151,6 +154,12 @@ class _WorkerCollector:
             yield _gauge("gale_worker_backpressure_active", "1 while spouts are paused by backpressure.",
                          1 if runtime.congested else 0)
             yield _shuffle_scopes(runtime)
+            shuffles = list(runtime.load_aware)
+            if shuffles:
+                yield _gauge("gale_worker_shuffle_spill",
+                             "Share of load-aware shuffle choices sent past the current scope because this worker's "
+                             "CPU is hotter than its peers' (mean over this worker's load-aware shuffles).",
+                             sum(g.spill for g in shuffles) / len(shuffles))
         yield _counter("gale_worker_backpressure_events", "Times backpressure began (sampled every 0.1 s).",
                        self.metrics.backpressure_events)
         yield _counter("gale_worker_backpressure_seconds", "Time under backpressure (sampled every 0.1 s).",
@@ -165,6 +174,11 @@ class _WorkerCollector:
                              "secret for this worker, replayed, stale, malformed).")
             yield _by_reason(stats, "invalid_messages_", "gale_worker_transfer_messages_invalid",
                              "Messages of authentic batches dropped before delivery, by reason.")
+            cpu = transfer.own_cpu()
+            if cpu is not None:
+                yield _gauge("gale_worker_cpu_share",
+                             "Share of a core this worker process used over the last second (what it reports to peers).",
+                             cpu)
             queued = transfer.queued()
             yield _gauge("gale_worker_transfer_queued_messages", "Messages waiting to be sent to other workers.", queued)
         if runtime is not None:

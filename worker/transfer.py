@@ -33,6 +33,12 @@ judged down. Storm's workers likewise keep their spouts inactive until every out
 ready; without the wait, a worker that starts seconds before its peers drops its first batches for
 them and replays them.
 
+Once a second (:data:`gale.worker.loads.REPORT_SECS`) the sender puts this worker's load report —
+its process's CPU share and its tasks' queue fill, a ``LOADS`` message — in front of the next batch
+to every worker it has a route to, or sends it alone (and drops it, rather than holding it, when that
+worker does not take it). What peers report is in :attr:`Transfer.peer_loads`; :meth:`load_of`,
+:meth:`cpu_of` and :meth:`own_cpu` are what the load-aware shuffle reads.
+
 The slot port is bound on the address ``storm.local.hostname`` resolves to (see
 :func:`gale.worker.daemon.slot_bind_host`), not on every interface.
 
@@ -44,7 +50,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import Any
 
 import msgpack
@@ -57,6 +63,7 @@ from gale.topology.tuple import Fields
 from gale.worker.arrow_codec import pack_default
 from gale.worker.runtime.grouping import EVERYTHING, HOST_LOCAL
 from gale.worker.batch_auth import REJECT_REASONS, Opener, ReplayGuard, Sealer
+from gale.worker.loads import REPORT_SECS, CpuMeter, PeerLoads, encode_report
 from gale.worker.outbox import Outbox, TupleSender
 from gale.worker.wire import ACKER, INVALID_REASONS, RESULT, TUPLE, BatchDecoder
 
@@ -105,7 +112,14 @@ class Transfer:
         self.clock = clock
         self.sealer = Sealer(secret, clock=clock.time)
         self.opener: Opener | None = None  # made at start(): its replay floor is the moment we bind
-        self.decoder = BatchDecoder(fields_for, roles)
+        self.decoder = BatchDecoder(fields_for, roles, on_loads=self._took_loads)
+        #: this process's CPU share, sampled by the sender at each load report
+        self.cpu_meter = CpuMeter(monotonic=clock.monotonic)
+        #: the loads peers reported (queue fill of their tasks, their CPU share)
+        self.peer_loads = PeerLoads(clock.monotonic)
+        #: this worker's tasks and their queue loads (0..1), for the reports; set by the worker
+        self.local_loads: Callable[[], Iterable[tuple[int, float]]] = tuple
+        self._next_report = 0.0
         self._identities: dict[str, str] = {}
         self.batch_size = batch_size
         self.flush_secs = max(0.0002, flush_secs)
@@ -135,7 +149,8 @@ class Transfer:
         #: as undeliverable and dropped
         self.send_tuple = self._tuple_sender.send_tuple
         self.stats = {"sent_batches": 0, "sent_messages": 0, "received_batches": 0, "received_messages": 0,
-                      "dropped_messages": 0, "rejected_batches": 0, "invalid_messages": 0, "undeliverable": 0}
+                      "dropped_messages": 0, "rejected_batches": 0, "invalid_messages": 0, "undeliverable": 0,
+                      "load_reports_sent": 0, "load_reports_received": 0}
         self.stats.update({f"rejected_batches_{r}": 0 for r in REJECT_REASONS})
         self.stats.update({f"invalid_messages_{r}": 0 for r in INVALID_REASONS})
 
@@ -213,13 +228,41 @@ class Transfer:
         return EVERYTHING
 
     def load_of(self, task: int) -> float:
-        """How backed up the way to another worker's task is, 0..1 (Storm: the Netty client's pending
-        messages): its outbox's fill against the high-water mark; 1 while its worker is down or slow."""
+        """How backed up another worker's task is, 0..1: the larger of the way to it (Storm: the
+        Netty client's pending messages; its outbox's fill against the high-water mark) and its
+        receive queue's fill as its worker last reported it (Storm's LoadMetrics); 1 while its
+        worker is down or slow."""
         address = self.routes.get(task)
         box = self.outboxes.get(address) if address is not None else None
         if box is None or address in self._down or self._held.get(address):
             return 1.0
-        return min(box.queued() / self.high_water, 1.0)
+        fill = min(box.queued() / self.high_water, 1.0)
+        reported = self.peer_loads.load(task)
+        return fill if reported is None or reported < fill else reported
+
+    def cpu_of(self, task: int) -> float | None:
+        """The CPU share (0..1) of the worker hosting another worker's task, as it last reported it
+        (None: no fresh report)."""
+        return self.peer_loads.cpu(task)
+
+    def own_cpu(self) -> float | None:
+        """This process's CPU share over the last report period (None before the first)."""
+        return self.cpu_meter.share
+
+    def _took_loads(self, cpu_permille: int, flat: list) -> None:
+        self.stats["load_reports_received"] += 1
+        self.peer_loads.take(cpu_permille, flat)
+
+    def _load_report(self, now: float) -> bytes | None:
+        """Every REPORT_SECS: this worker's ``LOADS`` message, encoded (sent to every peer)."""
+        if now < self._next_report:
+            return None
+        self._next_report = now + REPORT_SECS
+        try:
+            return self._pack(encode_report(self.cpu_meter.sample(), self.local_loads()))
+        except Exception:  # noqa: BLE001 - a report is advisory: never let it stop the sender
+            log.exception("transfer-load-report-failed")
+            return None
 
     def queued(self) -> int:
         """Messages waiting for every destination (not counting batches held by slow ones)."""
@@ -263,6 +306,7 @@ class Transfer:
         sockets: dict[str, zmq.Socket] = {}
         while not self._stop.is_set():
             sent_any = False
+            report = self._load_report(self.clock.monotonic())
             for address, q in list(self.outboxes.items()):
                 sock = sockets.get(address)
                 if sock is None:
@@ -296,6 +340,7 @@ class Transfer:
                     continue
                 if not q and address not in self._down:
                     self._progress[address] = now
+                extra = report  # goes in front of the first batch, or alone
                 while True:
                     try:
                         payload, n = q.drain(self.batch_size)
@@ -303,8 +348,11 @@ class Transfer:
                         log.exception("transfer-encode-failed", destination=address)
                         self.stats["dropped_messages"] += q.clear()
                         break
-                    if not n:
+                    if not n and extra is None:
                         break
+                    if extra is not None:
+                        payload, extra = extra + payload, None
+                        self.stats["load_reports_sent"] += 1
                     try:
                         sock.send_multipart(self.sealer.seal(receiver, payload), flags=zmq.NOBLOCK, copy=False)
                         self.stats["sent_batches"] += 1
@@ -312,7 +360,8 @@ class Transfer:
                         sent_any = True
                         self._mark_progress(address, now)
                     except zmq.Again:
-                        held.append((payload, n))
+                        if n:  # a report alone is not kept: the next one replaces it
+                            held.append((payload, n))
                         break
             for address in [a for a in sockets if a not in self.outboxes]:
                 sockets.pop(address).close(0)

@@ -12,7 +12,10 @@ groups them); the single-message kinds (0, 1, 2) are still taken:
   anchors flattened after its lineage; none for an untracked tuple);
 * ``[4, task, [kind, root, val, spout_task, ...]]`` — acker messages for one acker task, flattened
   four integers each;
-* ``[5, task, [outcome, root, ...]]`` — verdicts for one spout task, two integers each.
+* ``[5, task, [outcome, root, ...]]`` — verdicts for one spout task, two integers each;
+* ``[6, cpu, [task, load, ...]]`` — the sending worker's load report (:mod:`gale.worker.loads`):
+  its process's CPU share and its tasks' queue loads, per mille (0..1000; CPU −1: not measured
+  yet). Handed to ``on_loads``; it is not counted among the messages seen.
 
 A grouped message counts as the messages it carries: what is said of a message below holds for
 each tuple of a ``TUPLES`` message and each four (two) integers of an ``ACKERS`` (``RESULTS``) one.
@@ -50,6 +53,7 @@ from gale.worker.runtime.acker import ACK, ACKED, FAIL, FAILED, INIT, RESET, RES
 
 TUPLE, ACKER, RESULT = 0, 1, 2
 TUPLES, ACKERS, RESULTS = 3, 4, 5
+LOADS = 6
 KINDS = (TUPLE, ACKER, RESULT, TUPLES, ACKERS, RESULTS)
 #: a grouped kind → how many list elements make one of its messages
 GROUP_WIDTH = {TUPLES: 1, ACKERS: 4, RESULTS: 2}
@@ -58,6 +62,8 @@ ROLE_OF = {TUPLE: TUPLE, ACKER: ACKER, RESULT: RESULT, TUPLES: TUPLE, ACKERS: AC
 MAX_U64 = (1 << 64) - 1
 MIN_I64 = -(1 << 63)
 MAX_TASK = (1 << 31) - 1
+#: a LOADS report's figures are per mille
+LOAD_SCALE = 1000
 ACKER_KINDS = frozenset((INIT, ACK, FAIL, RESET))
 OUTCOMES = frozenset((ACKED, FAILED, RESET_TIMEOUT))
 
@@ -79,12 +85,15 @@ class BatchDecoder:
     bolts, :data:`ACKER` for ``__acker`` tasks, :data:`RESULT` for spouts); ``fields_for`` gives the
     Fields of a declared ``(component, stream)`` or ``None``; ``inputs`` maps each bolt task to the
     ``(component, stream)`` pairs its component subscribes to (``None``: not checked).
-    ``invalid`` counts drops per reason.
+    ``invalid`` counts drops per reason. ``on_loads(cpu_permille, [task, load_permille, ...])``
+    takes each valid ``LOADS`` report (None: reports are checked and dropped).
     """
 
     def __init__(self, fields_for: Callable[[str, str], Fields | None], roles: Mapping[int, int] | None = None,
-                 inputs: Mapping[int, Collection[tuple[str, str]]] | None = None):
+                 inputs: Mapping[int, Collection[tuple[str, str]]] | None = None,
+                 on_loads: Callable[[int, list], None] | None = None):
         self.fields_for = fields_for
+        self.on_loads = on_loads
         self.invalid: dict[str, int] = {reason: 0 for reason in INVALID_REASONS}
         self.set_roles(roles or {}, inputs)
 
@@ -152,6 +161,10 @@ class BatchDecoder:
                     kind = msg[0]
                     task = msg[1]
                     if type(task) is not int or type(kind) is not int or roles.get(task, -1) != role_of.get(kind, -2):
+                        if kind == LOADS and type(kind) is int:  # no task role takes it: checked here
+                            seen -= 1
+                            self._loads(msg)
+                            continue
                         reason, count = self._misrouted(msg, kind, task)
                         invalid[reason] += count
                         seen += count - 1
@@ -255,6 +268,22 @@ class BatchDecoder:
             invalid[UNDECODABLE] += 1
             seen += 1
         return seen, refused
+
+    def _loads(self, msg: Any) -> None:
+        """Check a ``LOADS`` report and hand it on; a bad one is counted (as one message)."""
+        if type(msg) is not list or len(msg) != 3 or type(msg[1]) is not int or type(msg[2]) is not list:
+            self.invalid[MALFORMED] += 1
+            return
+        cpu, flat = msg[1], msg[2]
+        if len(flat) & 1 or any(type(x) is not int for x in flat):
+            self.invalid[MALFORMED] += 1
+            return
+        if not -1 <= cpu <= LOAD_SCALE or not all(0 <= t <= MAX_TASK for t in flat[0::2]) \
+                or not all(0 <= x <= LOAD_SCALE for x in flat[1::2]):
+            self.invalid[OUT_OF_RANGE] += 1
+            return
+        if self.on_loads is not None:
+            self.on_loads(cpu, flat)
 
     # ------------------------------------------------------------------ a group, message by message
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import random
 import zlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from gale.stablehash import stable_hash  # noqa: F401 - re-exported (it lived here first)
@@ -65,6 +65,12 @@ WORKER_LOCAL, HOST_LOCAL, EVERYTHING = 0, 1, 2
 SCOPE_NAMES = ("worker-local", "host-local", "everything")
 #: a task's share of a scope's choices at no load; fewer as its load rises (never none)
 MAX_WEIGHT = 10
+#: spilling past the scope (see LoadAwareShuffleGrouper.refresh): the CPU share at which the
+#: scope's workers count as hot, the gap to the far workers' that is noise, the share added per
+#: refresh per unit of gap, the decay per refresh once the scope cools below SPILL_COOL, the cap
+SPILL_HOT, SPILL_DEADBAND, SPILL_GAIN, SPILL_COOL, SPILL_DECAY, MAX_SPILL = 0.8, 0.1, 0.5, 0.5, 0.05, 0.9
+#: choices in one cycle of a spilling shuffle's list (at least; 1% of the choices each)
+SPILL_SLOTS = 100
 
 
 class LoadAwareShuffleGrouper(ShuffleGrouper):
@@ -77,9 +83,19 @@ class LoadAwareShuffleGrouper(ShuffleGrouper):
     least ``higher`` and narrows it while the nearer one's is below ``lower``
     (``topology.localityaware.higher.bound`` / ``.lower.bound``). A tuple kept in its worker is
     never serialized. ``choose`` is :class:`ShuffleGrouper`'s, over the current scope's list.
+
+    Queue loads miss one bottleneck: a worker whose own tasks keep up while its process is at a
+    full core (a worker running the only spout task, with its acker and the encoding of what it
+    sends). Its queues stay short, so the scope stays local, while a peer idles. So the grouper
+    also sends a share :attr:`spill` of its choices past the scope, to the farther tasks, steered
+    by the CPU share their workers report (:mod:`gale.worker.loads`): it grows while the scope's
+    workers are hot (at least :data:`SPILL_HOT` of a core) and hotter than the far ones by more
+    than :data:`SPILL_DEADBAND`, shrinks while the far ones are hotter, and decays once the scope
+    cools. Workers equally hot (a spout in each) keep their tuples local: a crossing tuple costs
+    CPU on both sides and would buy nothing.
     """
 
-    __slots__ = ("higher", "lower", "scope", "_where")
+    __slots__ = ("higher", "lower", "scope", "_where", "spill")
 
     def __init__(self, tasks: Sequence[int], local_tasks: frozenset[int] | set[int], higher: float = 0.8,
                  lower: float = 0.2, rng: random.Random | None = None):
@@ -89,6 +105,8 @@ class LoadAwareShuffleGrouper(ShuffleGrouper):
         #: task → its scope; until the first refresh: local or not
         self._where = {t: WORKER_LOCAL if t in local_tasks else EVERYTHING for t in self._tasks}
         self.scope = self._nearest()
+        #: the share of choices sent past the scope (0..MAX_SPILL)
+        self.spill = 0.0
         self._set_order({})
 
     def _nearest(self) -> int:
@@ -99,9 +117,16 @@ class LoadAwareShuffleGrouper(ShuffleGrouper):
         return [t for t in self._tasks if self._where[t] <= scope]
 
     def _set_order(self, loads: dict[int, float]) -> None:
-        order = []
-        for t in self.members(self.scope):
-            order.extend([[t]] * max(1, round(MAX_WEIGHT * (1.0 - loads.get(t, 0.0)))))
+        near = self.members(self.scope)
+        far = [t for t in self._tasks if self._where[t] > self.scope] if self.spill else []
+        if far:
+            slots = max(SPILL_SLOTS, MAX_WEIGHT * len(self._tasks))
+            n_far = max(1, round(slots * self.spill))
+            order = _spread(near, loads, slots - n_far) + _spread(far, loads, n_far)
+        else:
+            order = []
+            for t in near:
+                order.extend([[t]] * _weight(loads, t))
         self._rng.shuffle(order)
         self._order = order  # one assignment: a concurrent choose sees the old list or the new one
         self._i = 0
@@ -110,8 +135,10 @@ class LoadAwareShuffleGrouper(ShuffleGrouper):
         tasks = self.members(scope)
         return sum(loads.get(t, 0.0) for t in tasks) / len(tasks) if tasks else 0.0
 
-    def refresh(self, load_of: Callable[[int], float], locate: Callable[[int], int]) -> None:
-        """Re-read where the tasks are and how loaded; move the scope; rebuild the choices."""
+    def refresh(self, load_of: Callable[[int], float], locate: Callable[[int], int],
+                cpu_of: Callable[[int], float | None] | None = None) -> None:
+        """Re-read where the tasks are and how loaded; move the scope; adjust the spill by the CPU
+        share of the tasks' workers (``cpu_of``: None where not known); rebuild the choices."""
         self._where = {t: locate(t) for t in self._tasks}
         loads = {t: min(max(load_of(t), 0.0), 1.0) for t in self._tasks}
         scopes = sorted(set(self._where.values()))
@@ -126,7 +153,42 @@ class LoadAwareShuffleGrouper(ShuffleGrouper):
                 break
             scope = nearer
         self.scope = scope
+        self.spill = self._next_spill(cpu_of) if cpu_of is not None else 0.0
         self._set_order(loads)
+
+    def _next_spill(self, cpu_of: Callable[[int], float | None]) -> float:
+        near = _mean(cpu_of(t) for t in self.members(self.scope))
+        far = _mean(cpu_of(t) for t in self._tasks if self._where[t] > self.scope)
+        spill = self.spill
+        if near is None or far is None:  # no far tasks, or no fresh reports: as Storm does
+            return 0.0
+        gap = near - far
+        if gap < -SPILL_DEADBAND:  # the far workers are the hotter ones
+            spill += SPILL_GAIN * gap
+        elif near >= SPILL_HOT and gap > SPILL_DEADBAND:
+            spill += SPILL_GAIN * gap
+        elif near < SPILL_COOL:
+            spill -= SPILL_DECAY
+        return min(max(spill, 0.0), MAX_SPILL)
+
+
+def _weight(loads: dict[int, float], task: int) -> int:
+    return max(1, round(MAX_WEIGHT * (1.0 - loads.get(task, 0.0))))
+
+
+def _spread(tasks: list[int], loads: dict[int, float], n: int) -> list[list[int]]:
+    """About ``n`` choices over ``tasks`` in proportion to their weights (each at least one)."""
+    weights = [_weight(loads, t) for t in tasks]
+    total = sum(weights)
+    order: list[list[int]] = []
+    for t, w in zip(tasks, weights):
+        order.extend([[t]] * max(1, round(n * w / total)))
+    return order
+
+
+def _mean(values: Iterable[float | None]) -> float | None:
+    known = [v for v in values if v is not None]
+    return sum(known) / len(known) if known else None
 
 
 def process_hash_is_shared() -> bool:

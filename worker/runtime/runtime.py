@@ -57,6 +57,8 @@ class RemoteSender(Protocol):
     def congested(self) -> bool: ...
     def load_of(self, task: int) -> float: ...
     def locate(self, task: int) -> int: ...
+    def cpu_of(self, task: int) -> float | None: ...
+    def own_cpu(self) -> float | None: ...
 
 
 class ExecutorThread(threading.Thread):
@@ -306,6 +308,17 @@ class WorkerRuntime:
             return min(len(q) / self.queue_high_water, 1.0)
         return self.remote.load_of(task) if self.remote is not None else 1.0
 
+    def local_loads(self) -> list[tuple[int, float]]:
+        """Each task of this worker and how full its input queue is (0..1): the worker's load report."""
+        hw = self.queue_high_water
+        return [(task, min(len(ex.queues[task]) / hw, 1.0)) for task, ex in list(self._local.items())]
+
+    def task_cpu(self, task: int) -> float | None:
+        """The CPU share (0..1) of the worker hosting ``task`` (None: not known)."""
+        if self.remote is None:
+            return None
+        return self.remote.own_cpu() if task in self.local_tasks else self.remote.cpu_of(task)
+
     def locate(self, task: int) -> int:
         if task in self.local_tasks:
             return WORKER_LOCAL
@@ -316,7 +329,7 @@ class WorkerRuntime:
         swaps its choices in one assignment)."""
         self.next_load_refresh = now + LOAD_REFRESH_SECS
         for grouper in list(self.load_aware):
-            grouper.refresh(self.task_load, self.locate)
+            grouper.refresh(self.task_load, self.locate, self.task_cpu)
 
     def _bind_fast_paths(self) -> None:
         # Executor threads append straight onto local queues; a thread wakes sleeping peers whose
