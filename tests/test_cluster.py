@@ -294,15 +294,18 @@ LOCALITY_PROBE = DURABLE_WC.parent / "locality_probe.py"
 
 def test_shuffled_tuples_stay_in_their_worker_unless_load_aware_messaging_is_disabled(cluster, topologies, tmp_path):
     """Storm 2's load-aware shuffle: at low load a shuffle goes to the sink tasks in the spout's own
-    worker (never serialized); with topology.disable.loadaware.messaging it spreads over both workers."""
+    worker (never serialized); with topology.disable.loadaware.messaging it spreads over both workers.
+    Workers also set their thread switch interval (topology.worker.gil.switch.interval.ms: 0.5 ms
+    unless the topology says otherwise)."""
     from gale.nimbus.client import NimbusClient
 
     client = NimbusClient(cluster.client_conf())
-    seen = {}
+    seen, switch = {}, {}
     for disabled in (False, True):
         state = tmp_path / f"disabled-{disabled}"
+        extra = ["-c", "topology.worker.gil.switch.interval.ms=2"] if disabled else []
         name, _ = topologies.submit(LOCALITY_PROBE, "locality", "-c", f"test.state.dir={state}", "-c", "test.tuples=200",
-                                    "-c", f"topology.disable.loadaware.messaging={str(disabled).lower()}")
+                                    "-c", f"topology.disable.loadaware.messaging={str(disabled).lower()}", *extra)
 
         def lines():
             out = [line.split() for p in sorted(state.glob("sink-*.log")) for line in p.read_text().splitlines()]
@@ -316,8 +319,10 @@ def test_shuffled_tuples_stay_in_their_worker_unless_load_aware_messaging_is_dis
             for ex in c["executor_list"]:
                 ports.setdefault(comp, set()).add(ex["port"])
         assert ports["src"] <= ports["sink"] and len(ports["sink"]) == 2, ports
-        seen[disabled] = Counter(local for _, local in executed)
+        seen[disabled] = Counter(local for _, local, _ in executed)
+        switch[disabled] = {interval for *_, interval in executed}
         topologies.kill(name)
+    assert switch == {False: {"0.0005"}, True: {"0.002"}}
     assert seen[False] == {"1": 400}, f"load-aware: {seen[False]} (1 = the sink was in the spout's worker)"
     assert seen[True]["0"] > 0 and seen[True]["1"] > 0 and sum(seen[True].values()) == 400, \
         f"disabled: {seen[True]} (expected both workers' sinks to execute tuples)"

@@ -308,3 +308,31 @@ def test_the_gc_threshold_is_raised_never_lowered_and_left_alone_when_unset():
         assert gc.get_threshold() == (0, 10, 10)
     finally:
         gc.set_threshold(*saved)
+
+
+def test_a_worker_sets_the_switch_interval_it_is_given_and_leaves_it_when_unset():
+    import sys
+
+    from gale.worker.daemon import set_switch_interval
+
+    saved = sys.getswitchinterval()
+    try:
+        set_switch_interval(0.5)
+        assert sys.getswitchinterval() == pytest.approx(0.0005)
+        set_switch_interval(None)
+        assert sys.getswitchinterval() == pytest.approx(0.0005)
+        set_switch_interval(5)
+        assert sys.getswitchinterval() == pytest.approx(0.005)
+    finally:
+        sys.setswitchinterval(saved)
+
+
+def test_the_switch_interval_is_checked_as_a_value():
+    from gale import config as gconfig
+    from gale.errors import ConfigError
+
+    gconfig.validate({"topology.worker.gil.switch.interval.ms": None}, allow_user_keys=True)
+    gconfig.validate({"topology.worker.gil.switch.interval.ms": 2}, allow_user_keys=True)
+    for bad in (0, -1, "fast", 5000):
+        with pytest.raises(ConfigError, match="topology.worker.gil.switch.interval.ms"):
+            gconfig.validate({"topology.worker.gil.switch.interval.ms": bad}, allow_user_keys=True)

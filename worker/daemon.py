@@ -302,6 +302,7 @@ class Worker:
         conf = dict(self.conf)
         conf.update(topo_conf)
         conf.pop("topology.secret", None)
+        set_switch_interval(conf.get("topology.worker.gil.switch.interval.ms"))
         layout = TopologyTasks.of(defn, conf, base)
         self.task_layout, self.task_layout_conf = layout, conf
         stray = sorted(set(assignment.executors()) - set(layout.executors))
@@ -479,6 +480,16 @@ def subscriptions(runtime: WorkerRuntime) -> dict[int, frozenset[tuple[str, str]
     components = runtime.defn.components
     return {task: frozenset((i.component, i.stream) for i in components[ex.component].inputs)
             for task, ex in runtime._local.items() if ex.component in components and ex.kind == "bolt"}
+
+
+def set_switch_interval(millis: float | None) -> None:
+    """Set this process's thread switch interval (``topology.worker.gil.switch.interval.ms``; None:
+    leave Python's 5 ms). A worker's executor threads run Python without pause while the transfer's
+    threads wait on sockets; each time one of those wakes, it waits for the interpreter lock for up
+    to the interval. At 5 ms the batches between workers back up behind that (docs/benchmarks.md,
+    "The interpreter's switch interval")."""
+    if millis is not None:
+        sys.setswitchinterval(float(millis) / 1000.0)
 
 
 def run_worker(conf: dict[str, Any], topology_id: str, supervisor_id: str, port: int, worker_id: str) -> int:

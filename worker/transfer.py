@@ -159,6 +159,9 @@ class Transfer:
     def start(self) -> None:
         # batches sealed before this moment were meant for an earlier process on this port
         self.opener = Opener(self.secret, self.identity, ReplayGuard(int(self.clock.time() * 1000), MAX_SENDER_SESSIONS))
+        # the first load report measures the first full period from here (not the set-up before)
+        self.cpu_meter = CpuMeter(monotonic=self.clock.monotonic)
+        self._next_report = self.clock.monotonic() + REPORT_SECS
         self._pull = self.ctx.socket(zmq.PULL)
         self._pull.setsockopt(zmq.LINGER, 0)
         self._pull.setsockopt(zmq.RCVHWM, 1000)

@@ -2,11 +2,13 @@
 
 Config keys: ``test.state.dir`` (required), ``test.tuples`` (per spout task, default 200). Each
 ``src`` task emits ``test.tuples`` reliable tuples and stops; each ``sink`` task appends
-``<source task> <1 when that task is in this sink's worker, else 0>`` to ``sink-<task>.log``.
+``<source task> <1 when that task is in this sink's worker, else 0> <the worker's thread switch
+interval, seconds>`` to ``sink-<task>.log``.
 """
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 from gale import BasicBolt, Spout, TopologyBuilder
@@ -42,7 +44,7 @@ class LineSink(BasicBolt):
 
 class WhereSink(LineSink):
     def execute(self, tup):
-        self.out.write(f"{tup.source_task} {int(tup.source_task in self.here)}\n")
+        self.out.write(f"{tup.source_task} {int(tup.source_task in self.here)} {sys.getswitchinterval()}\n")
 
 
 def topology(conf):

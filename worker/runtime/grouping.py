@@ -67,8 +67,9 @@ SCOPE_NAMES = ("worker-local", "host-local", "everything")
 MAX_WEIGHT = 10
 #: spilling past the scope (see LoadAwareShuffleGrouper.refresh): the CPU share at which the
 #: scope's workers count as hot, the gap to the far workers' that is noise, the share added per
-#: refresh per unit of gap, the decay per refresh once the scope cools below SPILL_COOL, the cap
-SPILL_HOT, SPILL_DEADBAND, SPILL_GAIN, SPILL_COOL, SPILL_DECAY, MAX_SPILL = 0.8, 0.1, 0.5, 0.5, 0.05, 0.9
+#: refresh per unit of gap, the CPU share under which the scope's workers have CPU to spare (no
+#: spill), the cap
+SPILL_HOT, SPILL_DEADBAND, SPILL_GAIN, SPILL_COOL, MAX_SPILL = 0.8, 0.1, 0.5, 0.5, 0.9
 #: choices in one cycle of a spilling shuffle's list (at least; 1% of the choices each)
 SPILL_SLOTS = 100
 
@@ -90,12 +91,13 @@ class LoadAwareShuffleGrouper(ShuffleGrouper):
     also sends a share :attr:`spill` of its choices past the scope, to the farther tasks, steered
     by the CPU share their workers report (:mod:`gale.worker.loads`): it grows while the scope's
     workers are hot (at least :data:`SPILL_HOT` of a core) and hotter than the far ones by more
-    than :data:`SPILL_DEADBAND`, shrinks while the far ones are hotter, and decays once the scope
-    cools. Workers equally hot (a spout in each) keep their tuples local: a crossing tuple costs
-    CPU on both sides and would buy nothing.
+    than :data:`SPILL_DEADBAND` at two refreshes in a row (one hot second, such as a worker
+    starting, is not enough), shrinks while the far ones are hotter, and ends once the scope's
+    workers use less than :data:`SPILL_COOL` of a core. Workers equally hot (a spout in each) keep
+    their tuples local: a crossing tuple costs CPU on both sides and would buy nothing.
     """
 
-    __slots__ = ("higher", "lower", "scope", "_where", "spill")
+    __slots__ = ("higher", "lower", "scope", "_where", "spill", "_was_hot")
 
     def __init__(self, tasks: Sequence[int], local_tasks: frozenset[int] | set[int], higher: float = 0.8,
                  lower: float = 0.2, rng: random.Random | None = None):
@@ -107,6 +109,7 @@ class LoadAwareShuffleGrouper(ShuffleGrouper):
         self.scope = self._nearest()
         #: the share of choices sent past the scope (0..MAX_SPILL)
         self.spill = 0.0
+        self._was_hot = False  # the last refresh found the scope hot and hotter than the far workers
         self._set_order({})
 
     def _nearest(self) -> int:
@@ -161,14 +164,17 @@ class LoadAwareShuffleGrouper(ShuffleGrouper):
         far = _mean(cpu_of(t) for t in self._tasks if self._where[t] > self.scope)
         spill = self.spill
         if near is None or far is None:  # no far tasks, or no fresh reports: as Storm does
+            self._was_hot = False
             return 0.0
         gap = near - far
+        hot = near >= SPILL_HOT and gap > SPILL_DEADBAND
         if gap < -SPILL_DEADBAND:  # the far workers are the hotter ones
             spill += SPILL_GAIN * gap
-        elif near >= SPILL_HOT and gap > SPILL_DEADBAND:
+        elif hot and self._was_hot:
             spill += SPILL_GAIN * gap
         elif near < SPILL_COOL:
-            spill -= SPILL_DECAY
+            spill = 0.0
+        self._was_hot = hot
         return min(max(spill, 0.0), MAX_SPILL)
 
 
