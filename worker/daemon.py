@@ -487,7 +487,7 @@ def set_switch_interval(millis: float | None) -> None:
     leave Python's 5 ms). A worker's executor threads run Python without pause while the transfer's
     threads wait on sockets; each time one of those wakes, it waits for the interpreter lock for up
     to the interval. At 5 ms the batches between workers back up behind that (docs/benchmarks.md,
-    "The interpreter's switch interval")."""
+    "Load reports, a CPU-aware spill, and the switch interval")."""
     if millis is not None:
         sys.setswitchinterval(float(millis) / 1000.0)
 
