@@ -51,7 +51,7 @@ class CpuMeter:
 
 def encode_report(cpu: float | None, task_loads: Iterable[tuple[int, float]]) -> list:
     """The ``LOADS`` message of a worker whose CPU share is ``cpu`` (None: not measured yet, sent
-    as no tasks and no CPU) and whose tasks have these loads (0..1)."""
+    as −1) and whose tasks have these loads (0..1)."""
     flat: list[int] = []
     for task, load in task_loads:
         flat.append(task)
@@ -71,8 +71,6 @@ class PeerLoads:
     def __init__(self, monotonic: Callable[[], float] = time.monotonic):
         self._monotonic = monotonic
         self._tasks: dict[int, tuple[float, float | None, float]] = {}
-        #: reports taken
-        self.reports = 0
 
     def take(self, cpu_permille: int, flat: list[int]) -> None:
         """A checked report (see :func:`gale.worker.wire.BatchDecoder`): CPU −1 (unknown) or
@@ -82,7 +80,6 @@ class PeerLoads:
         tasks = self._tasks
         for i in range(0, len(flat) - 1, 2):
             tasks[flat[i]] = (flat[i + 1] / SCALE, cpu, now)
-        self.reports += 1
 
     def _fresh(self, task: int) -> tuple[float, float | None, float] | None:
         entry = self._tasks.get(task)

@@ -127,9 +127,7 @@ class LoadAwareShuffleGrouper(ShuffleGrouper):
             n_far = max(1, round(slots * self.spill))
             order = _spread(near, loads, slots - n_far) + _spread(far, loads, n_far)
         else:
-            order = []
-            for t in near:
-                order.extend([[t]] * _weight(loads, t))
+            order = _spread(near, loads)
         self._rng.shuffle(order)
         self._order = order  # one assignment: a concurrent choose sees the old list or the new one
         self._i = 0
@@ -178,17 +176,14 @@ class LoadAwareShuffleGrouper(ShuffleGrouper):
         return min(max(spill, 0.0), MAX_SPILL)
 
 
-def _weight(loads: dict[int, float], task: int) -> int:
-    return max(1, round(MAX_WEIGHT * (1.0 - loads.get(task, 0.0))))
-
-
-def _spread(tasks: list[int], loads: dict[int, float], n: int) -> list[list[int]]:
-    """About ``n`` choices over ``tasks`` in proportion to their weights (each at least one)."""
-    weights = [_weight(loads, t) for t in tasks]
+def _spread(tasks: list[int], loads: dict[int, float], n: int | None = None) -> list[list[int]]:
+    """Choices over ``tasks``, each task's in proportion to its weight ``MAX_WEIGHT * (1 - load)``
+    (at least one): its weight's worth each, or about ``n`` in all."""
+    weights = [max(1, round(MAX_WEIGHT * (1.0 - loads.get(t, 0.0)))) for t in tasks]
     total = sum(weights)
     order: list[list[int]] = []
     for t, w in zip(tasks, weights):
-        order.extend([[t]] * max(1, round(n * w / total)))
+        order.extend([[t]] * (w if n is None else max(1, round(n * w / total))))
     return order
 
 
