@@ -12,6 +12,10 @@ default timeouts except where printed. Prints ``name: value unit`` lines:
   ``topology.workers`` = 2 (one worker per supervisor, 2 cores in all) and acking on; the same with
   one worker (``…[workers=1]``, measured first), and ``cluster_two_workers_vs_one``, the ratio of
   the two (issue 15's target: more than 1);
+* ``cluster_wordcount_cpu_us_per_tuple`` — CPU of the topology's worker processes (every thread,
+  from ``/proc``) per bolt-executed tuple over the same window, with the cores they used: what
+  crossing between workers costs, a figure that moves less than the rates when other work shares
+  the machine;
 * ``worker_kill_to_processing_secs`` — ``kill -9`` of the worker running a spout task, until that
   spout task acks again (the supervisor sees the process exit and relaunches at once);
 * ``supervisor_loss_to_running_elsewhere_secs`` — ``kill -9`` of a supervisor and its workers,
@@ -67,6 +71,23 @@ def totals(client: NimbusClient, name: str) -> tuple[int, int]:
     return c["sentences"]["stats"].get("acked", 0), c["split"]["stats"].get("executed", 0) + c["count"]["stats"].get("executed", 0)
 
 
+def worker_pids(client: NimbusClient, name: str) -> list[int]:
+    """The pids of the topology's worker processes (from nimbus's executor list)."""
+    d = client.topology(name)
+    return sorted({e["worker"]["pid"] for c in d["components"].values() for e in c["executor_list"]
+                   if e.get("worker") and e["worker"].get("pid")})
+
+
+def cpu_secs(pids: list[int]) -> float:
+    """User + system CPU seconds the processes have used (all their threads)."""
+    total = 0
+    for pid in pids:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rpartition(")")[2].split()
+        total += int(fields[11]) + int(fields[12])
+    return total / os.sysconf("SC_CLK_TCK")
+
+
 def throughput(cluster: DevCluster, seconds: float, workers: int, extra: list[str]) -> float:
     """Submit the word count on ``workers`` workers, measure, kill it; the bolt-executed tuples/s."""
     client = NimbusClient(cluster.client_conf())
@@ -74,16 +95,21 @@ def throughput(cluster: DevCluster, seconds: float, workers: int, extra: list[st
     cli(cluster, "submit", str(WORD_COUNT), "--name", name, "--wait", "-c", f"topology.workers={workers}",
         "-c", "topology.max.spout.pending=5000", *[a for kv in extra for a in ("-c", kv)])
     time.sleep(10)  # warm up; stats reach nimbus every task.heartbeat.frequency.secs
+    pids = worker_pids(client, name)
     a0, e0 = totals(client, name)
-    t0 = time.monotonic()
+    c0, t0 = cpu_secs(pids), time.monotonic()
     time.sleep(seconds)
     a1, e1 = totals(client, name)
-    dt = time.monotonic() - t0
+    c1, dt = cpu_secs(pids), time.monotonic() - t0
     # the figures without a suffix are the 2-worker run's (their names predate --workers)
     suffix = "" if workers == 2 else f"[workers={workers}]"
     rate = (e1 - e0) / dt
     print(f"cluster_wordcount_spout_tuples_per_sec{suffix}: {(a1 - a0) / dt:.0f} tuples/s")
-    print(f"cluster_wordcount_tuples_per_sec{suffix}: {rate:.0f} tuples/s", flush=True)
+    print(f"cluster_wordcount_tuples_per_sec{suffix}: {rate:.0f} tuples/s")
+    # CPU of the worker processes per bolt-executed tuple: what crossing workers costs, whatever
+    # else the machine runs (the rates above move with it)
+    print(f"cluster_wordcount_cpu_us_per_tuple{suffix}: {(c1 - c0) / max(e1 - e0, 1) * 1e6:.2f} us "
+          f"({(c1 - c0) / dt:.2f} cores over {len(pids)} worker processes)", flush=True)
     cli(cluster, "kill", name, "--wait", "0")
     # its slots are free for the next run once nimbus has dropped it
     wait(lambda: all(t["name"] != name for t in client.topologies()), 120, 0.2)
