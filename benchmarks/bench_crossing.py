@@ -81,7 +81,7 @@ class _Worker:
             batch_size=int(conf["topology.transfer.batch.size"]),
             flush_secs=float(conf["topology.transfer.flush.millis"]) / 1000.0)
         self.runtime = WorkerRuntime(topo, topology_id="crossing", conf=conf, layout=layout, executors=executors,
-                                     remote=self.transfer)
+                                     remote=self.transfer, io=self.transfer)
         self.tasks = [t for start, end in executors for t in range(start, end + 1)]
 
     def connect(self, other: _Worker) -> None:

@@ -12,7 +12,8 @@ Started only by a supervisor (``worker run TOPOLOGY_ID SUPERVISOR_ID PORT WORKER
   this worker's executors changed or the assignment is gone, the worker exits (Storm's suicide
   rule, so a zombie never keeps running an old plan);
 * errors — reports executor errors to ``/storm/errors`` off the executor threads;
-* executor threads and the transfer threads (see :mod:`gale.worker.runtime` and :mod:`gale.worker.transfer`).
+* executor threads, the first of which moves the transfer's batches between its rounds, and the
+  transfer's standby thread (see :mod:`gale.worker.runtime` and :mod:`gale.worker.transfer`).
 
 SIGTERM: deactivate spouts, stop executors, flush transfers, delete the workerbeat node, exit 0 —
 within ``supervisor.worker.shutdown.sleep.secs`` (the supervisor's grace before SIGKILL) whatever
@@ -330,7 +331,7 @@ class Worker:
         self.transfer.set_routes(*self._routes(assignment))
         self.runtime = WorkerRuntime(
             Topology(defn), topology_id=self.topology_id, conf=conf, layout=layout, executors=self.executors,
-            remote=self.transfer, error_sink=self.error_sink, worker_port=self.port,
+            remote=self.transfer, io=self.transfer, error_sink=self.error_sink, worker_port=self.port,
             local_dir=str(self.worker_dir), code_dir=str(code_dir), on_crash=self._crashed, clock=self.clock,
         )
         self._fields = self.runtime._stream_fields

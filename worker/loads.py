@@ -65,7 +65,7 @@ def _permille(x: float) -> int:
 
 class PeerLoads:
     """What peers last reported: task → (queue load, its worker's CPU share, when it arrived).
-    Written by the transfer's receiver thread, read by executor threads (one dict assignment per
+    Written by the thread that takes the transfer's batches, read by executor threads (one dict assignment per
     task: a reader sees the old entry or the new one)."""
 
     def __init__(self, monotonic: Callable[[], float] = time.monotonic):

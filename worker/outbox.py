@@ -1,6 +1,7 @@
 """What one worker has queued for another, grouped the way it goes on the wire (pure: no sockets).
 
-Executor threads add messages; the transfer's sender thread drains them into batch payloads. A
+Executor threads add messages; the transfer drains them into batch payloads (on the executor
+thread that owns it, or its standby thread: one at a time). A
 destination's :class:`Outbox` keeps one FIFO per *group*:
 
 * a tuple group per (receiving task, source task, source component and stream), filled by
@@ -16,7 +17,7 @@ of different groups may overtake one another within a batch — as they may betw
 the acker's XOR arithmetic does not depend on the order of a tree's messages.
 
 Deques make the hand-over safe without a lock: executor threads only append (and make groups),
-the sender thread only pops from the left, reading each group's length first.
+the draining thread only pops from the left, reading each group's length first.
 """
 
 from __future__ import annotations
@@ -211,7 +212,7 @@ class Outbox:
             group = self.result_groups.setdefault(task, group)
         return group
 
-    # ------------------------------------------------------------------ sender thread
+    # ------------------------------------------------------------------ the draining thread
 
     def queued(self) -> int:
         """Messages waiting (tuples, acker messages, results)."""

@@ -4,7 +4,9 @@ Used both by local mode (every executor in one process) and by a cluster worker 
 assignment places on its slot, with a transport for tasks elsewhere). Executors run on
 ``topology.worker.executor.threads`` executor threads (default 1: one event loop per worker, which
 measured fastest under the GIL; see docs/benchmarks.md). Tuples to a task in this process go
-straight onto its executor's queue; tuples to other workers go to :attr:`remote`.
+straight onto its executor's queue; tuples to other workers go to :attr:`remote`. In a cluster
+worker the first executor thread also moves the transfer's batches between its rounds and sleeps
+on its socket (:attr:`WorkerRuntime.io`, :class:`TransferIO`).
 """
 
 from __future__ import annotations
@@ -61,13 +63,24 @@ class RemoteSender(Protocol):
     def own_cpu(self) -> float | None: ...
 
 
-class ExecutorThread(threading.Thread):
-    """Runs a set of executors in rounds; sleeps on an event when there is nothing to do."""
+class TransferIO(Protocol):
+    """What an executor thread that owns the transfer drives (``gale.worker.transfer.Transfer``)."""
 
-    def __init__(self, runtime: WorkerRuntime, executors: list[Executor], name: str):
+    def pump(self) -> None: ...
+    def idle(self, timeout: float) -> None: ...
+    def wake(self) -> None: ...
+
+
+class ExecutorThread(threading.Thread):
+    """Runs a set of executors in rounds; sleeps when there is nothing to do — on an event, or,
+    for the thread that owns the transfer (``io``), in the transfer's :meth:`~TransferIO.idle`,
+    which also wakes for batches from other workers. The owner pumps the transfer after every round."""
+
+    def __init__(self, runtime: WorkerRuntime, executors: list[Executor], name: str, io: TransferIO | None = None):
         super().__init__(name=name, daemon=True)
         self.runtime = runtime
         self.executors = executors
+        self.io = io
         self.sleeping = False
         self._event = threading.Event()
         self.rounds = 0
@@ -83,7 +96,10 @@ class ExecutorThread(threading.Thread):
             ex.ack_buf = self.ack_buf
 
     def wake(self) -> None:
-        self._event.set()
+        if self.io is not None:
+            self.io.wake()
+        else:
+            self._event.set()
 
     def fire_timers(self, now: float) -> None:
         """Timers of this thread's own executors (spout fail callbacks stay on their thread)."""
@@ -119,13 +135,19 @@ class ExecutorThread(threading.Thread):
     def run(self) -> None:
         runtime = self.runtime
         idle_wait = runtime.idle_wait
+        io = self.io
+        pump = io.pump if io is not None else None
+        wait = io.idle if io is not None else self._event.wait
         try:
             while not runtime.stopping:
-                if self.run_round():
+                worked = self.run_round()
+                if pump is not None:
+                    pump()
+                if worked:
                     continue
                 self.sleeping = True
                 if not any(ex.has_work() for ex in self.executors):
-                    self._event.wait(idle_wait)
+                    wait(idle_wait)
                 self.sleeping = False
                 self._event.clear()
         except BaseException as exc:  # pragma: no cover - a bug in Gale itself: fail fast
@@ -144,6 +166,7 @@ class WorkerRuntime:
         executors: Iterable[tuple[int, int]],
         clock: Any = REAL_CLOCK,
         remote: RemoteSender | None = None,
+        io: TransferIO | None = None,
         error_sink: Callable[[str, str], None] | None = None,
         capture: Callable[[str, str, Any], None] | None = None,
         worker_port: int = 0,
@@ -160,6 +183,8 @@ class WorkerRuntime:
         self.layout = layout
         self.clock = clock
         self.remote = remote
+        #: the transfer the first executor thread drives (a cluster worker's; None in one process)
+        self.io = io
         self.error_sink = error_sink
         self.capture = capture
         self.worker_port = worker_port
@@ -468,7 +493,8 @@ class WorkerRuntime:
             groups[i % len(groups)].append(ex)
         # made (not started) before the tasks are prepared: an executor's collectors keep its
         # thread's ack buffer
-        self.threads = [ExecutorThread(self, g, f"executors-{i}") for i, g in enumerate(groups)]
+        self.threads = [ExecutorThread(self, g, f"executors-{i}", self.io if i == 0 else None)
+                        for i, g in enumerate(groups)]
         self.prepare()
         raise_gc_threshold(self.conf.get("topology.worker.gc.threshold"))
         self.active = active
