@@ -1,21 +1,26 @@
-"""Cluster benchmark: word count across 2 workers, and recovery times after faults.
+"""Cluster benchmark: word count on 1 and 2 workers, and recovery times after faults.
 
-Run: ``.venv/bin/python -m benchmarks.bench_cluster [--seconds S] [--workers 1,2] [--spouts N]
-[-c key=value ...] [--no-recovery]`` (``--spouts``: the word count's spout tasks, default 1; ``-c``:
-topology configuration for the word count runs, e.g. ``topology.disable.loadaware.messaging=true``)
+Run: ``.venv/bin/python -m benchmarks.bench_cluster [--seconds S] [--rounds R] [--workers 1,2]
+[--spouts N] [-c key=value ...] [--no-recovery]`` (``--spouts``: the word count's spout tasks, default
+1; ``-c``: topology configuration for the word count runs, e.g.
+``topology.disable.loadaware.messaging=true``)
 
 Starts its own ZooKeeper, a nimbus and 2 supervisors (processes, as in production) with Storm's
-default timeouts except where printed. Prints ``name: value unit`` lines:
+default timeouts except where printed. The word count (acking on, ``topology.max.spout.pending``
+5,000) runs on each worker count in turn, ``--rounds`` times (default 3), each a fresh submission
+measured over a ``--seconds`` window (default 15) after a warm-up; counts come from the workers'
+own ``/metrics``, CPU from ``/proc``. Alternating puts both worker counts under the same drift of
+the machine's speed. Prints ``name: value unit`` lines:
 
-* ``cluster_wordcount_spout_tuples_per_sec`` / ``cluster_wordcount_tuples_per_sec`` — sentences
-  acked and bolt tuples executed per second, over a measurement window after warm-up, with
-  ``topology.workers`` = 2 (one worker per supervisor, 2 cores in all) and acking on; the same with
-  one worker (``…[workers=1]``, measured first), and ``cluster_two_workers_vs_one``, the ratio of
-  the two (issue 15's target: more than 1);
-* ``cluster_wordcount_cpu_us_per_tuple`` — CPU of the topology's worker processes (every thread,
-  from ``/proc``) per bolt-executed tuple over the same window, with the cores they used: what
-  crossing between workers costs, a figure that moves less than the rates when other work shares
-  the machine;
+* a line per window, then the means: ``cluster_wordcount_spout_tuples_per_sec`` /
+  ``cluster_wordcount_tuples_per_sec`` — sentences acked and bolt tuples executed per second with
+  ``topology.workers`` = 2 (one worker per supervisor, 2 cores in all); the same with one worker
+  (``…[workers=1]``);
+* ``cluster_wordcount_cpu_us_per_tuple`` (and ``…[workers=1]``) — CPU of the topology's worker
+  processes (every thread) per bolt-executed tuple: what crossing between workers costs, a figure
+  that moves less than the rates when other work shares the machine;
+* ``cluster_two_workers_vs_one_by_round`` and ``cluster_two_workers_vs_one``: the 2-worker rate
+  over the 1-worker rate, per round and of the means (issue 15's target: more than 1);
 * ``worker_kill_to_processing_secs`` — ``kill -9`` of the worker running a spout task, until that
   spout task acks again (the supervisor sees the process exit and relaunches at once);
 * ``supervisor_loss_to_running_elsewhere_secs`` — ``kill -9`` of a supervisor and its workers,
@@ -26,14 +31,17 @@ default timeouts except where printed. Prints ``name: value unit`` lines:
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 from pathlib import Path
+
+from prometheus_client.parser import text_string_to_metric_families
 
 from gale.zkserver import ZooKeeperServer
 from gale.nimbus.client import NimbusClient
@@ -44,6 +52,8 @@ WORD_COUNT = ROOT / "examples" / "word_count.py"
 DURABLE_WC = ROOT / "tests" / "cluster_topologies" / "durable_wc.py"
 SESSION_MS = 20000
 MONITOR_SECS = 10
+#: after submitting, before a window opens: workers connect and the load-aware shuffle settles
+WARMUP_SECS = 8
 
 
 def cli(cluster: DevCluster, *args: str) -> str:
@@ -65,17 +75,32 @@ def wait(pred, timeout: float, interval: float = 0.1):
     raise TimeoutError("condition not met")
 
 
-def totals(client: NimbusClient, name: str) -> tuple[int, int]:
+def workers_of(client: NimbusClient, name: str) -> list[dict]:
+    """The topology's workers (host, port, pid) from nimbus's executor list, once all have one."""
     d = client.topology(name)
-    c = d["components"]
-    return c["sentences"]["stats"].get("acked", 0), c["split"]["stats"].get("executed", 0) + c["count"]["stats"].get("executed", 0)
+    found = {(e["worker"]["host"], e["worker"]["port"]): e["worker"] for c in d["components"].values()
+             for e in c["executor_list"] if e.get("worker") and e["worker"].get("pid")}
+    return list(found.values())
 
 
-def worker_pids(client: NimbusClient, name: str) -> list[int]:
-    """The pids of the topology's worker processes (from nimbus's executor list)."""
-    d = client.topology(name)
-    return sorted({e["worker"]["pid"] for c in d["components"].values() for e in c["executor_list"]
-                   if e.get("worker") and e["worker"].get("pid")})
+def totals(workers: list[dict], offset: int) -> tuple[int, int]:
+    """Sentences acked and bolt tuples executed so far, read from every worker's /metrics (exact at
+    the moment of reading; nimbus's figures move once a heartbeat)."""
+    acked = executed = 0
+    for w in workers:
+        host = "127.0.0.1" if w["host"] in ("localhost", "") else w["host"]
+        with urllib.request.urlopen(f"http://{host}:{w['port'] + offset}/metrics", timeout=10) as resp:
+            text = resp.read().decode()
+        for family in text_string_to_metric_families(text):
+            for sample in family.samples:
+                if not sample.name.endswith("_total"):
+                    continue
+                component = sample.labels.get("component")
+                if family.name == "gale_worker_tuples_acked" and component == "sentences":
+                    acked += int(sample.value)
+                elif family.name == "gale_worker_tuples_executed" and component in ("split", "count"):
+                    executed += int(sample.value)
+    return acked, executed
 
 
 def cpu_secs(pids: list[int]) -> float:
@@ -88,32 +113,50 @@ def cpu_secs(pids: list[int]) -> float:
     return total / os.sysconf("SC_CLK_TCK")
 
 
-def throughput(cluster: DevCluster, seconds: float, workers: int, extra: list[str]) -> float:
-    """Submit the word count on ``workers`` workers, measure, kill it; the bolt-executed tuples/s."""
+def throughput(cluster: DevCluster, seconds: float, workers: int, extra: list[str]) -> tuple[float, float, float]:
+    """Submit the word count on ``workers`` workers, measure, kill it: sentences/s, bolt-executed
+    tuples/s and CPU seconds of its workers per executed tuple."""
     client = NimbusClient(cluster.client_conf())
     name = f"wcbench{workers}"
     cli(cluster, "submit", str(WORD_COUNT), "--name", name, "--wait", "-c", f"topology.workers={workers}",
         "-c", "topology.max.spout.pending=5000", *[a for kv in extra for a in ("-c", kv)])
-    time.sleep(10)  # warm up; stats reach nimbus every task.heartbeat.frequency.secs
-    pids = worker_pids(client, name)
-    a0, e0 = totals(client, name)
+    procs = wait(lambda: (lambda ws: ws if len(ws) == workers else None)(workers_of(client, name)), 120, 0.2)
+    offset = int(cluster.base_conf().get("worker.metrics.port.offset", 1000))
+    time.sleep(WARMUP_SECS)  # the workers connect, the load-aware shuffle settles
+    pids = [w["pid"] for w in procs]
+    a0, e0 = totals(procs, offset)
     c0, t0 = cpu_secs(pids), time.monotonic()
     time.sleep(seconds)
-    a1, e1 = totals(client, name)
+    a1, e1 = totals(procs, offset)
     c1, dt = cpu_secs(pids), time.monotonic() - t0
-    # the figures without a suffix are the 2-worker run's (their names predate --workers)
-    suffix = "" if workers == 2 else f"[workers={workers}]"
-    rate = (e1 - e0) / dt
-    print(f"cluster_wordcount_spout_tuples_per_sec{suffix}: {(a1 - a0) / dt:.0f} tuples/s")
-    print(f"cluster_wordcount_tuples_per_sec{suffix}: {rate:.0f} tuples/s")
-    # CPU of the worker processes per bolt-executed tuple: what crossing workers costs, whatever
-    # else the machine runs (the rates above move with it)
-    print(f"cluster_wordcount_cpu_us_per_tuple{suffix}: {(c1 - c0) / max(e1 - e0, 1) * 1e6:.2f} us "
-          f"({(c1 - c0) / dt:.2f} cores over {len(pids)} worker processes)", flush=True)
     cli(cluster, "kill", name, "--wait", "0")
     # its slots are free for the next run once nimbus has dropped it
     wait(lambda: all(t["name"] != name for t in client.topologies()), 120, 0.2)
-    return rate
+    return (a1 - a0) / dt, (e1 - e0) / dt, (c1 - c0) / max(e1 - e0, 1)
+
+
+def compare(cluster: DevCluster, seconds: float, counts: list[int], rounds: int, extra: list[str]) -> None:
+    """Measure the word count on each worker count in turn, ``rounds`` times, and print each
+    window and the means (the machine's speed drifts: alternating puts both counts under it)."""
+    runs: dict[int, list[tuple[float, float, float]]] = {w: [] for w in counts}
+    for r in range(rounds):
+        for w in counts:
+            sentences, executed, cpu = throughput(cluster, seconds, w, extra)
+            runs[w].append((sentences, executed, cpu))
+            print(f"round {r + 1}, {w} worker{'s' if w > 1 else ''}: {sentences:.0f} sentences/s, {executed:.0f} "
+                  f"bolt-executed tuples/s, {cpu * 1e6:.2f} us CPU a tuple", flush=True)
+    for w, got in runs.items():
+        # the figures without a suffix are the 2-worker run's (their names predate --workers)
+        suffix = "" if w == 2 else f"[workers={w}]"
+        print(f"cluster_wordcount_spout_tuples_per_sec{suffix}: {statistics.mean(g[0] for g in got):.0f} tuples/s")
+        print(f"cluster_wordcount_tuples_per_sec{suffix}: {statistics.mean(g[1] for g in got):.0f} tuples/s")
+        print(f"cluster_wordcount_cpu_us_per_tuple{suffix}: {statistics.mean(g[2] for g in got) * 1e6:.2f} us")
+    if 1 in runs and 2 in runs:
+        # issue 15, target 2: two workers on two cores do more than one worker alone
+        pairs = [two[1] / one[1] for one, two in zip(runs[1], runs[2])]
+        print(f"cluster_two_workers_vs_one_by_round: {' '.join(f'{p:.2f}' for p in pairs)}")
+        ratio = statistics.mean(g[1] for g in runs[2]) / statistics.mean(g[1] for g in runs[1])
+        print(f"cluster_two_workers_vs_one: {ratio:.2f} x (target > 1)", flush=True)
 
 
 def recovery(cluster: DevCluster, base: Path) -> None:
@@ -159,7 +202,8 @@ def recovery(cluster: DevCluster, base: Path) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seconds", type=float, default=20.0)
+    parser.add_argument("--seconds", type=float, default=15.0, help="each measurement window")
+    parser.add_argument("--rounds", type=int, default=3, help="windows per worker count, alternating")
     parser.add_argument("--workers", default="1,2",
                         help="comma-separated worker counts to measure the word count at, in this order")
     parser.add_argument("--spouts", type=int, default=1, help="spout tasks of the word count (default 1)")
@@ -179,10 +223,7 @@ def main() -> None:
     cluster = DevCluster(base / "cluster", supervisors=2, slots=1, zookeeper=zk, conf=conf)
     try:
         cluster.start()
-        rates = {w: throughput(cluster, args.seconds, w, extra) for w in counts}
-        if 1 in rates and 2 in rates:
-            # issue 15, target 2: two workers on two cores do more than one worker alone
-            print(f"cluster_two_workers_vs_one: {rates[2] / rates[1]:.2f} x (target > 1)", flush=True)
+        compare(cluster, args.seconds, counts, args.rounds, extra)
         if not args.no_recovery:
             recovery(cluster, base)
     finally:
