@@ -91,7 +91,7 @@ MAX_QUEUED_PER_DESTINATION = 200_000
 PUMP_SECS = 0.00025
 #: the standby thread moves batches once the owner has not pumped for this long (the default of
 #: :attr:`Transfer.takeover_secs`)
-TAKEOVER_SECS = 0.005
+TAKEOVER_SECS = 0.01
 #: batches one pump takes at most (the rest wait for the next: the owner's executors get their turn)
 MAX_BATCHES_PER_PUMP = 64
 #: a receiver remembers this many sender sessions (see ReplayGuard)
@@ -372,21 +372,27 @@ class Transfer:
         if not self._lock.acquire(False):
             return
         try:
-            self._receive(0.0)
+            self._receive()
             if t >= self._next_flush:
                 self._send(self.clock.monotonic())
         finally:
             self._lock.release()
 
     def idle(self, timeout: float) -> None:
-        """On the owning executor thread, when none of its executors has work: send everything
-        queued, then sleep until a batch arrives, :meth:`wake` is called, or ``timeout`` passes,
-        and take what arrived."""
-        self._last_pump = time.monotonic()
+        """On the owning executor thread, when none of its executors has work: send what is queued
+        if the flush period is up, then sleep until a batch arrives, :meth:`wake` is called, or
+        ``timeout`` passes — or, with messages still queued, until the flush period is up. The
+        owner's next :meth:`pump` takes what arrived."""
+        t = time.monotonic()
+        self._last_pump = t
         with self._lock:
-            self._send(self.clock.monotonic())
-            self._receive(timeout)
-        self._last_pump = self._next_pump = time.monotonic()
+            if t >= self._next_flush:
+                self._send(self.clock.monotonic())
+            elif self._unsent():
+                timeout = min(timeout, self._next_flush - t)
+            self._wait(timeout)
+        self._last_pump = time.monotonic()
+        self._next_pump = 0.0  # the next pump takes what arrived
 
     def wake(self) -> None:
         """Cut the owner's :meth:`idle` short (any thread; its executors have work)."""
@@ -404,21 +410,24 @@ class Transfer:
             with self._lock:
                 if self._stop.is_set():
                     break
-                sent = self._send(self.clock.monotonic())
-                # wait for batches a flush period at most: then it is time to send again
-                self._receive(0.0 if sent else self.flush_secs)
+                if not self._send(self.clock.monotonic()):
+                    self._wait(self.flush_secs)  # then it is time to send again
+                self._receive()
 
-    def _receive(self, timeout: float) -> None:
-        """Take up to :data:`MAX_BATCHES_PER_PUMP` batches; wait up to ``timeout`` for the first
-        (or for :meth:`wake`). Holding ``_lock``."""
+    def _wait(self, timeout: float) -> None:
+        """Sleep until a batch arrives, :meth:`wake` is called or ``timeout`` passes. Holding ``_lock``."""
+        if timeout <= 0:
+            return
+        for sock, _ in self._poller.poll(timeout * 1000):
+            if sock == self._wake_r:
+                try:
+                    os.read(self._wake_r, 4096)
+                except BlockingIOError:
+                    pass
+
+    def _receive(self) -> None:
+        """Take the batches that arrived, up to :data:`MAX_BATCHES_PER_PUMP`. Holding ``_lock``."""
         pull = self._pull
-        if timeout > 0:
-            for sock, _ in self._poller.poll(timeout * 1000):
-                if sock == self._wake_r:
-                    try:
-                        os.read(self._wake_r, 4096)
-                    except BlockingIOError:
-                        pass
         for _ in range(MAX_BATCHES_PER_PUMP):
             if not pull.getsockopt(zmq.EVENTS) & zmq.POLLIN:
                 break

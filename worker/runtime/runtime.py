@@ -74,13 +74,16 @@ class TransferIO(Protocol):
 class ExecutorThread(threading.Thread):
     """Runs a set of executors in rounds; sleeps when there is nothing to do — on an event, or,
     for the thread that owns the transfer (``io``), in the transfer's :meth:`~TransferIO.idle`,
-    which also wakes for batches from other workers. The owner pumps the transfer after every round."""
+    which also wakes for batches from other workers. The owner pumps the transfer before every round
+    and between its executors (:meth:`TransferIO.pump` returns at once until it is due)."""
 
     def __init__(self, runtime: WorkerRuntime, executors: list[Executor], name: str, io: TransferIO | None = None):
         super().__init__(name=name, daemon=True)
         self.runtime = runtime
         self.executors = executors
         self.io = io
+        #: the transfer's pump (the owner calls it between executors; it returns at once unless due)
+        self.pump = io.pump if io is not None else None
         self.sleeping = False
         self._event = threading.Event()
         self.rounds = 0
@@ -120,9 +123,12 @@ class ExecutorThread(threading.Thread):
             self.fire_timers(now)
         runtime.update_congestion()
         worked = 0
+        pump = self.pump
         for ex in self.executors:
             worked += ex.run_batch(ex.budget)
             ex.count_acked()
+            if pump is not None:
+                pump()  # between executors too: a round of full batches can take milliseconds
         if self.ack_buf:
             runtime.flush_acks(self.ack_buf)
         self.rounds += 1
@@ -136,14 +142,13 @@ class ExecutorThread(threading.Thread):
         runtime = self.runtime
         idle_wait = runtime.idle_wait
         io = self.io
-        pump = io.pump if io is not None else None
+        pump = self.pump
         wait = io.idle if io is not None else self._event.wait
         try:
             while not runtime.stopping:
-                worked = self.run_round()
                 if pump is not None:
                     pump()
-                if worked:
+                if self.run_round():
                     continue
                 self.sleeping = True
                 if not any(ex.has_work() for ex in self.executors):
