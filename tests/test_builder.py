@@ -11,6 +11,7 @@ from gale.topology.definition import (
     TopologyTasks,
     compute_executors,
     partition_fixed,
+    round_order,
     task_to_component,
 )
 from tests.topologies import DirectEmitter, FanOut, Identity, ListSpout, Sink, WrongArity
@@ -119,3 +120,21 @@ def test_wrong_arity_detected_at_emit(tmp_path):
     res = complete_topology(b.create_topology(), {"src": [[1]]})
     assert res.failed == [0]
     assert "component 'w' emitted 1 values on stream 'default', which declares 2 fields ['a', 'b']" in res.errors["w"][0]
+
+
+def test_round_order_runs_spouts_first_then_each_bolt_after_what_it_subscribes_to():
+    b = TopologyBuilder()
+    b.set_spout("z_src", ListSpout, 1)
+    b.set_spout("a_src", ListSpout, 1)
+    b.set_bolt("b", Identity, 1).shuffle_grouping("a_src")
+    b.set_bolt("a", Identity, 1).shuffle_grouping("b")  # sorts before "b", runs after it
+    b.set_bolt("c", Sink, 1).shuffle_grouping("a").shuffle_grouping("z_src")
+    b.set_bolt("y", Identity, 1).shuffle_grouping("a_src").shuffle_grouping("x")  # a cycle: x <-> y
+    b.set_bolt("x", Identity, 1).shuffle_grouping("y")
+    order = round_order(b.create_topology().definition)
+    assert sorted(order.values()) == list(range(7))
+    ranked = sorted(order, key=order.get)
+    assert ranked[:2] == ["a_src", "z_src"]
+    assert ranked.index("b") < ranked.index("a") < ranked.index("c")
+    assert set(ranked[-2:]) == {"x", "y"}  # the cycle after everything that does not depend on it
+    assert "__acker" not in order  # components the definition does not hold go last (the runtime's)

@@ -264,10 +264,10 @@ class Remote:
 
     cpu = {"own": None, "peer": None}
 
-    def own_cpu(self):
+    def own_busy(self):
         return self.cpu["own"]
 
-    def cpu_of(self, task):
+    def busy_of(self, task):
         return self.cpu["peer"]
 
 

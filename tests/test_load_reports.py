@@ -3,12 +3,18 @@ receiver's table, and two real transfers reporting to each other over ZeroMQ."""
 
 from __future__ import annotations
 
+import time
+
 import msgpack
 import pytest
 
+from gale import Spout, TopologyBuilder
+from gale.topology.definition import TopologyTasks
 from gale.topology.tuple import Fields
-from gale.worker.loads import FRESH_SECS, CpuMeter, PeerLoads, encode_report
+from gale.worker.loads import FRESH_SECS, BusyMeter, PeerLoads, encode_report
 from gale.worker.transfer import TUPLE, Transfer
+from gale.worker.local import local_conf
+from gale.worker.runtime.runtime import WorkerRuntime
 from gale.worker.wire import BatchDecoder
 from gale.zkserver import free_port
 from tests.waiting import eventually
@@ -27,7 +33,7 @@ class Ticks:
 
 def test_the_meter_gives_the_share_of_a_core_between_samples_capped_at_one():
     cpu, wall = Ticks(10.0), Ticks(100.0)
-    meter = CpuMeter(cpu, wall)
+    meter = BusyMeter(cpu, wall)
     assert meter.share is None
     cpu.t, wall.t = 10.5, 101.0
     assert meter.sample() == 0.5
@@ -76,16 +82,16 @@ def test_a_bad_report_is_dropped_under_its_reason_and_the_rest_of_the_batch_deli
 def test_reports_are_kept_while_fresh_and_a_later_one_replaces_an_earlier():
     clock = Ticks(50.0)
     peers = PeerLoads(clock)
-    assert peers.load(7) is None and peers.cpu(7) is None
+    assert peers.load(7) is None and peers.busy(7) is None
     peers.take(900, [7, 250, 8, 0])
-    assert (peers.load(7), peers.cpu(7), peers.load(8)) == (0.25, 0.9, 0.0)
+    assert (peers.load(7), peers.busy(7), peers.load(8)) == (0.25, 0.9, 0.0)
     clock.t += 1.0
     peers.take(-1, [7, 500])  # its worker's CPU not measured yet
-    assert (peers.load(7), peers.cpu(7), peers.cpu(8)) == (0.5, None, 0.9)
+    assert (peers.load(7), peers.busy(7), peers.busy(8)) == (0.5, None, 0.9)
     clock.t += FRESH_SECS - 0.5
     assert peers.load(7) == 0.5 and peers.load(8) is None  # 8's report is too old now: unknown
     clock.t += 1.0
-    assert peers.load(7) is None and peers.cpu(7) is None
+    assert peers.load(7) is None and peers.busy(7) is None
 
 
 def _transfer(port: int, tasks: dict[int, float]) -> Transfer:
@@ -108,8 +114,8 @@ def test_two_transfers_report_their_loads_to_each_other_with_nothing_else_to_sen
         def reported():
             assert (a.load_of(3), a.load_of(4), b.load_of(1), b.load_of(2)) == (0.9, 0.1, 0.0, 0.4)
             # each has sampled its CPU at least once before a report carried it
-            assert a.cpu_of(3) is not None and 0.0 <= a.cpu_of(3) <= 1.0
-            assert b.cpu_of(1) is not None and b.own_cpu() is not None
+            assert a.busy_of(3) is not None and 0.0 <= a.busy_of(3) <= 1.0
+            assert b.busy_of(1) is not None and b.own_busy() is not None
 
         eventually(reported, 15)
         b_loads[3] = 0.2  # the next report replaces the last
@@ -139,4 +145,45 @@ def test_a_remote_task_is_as_loaded_as_the_worse_of_the_way_to_it_and_its_report
     for root in range(30):  # 30 of 100 queued for task 3's worker (not started: nothing drains)
         t.send_acker(3, (1, root, 1, 1))
     assert (t.load_of(3), t.load_of(4)) == (0.3, 0.9)
-    assert t.cpu_of(3) == 0.5 and t.cpu_of(99) is None
+    assert t.busy_of(3) == 0.5 and t.busy_of(99) is None
+
+
+class Idle(Spout):
+    def next_tuple(self):
+        pass
+
+    def declare_output_fields(self, declarer):
+        declarer.declare(["v"])
+
+
+class Waiting(Idle):
+    def next_tuple(self):  # a millisecond in a call that waits (a database, say), then an emit
+        time.sleep(0.001)
+        self.collector.emit([1])
+
+
+@pytest.mark.parametrize(("spout", "low", "high"), [(Idle, 0.0, 0.3), (Waiting, 0.7, 1.0)])
+def test_a_workers_busy_share_is_the_time_its_executor_thread_does_not_wait_for_work(spout, low, high):
+    """A worker whose executor thread waits for work reads as idle; one whose thread is always in
+    its components' code reads as busy, though that code may use little CPU: it cannot take more
+    work (what a peer's spill needs to know)."""
+    builder = TopologyBuilder()
+    builder.set_spout("s", spout, 1)
+    topo = builder.create_topology()
+    conf = local_conf(topo, {"topology.acker.executors": 0})
+    layout = TopologyTasks(topo.definition, conf, 1)
+    rt = WorkerRuntime(topo, topology_id="t", conf=conf, layout=layout, executors=layout.executors)
+    rt.start()
+    try:
+        meter, cpu = BusyMeter(rt.busy_time), BusyMeter()
+
+        def share_in_range():
+            before = meter.share
+            share, cpu_share = meter.sample(), cpu.sample()
+            assert before is not None and low <= share <= high, share  # a full period, then in range
+            if spout is Waiting:
+                assert cpu_share < 0.5, cpu_share  # process CPU time would call it idle
+
+        eventually(share_in_range, 15, interval=0.3)
+    finally:
+        rt.stop()

@@ -71,7 +71,7 @@ TRANSFER_COUNTERS = {
                          "Messages dropped for a worker that is down or left the plan (they time out and replay)."),
     "undeliverable": ("gale_worker_transfer_messages_undeliverable", "Messages for a task with no known worker."),
     "load_reports_sent": ("gale_worker_transfer_load_reports_sent",
-                          "Load reports (CPU share, queue fill) sent to other workers, one a second to each."),
+                          "Load reports (busy share, queue fill) sent to other workers, one a second to each."),
     "load_reports_received": ("gale_worker_transfer_load_reports_received", "Load reports taken from other workers."),
 }
 _NAME = re.compile(r"[^a-zA-Z0-9_]")
@@ -158,7 +158,7 @@ class _WorkerCollector:
             if shuffles:
                 yield _gauge("gale_worker_shuffle_spill",
                              "Share of load-aware shuffle choices sent past the current scope because this worker's "
-                             "CPU is hotter than its peers' (mean over this worker's load-aware shuffles).",
+                             "executor threads are busier than its peers' (mean over this worker's load-aware shuffles).",
                              sum(g.spill for g in shuffles) / len(shuffles))
         yield _counter("gale_worker_backpressure_events", "Times backpressure began (sampled every 0.1 s).",
                        self.metrics.backpressure_events)
@@ -174,11 +174,11 @@ class _WorkerCollector:
                              "secret for this worker, replayed, stale, malformed).")
             yield _by_reason(stats, "invalid_messages_", "gale_worker_transfer_messages_invalid",
                              "Messages of authentic batches dropped before delivery, by reason.")
-            cpu = transfer.own_cpu()
-            if cpu is not None:
-                yield _gauge("gale_worker_cpu_share",
-                             "Share of a core this worker process used over the last second (what it reports to peers).",
-                             cpu)
+            busy = transfer.own_busy()
+            if busy is not None:
+                yield _gauge("gale_worker_busy_share",
+                             "Share of the last second this worker's executor threads were not waiting for work "
+                             "(what it reports to peers).", busy)
             queued = transfer.queued()
             yield _gauge("gale_worker_transfer_queued_messages", "Messages waiting to be sent to other workers.", queued)
         if runtime is not None:

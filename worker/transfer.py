@@ -47,10 +47,10 @@ ready; without the wait, a worker that starts seconds before its peers drops its
 them and replays them.
 
 Once a second (:data:`gale.worker.loads.REPORT_SECS`) the sender puts this worker's load report —
-its process's CPU share and its tasks' queue fill, a ``LOADS`` message — in front of the next batch
+how busy its executor threads were and its tasks' queue fill, a ``LOADS`` message — in front of the next batch
 to every worker it has a route to, or sends it alone (and drops it, rather than holding it, when that
 worker does not take it). What peers report is in :attr:`Transfer.peer_loads`; :meth:`load_of`,
-:meth:`cpu_of` and :meth:`own_cpu` are what the load-aware shuffle reads.
+:meth:`busy_of` and :meth:`own_busy` are what the load-aware shuffle reads.
 
 The slot port is bound on the address ``storm.local.hostname`` resolves to (see
 :func:`gale.worker.daemon.slot_bind_host`), not on every interface.
@@ -77,7 +77,7 @@ from gale.topology.tuple import Fields
 from gale.worker.arrow_codec import pack_default
 from gale.worker.runtime.grouping import EVERYTHING, HOST_LOCAL
 from gale.worker.batch_auth import REJECT_REASONS, Opener, ReplayGuard, Sealer
-from gale.worker.loads import REPORT_SECS, CpuMeter, PeerLoads, encode_report
+from gale.worker.loads import REPORT_SECS, BusyMeter, PeerLoads, encode_report
 from gale.worker.outbox import Outbox, TupleSender
 from gale.worker.wire import ACKER, INVALID_REASONS, RESULT, TUPLE, BatchDecoder
 
@@ -135,9 +135,12 @@ class Transfer:
         self.sealer = Sealer(secret, clock=clock.time)
         self.opener: Opener | None = None  # made at start(): its replay floor is the moment we bind
         self.decoder = BatchDecoder(fields_for, roles, on_loads=self._took_loads)
-        #: this process's CPU share, sampled by the sender at each load report
-        self.cpu_meter = CpuMeter(monotonic=clock.monotonic)
-        #: the loads peers reported (queue fill of their tasks, their CPU share)
+        #: how busy this worker is, sampled at each load report: the share of a core its executor
+        #: threads spent busy (``busy_time``: the runtime's clock of busy seconds, set by the worker;
+        #: this process's CPU time until then)
+        self.busy_time: Callable[[], float] = time.process_time
+        self.busy_meter = BusyMeter(monotonic=time.monotonic)
+        #: the loads peers reported (queue fill of their tasks, their busy share)
         self.peer_loads = PeerLoads(clock.monotonic)
         #: this worker's tasks and their queue loads (0..1), for the reports; set by the worker
         self.local_loads: Callable[[], Iterable[tuple[int, float]]] = tuple
@@ -191,7 +194,7 @@ class Transfer:
         # batches sealed before this moment were meant for an earlier process on this port
         self.opener = Opener(self.secret, self.identity, ReplayGuard(int(self.clock.time() * 1000), MAX_SENDER_SESSIONS))
         # the first load report measures the first full period from here (not the set-up before)
-        self.cpu_meter = CpuMeter(monotonic=self.clock.monotonic)
+        self.busy_meter = BusyMeter(self.busy_time, monotonic=time.monotonic)
         self._next_report = self.clock.monotonic() + REPORT_SECS
         self._pull = self.ctx.socket(zmq.PULL)
         self._pull.setsockopt(zmq.LINGER, 0)
@@ -293,18 +296,18 @@ class Transfer:
         reported = self.peer_loads.load(task)
         return fill if reported is None or reported < fill else reported
 
-    def cpu_of(self, task: int) -> float | None:
-        """The CPU share (0..1) of the worker hosting another worker's task, as it last reported it
+    def busy_of(self, task: int) -> float | None:
+        """The busy share (0..1) of the worker hosting another worker's task, as it last reported it
         (None: no fresh report)."""
-        return self.peer_loads.cpu(task)
+        return self.peer_loads.busy(task)
 
-    def own_cpu(self) -> float | None:
-        """This process's CPU share over the last report period (None before the first)."""
-        return self.cpu_meter.share
+    def own_busy(self) -> float | None:
+        """This worker's busy share over the last report period (None before the first)."""
+        return self.busy_meter.share
 
-    def _took_loads(self, cpu_permille: int, flat: list) -> None:
+    def _took_loads(self, busy_permille: int, flat: list) -> None:
         self.stats["load_reports_received"] += 1
-        self.peer_loads.take(cpu_permille, flat)
+        self.peer_loads.take(busy_permille, flat)
 
     def _load_report(self, now: float) -> bytes | None:
         """Every REPORT_SECS: this worker's ``LOADS`` message, encoded (sent to every peer)."""
@@ -312,7 +315,7 @@ class Transfer:
             return None
         self._next_report = now + REPORT_SECS
         try:
-            return self._pack(encode_report(self.cpu_meter.sample(), self.local_loads()))
+            return self._pack(encode_report(self.busy_meter.sample(), self.local_loads()))
         except Exception:  # noqa: BLE001 - a report is advisory: never let it stop the sender
             log.exception("transfer-load-report-failed")
             return None

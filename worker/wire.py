@@ -13,8 +13,8 @@ groups them); the single-message kinds (0, 1, 2) are still taken:
 * ``[4, task, [kind, root, val, spout_task, ...]]`` — acker messages for one acker task, flattened
   four integers each;
 * ``[5, task, [outcome, root, ...]]`` — verdicts for one spout task, two integers each;
-* ``[6, cpu, [task, load, ...]]`` — the sending worker's load report (:mod:`gale.worker.loads`):
-  its process's CPU share and its tasks' queue loads, per mille (0..1000; CPU −1: not measured
+* ``[6, busy, [task, load, ...]]`` — the sending worker's load report (:mod:`gale.worker.loads`):
+  how busy its executor threads were and its tasks' queue loads, per mille (0..1000; busy −1: not measured
   yet). Handed to ``on_loads``; it is not counted among the messages seen.
 
 A grouped message counts as the messages it carries: what is said of a message below holds for
@@ -85,7 +85,7 @@ class BatchDecoder:
     bolts, :data:`ACKER` for ``__acker`` tasks, :data:`RESULT` for spouts); ``fields_for`` gives the
     Fields of a declared ``(component, stream)`` or ``None``; ``inputs`` maps each bolt task to the
     ``(component, stream)`` pairs its component subscribes to (``None``: not checked).
-    ``invalid`` counts drops per reason. ``on_loads(cpu_permille, [task, load_permille, ...])``
+    ``invalid`` counts drops per reason. ``on_loads(busy_permille, [task, load_permille, ...])``
     takes each valid ``LOADS`` report (None: reports are checked and dropped).
     """
 

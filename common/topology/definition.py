@@ -299,6 +299,27 @@ def partition_fixed(n_parts: int, items: list[int]) -> list[list[int]]:
     return chunks
 
 
+def round_order(defn: TopologyDef) -> dict[str, int]:
+    """Component → its place in an executor thread's round: spouts first, then bolts after the
+    components they subscribe to (a topological order, ties by name; the bolts of a cycle, which
+    Storm allows, follow in name order), and components the definition does not hold (``__acker``)
+    after all of them. A tuple emitted in a round is then executed later in the same round, and a
+    tuple tree done within one round leaves one ack value for its acker instead of one per round."""
+    comps = defn.components
+    needs = {cid: {i.component for i in c.inputs if i.component in comps and i.component != cid}
+             for cid, c in comps.items()}
+    order: list[str] = []
+    placed: set[str] = set()
+    while len(order) < len(comps):
+        left = [cid for cid in sorted(comps) if cid not in placed]
+        cid = next((c for c in left if needs[c] <= placed), left[0])  # left[0]: the lowest name of a cycle
+        order.append(cid)
+        placed.add(cid)
+    # spouts first whatever the names (a spout needs nothing, but a bolt may sort before it)
+    order.sort(key=lambda cid: comps[cid].kind != "spout")
+    return {cid: i for i, cid in enumerate(order)}
+
+
 def compute_executors(task_map: Mapping[int, str], parallelism: Mapping[str, int]) -> dict[str, list[ExecutorId]]:
     """component → executors ``(first_task, last_task)``."""
     by_comp: dict[str, list[int]] = {}

@@ -65,9 +65,9 @@ WORKER_LOCAL, HOST_LOCAL, EVERYTHING = 0, 1, 2
 SCOPE_NAMES = ("worker-local", "host-local", "everything")
 #: a task's share of a scope's choices at no load; fewer as its load rises (never none)
 MAX_WEIGHT = 10
-#: spilling past the scope (see LoadAwareShuffleGrouper.refresh): the CPU share at which the
+#: spilling past the scope (see LoadAwareShuffleGrouper.refresh): the busy share at which the
 #: scope's workers count as hot, the gap to the far workers' that is noise, the share added per
-#: refresh per unit of gap, the CPU share under which the scope's workers have CPU to spare (no
+#: refresh per unit of gap, the busy share under which the scope's workers have time to spare (no
 #: spill), the cap
 SPILL_HOT, SPILL_DEADBAND, SPILL_GAIN, SPILL_COOL, MAX_SPILL = 0.8, 0.1, 0.5, 0.5, 0.9
 #: choices in one cycle of a spilling shuffle's list (at least; 1% of the choices each)
@@ -85,16 +85,17 @@ class LoadAwareShuffleGrouper(ShuffleGrouper):
     (``topology.localityaware.higher.bound`` / ``.lower.bound``). A tuple kept in its worker is
     never serialized. ``choose`` is :class:`ShuffleGrouper`'s, over the current scope's list.
 
-    Queue loads miss one bottleneck: a worker whose own tasks keep up while its process is at a
-    full core (a worker running the only spout task, with its acker and the encoding of what it
-    sends). Its queues stay short, so the scope stays local, while a peer idles. So the grouper
-    also sends a share :attr:`spill` of its choices past the scope, to the farther tasks, steered
-    by the CPU share their workers report (:mod:`gale.worker.loads`): it grows while the scope's
-    workers are hot (at least :data:`SPILL_HOT` of a core) and hotter than the far ones by more
-    than :data:`SPILL_DEADBAND` at two refreshes in a row (one hot second, such as a worker
-    starting, is not enough), shrinks while the far ones are hotter, and ends once the scope's
-    workers use less than :data:`SPILL_COOL` of a core. Workers equally hot (a spout in each) keep
-    their tuples local: a crossing tuple costs CPU on both sides and would buy nothing.
+    Queue loads miss one bottleneck: a worker whose own tasks keep up while its executor thread
+    never rests (a worker running the only spout task, with its acker and the encoding of what it
+    sends). Its queues stay short, so the scope stays local, while a peer waits for work. So the
+    grouper also sends a share :attr:`spill` of its choices past the scope, to the farther tasks,
+    steered by the busy share their workers report (:mod:`gale.worker.loads`: the share of time
+    their executor threads were not waiting for work): it grows while the scope's workers are hot
+    (busy at least :data:`SPILL_HOT` of the time) and hotter than the far ones by more than
+    :data:`SPILL_DEADBAND` at two refreshes in a row (one hot second, such as a worker starting,
+    is not enough), shrinks while the far ones are hotter, and ends once the scope's workers are
+    busy less than :data:`SPILL_COOL` of the time. Workers equally hot (a spout in each) keep their
+    tuples local: a crossing tuple costs CPU on both sides and would buy nothing.
     """
 
     __slots__ = ("higher", "lower", "scope", "_where", "spill", "_was_hot")
@@ -137,9 +138,9 @@ class LoadAwareShuffleGrouper(ShuffleGrouper):
         return sum(loads.get(t, 0.0) for t in tasks) / len(tasks) if tasks else 0.0
 
     def refresh(self, load_of: Callable[[int], float], locate: Callable[[int], int],
-                cpu_of: Callable[[int], float | None] | None = None) -> None:
-        """Re-read where the tasks are and how loaded; move the scope; adjust the spill by the CPU
-        share of the tasks' workers (``cpu_of``: None where not known); rebuild the choices."""
+                busy_of: Callable[[int], float | None] | None = None) -> None:
+        """Re-read where the tasks are and how loaded; move the scope; adjust the spill by the busy
+        share of the tasks' workers (``busy_of``: None where not known); rebuild the choices."""
         self._where = {t: locate(t) for t in self._tasks}
         loads = {t: min(max(load_of(t), 0.0), 1.0) for t in self._tasks}
         scopes = sorted(set(self._where.values()))
@@ -154,12 +155,12 @@ class LoadAwareShuffleGrouper(ShuffleGrouper):
                 break
             scope = nearer
         self.scope = scope
-        self.spill = self._next_spill(cpu_of) if cpu_of is not None else 0.0
+        self.spill = self._next_spill(busy_of) if busy_of is not None else 0.0
         self._set_order(loads)
 
-    def _next_spill(self, cpu_of: Callable[[int], float | None]) -> float:
-        near = _mean(cpu_of(t) for t in self.members(self.scope))
-        far = _mean(cpu_of(t) for t in self._tasks if self._where[t] > self.scope)
+    def _next_spill(self, busy_of: Callable[[int], float | None]) -> float:
+        near = _mean(busy_of(t) for t in self.members(self.scope))
+        far = _mean(busy_of(t) for t in self._tasks if self._where[t] > self.scope)
         spill = self.spill
         if near is None or far is None:  # no far tasks, or no fresh reports: as Storm does
             self._was_hot = False

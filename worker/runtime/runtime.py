@@ -14,13 +14,14 @@ from __future__ import annotations
 import gc
 import random
 import threading
+import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Protocol
 
 from gale.clock import REAL_CLOCK
 from gale.log import get_logger
 from gale.records import ExecutorStats, executor_key
-from gale.topology.definition import ACKER_COMPONENT, Topology, TopologyTasks
+from gale.topology.definition import ACKER_COMPONENT, Topology, TopologyTasks, round_order
 from gale.topology.components import TopologyContext
 from gale.topology.state import CHECKPOINT_COMPONENT
 from gale.topology.tuple import Fields
@@ -59,8 +60,8 @@ class RemoteSender(Protocol):
     def congested(self) -> bool: ...
     def load_of(self, task: int) -> float: ...
     def locate(self, task: int) -> int: ...
-    def cpu_of(self, task: int) -> float | None: ...
-    def own_cpu(self) -> float | None: ...
+    def busy_of(self, task: int) -> float | None: ...
+    def own_busy(self) -> float | None: ...
 
 
 class TransferIO(Protocol):
@@ -87,6 +88,10 @@ class ExecutorThread(threading.Thread):
         self.sleeping = False
         self._event = threading.Event()
         self.rounds = 0
+        #: seconds this thread spent waiting for work since it was made (the load reports' busy
+        #: share is the rest)
+        self.made = time.monotonic()
+        self.idle_secs = 0.0
         self.next_timer = 0.0
         self.all_queues = [q for ex in executors for q in ex.queue_list]
         #: acks made during a round by any executor of this thread, root → XOR of their values;
@@ -144,6 +149,7 @@ class ExecutorThread(threading.Thread):
         io = self.io
         pump = self.pump
         wait = io.idle if io is not None else self._event.wait
+        monotonic = time.monotonic
         try:
             while not runtime.stopping:
                 if pump is not None:
@@ -152,7 +158,9 @@ class ExecutorThread(threading.Thread):
                     continue
                 self.sleeping = True
                 if not any(ex.has_work() for ex in self.executors):
+                    t0 = monotonic()
                     wait(idle_wait)
+                    self.idle_secs += monotonic() - t0
                 self.sleeping = False
                 self._event.clear()
         except BaseException as exc:  # pragma: no cover - a bug in Gale itself: fail fast
@@ -343,11 +351,11 @@ class WorkerRuntime:
         hw = self.queue_high_water
         return [(task, min(len(ex.queues[task]) / hw, 1.0)) for task, ex in list(self._local.items())]
 
-    def task_cpu(self, task: int) -> float | None:
-        """The CPU share (0..1) of the worker hosting ``task`` (None: not known)."""
+    def task_busy(self, task: int) -> float | None:
+        """The busy share (0..1) of the worker hosting ``task`` (None: not known)."""
         if self.remote is None:
             return None
-        return self.remote.own_cpu() if task in self.local_tasks else self.remote.cpu_of(task)
+        return self.remote.own_busy() if task in self.local_tasks else self.remote.busy_of(task)
 
     def locate(self, task: int) -> int:
         if task in self.local_tasks:
@@ -359,7 +367,7 @@ class WorkerRuntime:
         swaps its choices in one assignment)."""
         self.next_load_refresh = now + LOAD_REFRESH_SECS
         for grouper in list(self.load_aware):
-            grouper.refresh(self.task_load, self.locate, self.task_cpu)
+            grouper.refresh(self.task_load, self.locate, self.task_busy)
 
     def _bind_fast_paths(self) -> None:
         # Executor threads append straight onto local queues; a thread wakes sleeping peers whose
@@ -418,6 +426,12 @@ class WorkerRuntime:
         # to one of them, so init/ack-result traffic stays in the worker (bolts elsewhere still
         # send their acks over the network)
         self.local_acker_indices = [i for i, t in enumerate(acker_tasks) if t in queues]
+
+    def busy_time(self) -> float:
+        """Seconds the executor threads have been busy, summed over threads, on ``time.monotonic``'s
+        scale (a clock for :class:`gale.worker.loads.CpuMeter`: its share is how busy they were)."""
+        now = time.monotonic()
+        return sum(now - t.made - t.idle_secs for t in self.threads)
 
     def single_acker_queue(self) -> Any:
         """The input deque of the topology's only acker task when it runs in this process."""
@@ -492,7 +506,10 @@ class WorkerRuntime:
         :meth:`run_until_idle` (tests with a simulated clock).
         """
         n = max(1, int(threads or self.conf.get("topology.worker.executor.threads", 1)))
-        executors = list(self.executors.values())
+        # in round order (spouts, then bolts after what they subscribe to, the ackers last): a
+        # tuple emitted in a round is executed in the same round
+        rank = round_order(self.defn)
+        executors = sorted(self.executors.values(), key=lambda ex: (rank.get(ex.component, len(rank)), ex.executor_id))
         groups: list[list[Executor]] = [[] for _ in range(min(n, len(executors)) or 1)]
         for i, ex in enumerate(executors):
             groups[i % len(groups)].append(ex)
