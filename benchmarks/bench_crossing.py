@@ -4,23 +4,27 @@ consumer is pinned in its own worker (issue 15, target 2's first half: at most 2
 Run: ``.venv/bin/python -m benchmarks.bench_crossing [--tuples N] [--rounds R]``
 
 One topology, ``src`` (a spout: one-word tuples with message ids) → ``sink`` (a bolt that acks each
-one), acking on, run by two real worker runtimes in this process, each with its own real transfer
-(ZeroMQ over loopback, sealed batches), as two workers of a cluster. The spout and the acker are
-pinned in worker A; the sink is pinned in worker A (*local*) or in worker B (*crossing*: every
-tuple crosses to B, its ack crosses back to A's acker). A run times the process's CPU (every
-thread of both workers) from the spout's first emit until every tuple is acked. Prints, best of
-``--rounds`` alternating runs, microseconds of CPU per tuple:
+one), acking on, run by real worker runtimes with their real transfers (ZeroMQ over loopback,
+sealed batches), each worker a process of its own as in a cluster. The spout and the acker are
+pinned in worker A (this process); the sink is pinned in worker A (*local*: no other worker) or in
+worker B, a child process (*crossing*: every tuple crosses to B, its ack crosses back to A's
+acker). A run counts the CPU of both processes (every thread) from the spout's first emit until
+every tuple is acked. Prints, best of ``--rounds`` alternating runs, microseconds of CPU per tuple:
 
 * ``crossing_local_tuple_cpu_us`` and ``crossing_remote_tuple_cpu_us``: the two pinnings;
 * ``crossing_vs_local``: their ratio (target: at most 2).
 
-``benchmarks.bench_transfer`` splits the crossing path into its stages.
+Until stop 29 both workers ran in this one process: their executor threads then took turns at one
+interpreter lock, which no two workers of a cluster do, and that contention was counted as the
+cost of crossing. ``benchmarks.bench_transfer`` splits the crossing path into its stages.
 """
 
 from __future__ import annotations
 
 import argparse
 import gc
+import multiprocessing
+import os
 import threading
 import time
 
@@ -35,7 +39,7 @@ from gale.zkserver import free_port
 WORDS = ["the", "cow", "jumped", "over", "moon", "an", "apple", "a", "day", "keeps", "doctor", "away"]
 SECRET = b"crossing-benchmark-secret-0123456"
 
-#: the spout's progress, read by the benchmark (both workers run in this process)
+#: the spout's progress, read by the benchmark (the spout runs in this process)
 _go = threading.Event()
 _acked = [0]
 
@@ -70,8 +74,8 @@ class Sink(Bolt):
 class _Worker:
     """A worker runtime and its transfer, wired as ``gale.worker.daemon.Worker`` wires them."""
 
-    def __init__(self, topo, conf, layout, executors):
-        self.port = free_port()
+    def __init__(self, topo, conf, layout, executors, port: int | None = None):
+        self.port = port or free_port()
         self.runtime: WorkerRuntime | None = None
         self.transfer = Transfer(
             bind_host="127.0.0.1", port=self.port, secret=SECRET,
@@ -84,10 +88,6 @@ class _Worker:
                                      remote=self.transfer, io=self.transfer)
         self.tasks = [t for start, end in executors for t in range(start, end + 1)]
 
-    def connect(self, other: _Worker) -> None:
-        self.transfer.set_routes({t: f"127.0.0.1:{other.port}" for t in other.tasks})
-        self.transfer.set_roles(message_roles(self.runtime), subscriptions(self.runtime))
-
     def start(self) -> None:
         self.transfer.start()
         self.runtime.start(active=True)
@@ -97,39 +97,79 @@ class _Worker:
         self.transfer.close(0.5)
 
 
-def run(n: int, remote: bool) -> tuple[float, dict[str, int]]:
-    """CPU seconds of this process to have ``n`` tuples emitted, executed and acked, and the
-    messages each worker's transfer sent (``a``, ``b``)."""
+def _topology(n: int):
     builder = TopologyBuilder()
     builder.set_spout("src", Source, 1, args=(n,))
     builder.set_bolt("sink", Sink, 1).shuffle_grouping("src")
     topo = builder.create_topology()
     conf = local_conf(topo, {"topology.workers": 2, "topology.acker.executors": 1,
                              "topology.max.spout.pending": 5000, "topology.worker.executor.threads": 1})
-    layout = TopologyTasks(topo.definition, conf, 2)
+    return topo, conf, TopologyTasks(topo.definition, conf, 2)
+
+
+def _worker_b(n: int, port: int, a_port: int, a_tasks: list[int], pipe) -> None:
+    """Worker B in a process of its own: the sink, until the parent says stop; then its transfer's
+    sent messages go back through ``pipe``."""
+    topo, conf, layout = _topology(n)
+    b = _Worker(topo, conf, layout, layout.component_executors["sink"], port=port)
+    b.transfer.set_routes({t: f"127.0.0.1:{a_port}" for t in a_tasks})
+    b.transfer.set_roles(message_roles(b.runtime), subscriptions(b.runtime))
+    b.start()
+    pipe.send("ready")
+    pipe.recv()  # stop
+    b.stop()
+    pipe.send(b.transfer.stats["sent_messages"])
+
+
+def _process_cpu(pid: int) -> float:
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def run(n: int, remote: bool) -> tuple[float, dict[str, int]]:
+    """CPU seconds of the workers' processes to have ``n`` tuples emitted, executed and acked, and
+    the messages each worker's transfer sent (``a``, ``b``)."""
+    topo, conf, layout = _topology(n)
     of = layout.component_executors
-    a_execs = of["src"] + of[ACKER_COMPONENT] + ([] if remote else of["sink"])
-    b_execs = of["sink"] if remote else []
-    a, b = _Worker(topo, conf, layout, a_execs), _Worker(topo, conf, layout, b_execs)
-    a.connect(b)
-    b.connect(a)
+    a = _Worker(topo, conf, layout, of["src"] + of[ACKER_COMPONENT] + ([] if remote else of["sink"]))
+    child = pipe = None
+    if remote:
+        b_port = free_port()
+        b_tasks = [t for start, end in of["sink"] for t in range(start, end + 1)]
+        a.transfer.set_routes({t: f"127.0.0.1:{b_port}" for t in b_tasks})
+        pipe, theirs = multiprocessing.Pipe()
+        child = multiprocessing.get_context("spawn").Process(
+            target=_worker_b, args=(n, b_port, a.port, a.tasks, theirs), daemon=True)
+        child.start()
+        if not pipe.poll(120) or pipe.recv() != "ready":
+            raise RuntimeError("worker B did not start")
+    a.transfer.set_roles(message_roles(a.runtime), subscriptions(a.runtime))
     _go.clear()
     _acked[0] = 0
-    for w in (b, a):
-        w.start()
+    a.start()
+    sent = {"a": 0, "b": 0}
     try:
         gc.collect()
-        c0 = time.process_time()
+        c0 = time.process_time() + (_process_cpu(child.pid) if child else 0.0)
         _go.set()
         deadline = time.monotonic() + 600
         while _acked[0] < n:
             if time.monotonic() > deadline:
                 raise RuntimeError(f"only {_acked[0]} of {n} tuples acked in 600 s")
             time.sleep(0.005)  # the benchmark's own polling (its CPU is counted, and small)
-        return time.process_time() - c0, {"a": a.transfer.stats["sent_messages"], "b": b.transfer.stats["sent_messages"]}
+        secs = time.process_time() + (_process_cpu(child.pid) if child else 0.0) - c0
+        sent["a"] = a.transfer.stats["sent_messages"]
     finally:
         a.stop()
-        b.stop()
+        if child is not None:
+            pipe.send("stop")
+            if pipe.poll(60):
+                sent["b"] = pipe.recv()
+            child.join(30)
+            if child.is_alive():
+                child.kill()
+    return secs, sent
 
 
 def main() -> None:

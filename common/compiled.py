@@ -34,6 +34,7 @@ MODULES = (
     "gale.topology.tuple",
     "gale.worker.runtime.collector",
     "gale.worker.runtime.executor",
+    "gale.worker.runtime.delivery",
     "gale.worker.runtime.acker",
     "gale.worker.runtime.rotating",
     "gale.worker.wire",

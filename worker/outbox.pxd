@@ -9,3 +9,5 @@ cdef class TupleSender:
     cdef public Py_ssize_t max_bytes
     cdef public object outbox_of
     cdef public dict groups
+    cdef public dict acker_groups
+    cdef public dict result_groups

@@ -95,8 +95,9 @@ def _plain(values: object, max_bytes: cython.Py_ssize_t) -> cython.bint:
 
 @cython.cclass
 class TupleSender:
-    """The executor threads' side of sending tuples to other workers (``Transfer.send_tuple``):
-    put a tuple's body in its group in its destination's outbox.
+    """The executor threads' side of sending to other workers (``Transfer.send_tuple``,
+    ``send_acker``, ``send_result``): put a tuple's body, an acker message or a verdict in its group
+    in its destination's outbox.
 
     A body whose values are plain (:func:`_plain`: msgpack cannot fail on them, and they fit
     ``max_bytes``) is queued as a list and encoded with the rest of its group when the sender
@@ -108,13 +109,16 @@ class TupleSender:
     ``groups``: (task, source task, "component:stream") → the group's deque, made on a group's
     first tuple through ``outbox_of(task)`` (the destination's :class:`Outbox`, or None: the task
     has no route, and the tuple is counted by ``outbox_of`` and dropped). The transfer replaces
-    ``groups`` with an empty dict when the routes change."""
+    ``groups`` (and ``acker_groups``, ``result_groups``: acker / spout task → deque) with empty dicts
+    when the routes change."""
 
     def __init__(self, pack: Callable[[Any], bytes], max_bytes: int, outbox_of: Callable[[int], Outbox | None]):
         self.pack = pack
         self.max_bytes = max_bytes
         self.outbox_of = outbox_of
         self.groups = {}
+        self.acker_groups = {}
+        self.result_groups = {}
 
     def send_tuple(self, task: int, tup: Tuple) -> None:
         t: Tuple = tup
@@ -144,6 +148,27 @@ class TupleSender:
             group = box.tuple_group(task, t.task, fields.component, fields.stream)
             self.groups[key] = group
         group.append(body)
+
+
+    def send_acker(self, task: int, msg: tuple) -> None:
+        """``msg``: ``(kind, root, val, spout_task)``, integers, for an acker task elsewhere."""
+        group = self.acker_groups.get(task)
+        if group is None:
+            box = self.outbox_of(task)
+            if box is None:
+                return
+            group = self.acker_groups[task] = box.acker_group(task)
+        group.append(msg)
+
+    def send_result(self, task: int, result: tuple) -> None:
+        """``result``: ``(outcome, root)``, integers, for a spout task elsewhere."""
+        group = self.result_groups.get(task)
+        if group is None:
+            box = self.outbox_of(task)
+            if box is None:
+                return
+            group = self.result_groups[task] = box.result_group(task)
+        group.append(result)
 
 
 def _tuple_bodies(items: list) -> bytes:
@@ -216,10 +241,16 @@ class Outbox:
 
     def queued(self) -> int:
         """Messages waiting (tuples, acker messages, results)."""
-        return sum(len(group) for _, group, _ in self._order)
+        n: cython.Py_ssize_t = 0
+        for entry in self._order:  # a plain loop: C when compiled (a generator is not)
+            n += len(entry[1])
+        return n
 
     def __bool__(self) -> bool:
-        return any(group for _, group, _ in self._order)
+        for entry in self._order:
+            if entry[1]:
+                return True
+        return False
 
     def drain(self, limit: int) -> tuple[bytes, int]:
         """Up to ``limit`` queued messages as one batch payload, and how many it holds."""

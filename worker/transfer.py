@@ -94,6 +94,8 @@ PUMP_SECS = 0.00025
 TAKEOVER_SECS = 0.01
 #: batches one pump takes at most (the rest wait for the next: the owner's executors get their turn)
 MAX_BATCHES_PER_PUMP = 64
+# pyzmq's constants are enums, and arithmetic on them runs Python code: the hot loops use ints
+_EVENTS, _POLLIN, _NOBLOCK = int(zmq.EVENTS), int(zmq.POLLIN), int(zmq.NOBLOCK)
 #: a receiver remembers this many sender sessions (see ReplayGuard)
 MAX_SENDER_SESSIONS = 1024
 
@@ -159,10 +161,6 @@ class Transfer:
         self.ctx = zmq.Context()
         self.routes: dict[int, str] = {}
         self.outboxes: dict[str, Outbox] = {}
-        # the groups executor threads append acker messages and results to, by task: made on a
-        # group's first message, forgotten when the routes change (tuples: TupleSender.groups)
-        self._acker_groups: dict[int, deque] = {}
-        self._result_groups: dict[int, deque] = {}
         self._held: dict[str, deque] = {}  # (payload, messages) a destination did not take yet
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
@@ -182,6 +180,10 @@ class Transfer:
         #: ``max_tuple_bytes`` raises ValueError (failing the emit); a task with no route is counted
         #: as undeliverable and dropped
         self.send_tuple = self._tuple_sender.send_tuple
+        #: ``send_acker(task, (kind, root, val, spout_task))`` and ``send_result(task, (outcome,
+        #: root))``, integers, on executor threads (a task with no route: counted and dropped)
+        self.send_acker = self._tuple_sender.send_acker
+        self.send_result = self._tuple_sender.send_result
         self.stats = {"sent_batches": 0, "sent_messages": 0, "received_batches": 0, "received_messages": 0,
                       "dropped_messages": 0, "rejected_batches": 0, "invalid_messages": 0, "undeliverable": 0,
                       "load_reports_sent": 0, "load_reports_received": 0}
@@ -255,7 +257,9 @@ class Transfer:
         if host is not None:
             self.host = host
         self._identities = dict(identities or {})
-        self._tuple_sender.groups, self._acker_groups, self._result_groups = {}, {}, {}
+        # the groups the sender appends to are made on a group's first message: forget them
+        sender = self._tuple_sender
+        sender.groups, sender.acker_groups, sender.result_groups = {}, {}, {}
         live = set(self.routes.values())
         for address in live:
             self.outboxes.setdefault(address, Outbox())
@@ -322,34 +326,20 @@ class Transfer:
 
     def _unsent(self) -> bool:
         """Whether messages wait for a live destination (queued, or in a batch it has not taken)."""
-        return any(box for a, box in self.outboxes.items() if a not in self._down) or \
-            any(held for a, held in self._held.items() if a not in self._down)
+        down = self._down
+        for address, box in self.outboxes.items():
+            if box and address not in down:
+                return True
+        for address, held in self._held.items():
+            if held and address not in down:
+                return True
+        return False
 
     def queued(self) -> int:
         """Messages waiting for every destination (not counting batches held by slow ones)."""
         return sum(box.queued() for box in list(self.outboxes.values()))
 
     # called on executor threads ------------------------------------------
-
-    def send_acker(self, task: int, msg: tuple) -> None:
-        """``msg``: ``(kind, root, val, spout_task)``, integers."""
-        group = self._acker_groups.get(task)
-        if group is None:
-            box = self._outbox(task)
-            if box is None:
-                return
-            group = self._acker_groups[task] = box.acker_group(task)
-        group.append(msg)
-
-    def send_result(self, task: int, result: tuple) -> None:
-        """``result``: ``(outcome, root)``, integers."""
-        group = self._result_groups.get(task)
-        if group is None:
-            box = self._outbox(task)
-            if box is None:
-                return
-            group = self._result_groups[task] = box.result_group(task)
-        group.append(result)
 
     def congested(self) -> bool:
         """True while a live destination is backed up (never for destinations that are down)."""
@@ -430,12 +420,12 @@ class Transfer:
 
     def _receive(self) -> None:
         """Take the batches that arrived, up to :data:`MAX_BATCHES_PER_PUMP`. Holding ``_lock``."""
-        pull = self._pull
+        readiness, recv = self._pull.getsockopt, self._pull.recv_multipart
         for _ in range(MAX_BATCHES_PER_PUMP):
-            if not pull.getsockopt(zmq.EVENTS) & zmq.POLLIN:
+            if not readiness(_EVENTS) & _POLLIN:
                 break
             try:
-                frames = pull.recv_multipart(flags=zmq.NOBLOCK)
+                frames = recv(_NOBLOCK)
             except zmq.Again:
                 break
             self._take(frames)
@@ -473,7 +463,7 @@ class Transfer:
                 payload, n = held[0]
                 try:
                     # sealed at every attempt: a batch that waited is stamped when it goes out
-                    sock.send_multipart(self.sealer.seal(receiver, payload), flags=zmq.NOBLOCK, copy=False)
+                    sock.send_multipart(self.sealer.seal(receiver, payload), flags=_NOBLOCK, copy=False)
                     held.popleft()
                     self.stats["sent_batches"] += 1
                     self.stats["sent_messages"] += n
@@ -504,7 +494,7 @@ class Transfer:
                     payload, extra = extra + payload, None
                     self.stats["load_reports_sent"] += 1
                 try:
-                    sock.send_multipart(self.sealer.seal(receiver, payload), flags=zmq.NOBLOCK, copy=False)
+                    sock.send_multipart(self.sealer.seal(receiver, payload), flags=_NOBLOCK, copy=False)
                     self.stats["sent_batches"] += 1
                     self.stats["sent_messages"] += n
                     sent_any = True

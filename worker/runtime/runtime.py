@@ -26,9 +26,8 @@ from gale.topology.components import TopologyContext
 from gale.topology.state import CHECKPOINT_COMPONENT
 from gale.topology.tuple import Fields
 from gale.topology.windowing import WindowedBolt
-from gale.worker.runtime.acker import ACK
-from gale.worker.runtime.anchoring import buffered_messages
 from gale.worker.runtime.collector import StreamRoute
+from gale.worker.runtime.delivery import Delivery
 from gale.worker.runtime.executor import AckerExecutor, BoltExecutor, Executor, SpoutExecutor
 from gale.worker.runtime.grouping import (EVERYTHING, WORKER_LOCAL, LoadAwareShuffleGrouper, make_grouper,
                                           process_hash_is_shared)
@@ -374,54 +373,19 @@ class WorkerRuntime:
         # queues it filled at the end of its round (see ExecutorThread.run_round). Only other
         # threads (the transfer receiver) go through deliver(), which wakes at once.
         queues = {task: ex.queues[task] for task, ex in self._local.items()}
-        queue_of = queues.get
         remote = self.remote
         acker_tasks = self.acker_tasks
-        n = self._n_ackers
-
-        def send_tuple(task: int, tup: Any) -> None:
-            q = queue_of(task)
-            if q is not None:
-                q.append(tup)
-            else:
-                remote.send_tuple(task, tup)  # type: ignore[union-attr]
-
-        def send_acker(task: int, msg: tuple) -> None:
-            q = queue_of(task)
-            if q is not None:
-                q.append(msg)
-            else:
-                remote.send_acker(task, msg)  # type: ignore[union-attr]
-
-        def send_result(task: int, result: tuple) -> None:
-            q = queue_of(task)
-            if q is not None:
-                q.append(result)
-            else:
-                remote.send_result(task, result)  # type: ignore[union-attr]
-
-        def acker_task(root: int) -> int:
-            return acker_tasks[root % n]
-
-        single = self.single_acker_queue()
-
-        def flush_acks(buf: dict[int, int]) -> None:
-            if single is not None:
-                single.extend(buffered_messages(buf))
-            else:
-                for root, val in buf.items():
-                    send_acker(acker_tasks[root % n], (ACK, root, val, 0))
-            buf.clear()
-
-        self.queue_of = queue_of  # task → its deque in this process (None: elsewhere)
-        self.send_tuple = send_tuple
+        #: the sends of this worker's executor threads, compiled (gale.worker.runtime.delivery)
+        delivery = self.delivery = Delivery(queues, remote, acker_tasks)
+        self.queue_of = queues.get  # task → its deque in this process (None: elsewhere)
+        self.send_tuple = delivery.send_tuple
         #: send_tuple for a task known not to be in this process (the caller asked queue_of)
-        self.send_remote = remote.send_tuple if remote is not None else send_tuple
-        self.send_acker = send_acker
-        self.send_result = send_result
-        self.acker_task = acker_task
+        self.send_remote = remote.send_tuple if remote is not None else delivery.send_tuple
+        self.send_acker = delivery.send_acker
+        self.send_result = delivery.send_result
+        self.acker_task = delivery.acker_task
         #: hand an executor's ack buffer (root → XORed ack value) to the ackers, and empty it
-        self.flush_acks = flush_acks
+        self.flush_acks = delivery.flush_acks
         # indices (into acker_tasks) of the ackers in this process: spouts pick root ids that hash
         # to one of them, so init/ack-result traffic stays in the worker (bolts elsewhere still
         # send their acks over the network)
@@ -429,7 +393,7 @@ class WorkerRuntime:
 
     def busy_time(self) -> float:
         """Seconds the executor threads have been busy, summed over threads, on ``time.monotonic``'s
-        scale (a clock for :class:`gale.worker.loads.CpuMeter`: its share is how busy they were)."""
+        scale (a clock for :class:`gale.worker.loads.BusyMeter`: its share is how busy they were)."""
         now = time.monotonic()
         return sum(now - t.made - t.idle_secs for t in self.threads)
 

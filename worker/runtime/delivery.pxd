@@ -1,0 +1,9 @@
+# Cython declarations for delivery.py (compiled build only; docs/architecture.md, "Compiled hot path")
+cdef class Delivery:
+    cdef public dict queues
+    cdef public list acker_tasks
+    cdef public Py_ssize_t n_ackers
+    cdef public object remote_tuple
+    cdef public object remote_acker
+    cdef public object remote_result
+    cdef public object single_acker

@@ -1,0 +1,83 @@
+"""Where an executor thread puts what it sends: a task's queue in this worker, or the transfer.
+
+Every tuple, acker message and acker verdict a collector or executor sends goes through one of
+:class:`Delivery`'s methods, so they are the hottest calls of a worker after the collectors' own
+(``WorkerRuntime`` binds them as ``send_tuple``, ``send_acker``, ``send_result``, ``acker_task``
+and ``flush_acks``). Compiled, each is one C function: a dict lookup for the task's queue and an
+append, or a call into the transfer's compiled sender for a task elsewhere.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import cython
+
+from gale.worker.runtime.acker import ACK
+
+
+@cython.cclass
+class Delivery:
+    """``queues``: task → its input deque, for the tasks of this worker; ``remote``: the transfer's
+    sender (``send_tuple``, ``send_acker``, ``send_result``), or None in one process, where every
+    task is local; ``acker_tasks``: the topology's acker tasks (``root % len`` picks a tree's)."""
+
+    def __init__(self, queues: dict, remote: Any, acker_tasks: list):
+        self.queues = queues
+        self.acker_tasks = list(acker_tasks)
+        self.n_ackers = len(self.acker_tasks)
+        self.remote_tuple = remote.send_tuple if remote is not None else None
+        self.remote_acker = remote.send_acker if remote is not None else None
+        self.remote_result = remote.send_result if remote is not None else None
+        # one acker task, in this worker: acks go straight onto its queue
+        single = self.acker_tasks[0] if self.n_ackers == 1 else None
+        self.single_acker = queues.get(single) if single is not None else None
+
+    def queue_of(self, task: int) -> Any:
+        """The task's deque in this worker, or None (it runs elsewhere)."""
+        return self.queues.get(task)
+
+    def send_tuple(self, task: int, tup: Any) -> None:
+        q = self.queues.get(task)
+        if q is not None:
+            q.append(tup)
+        else:
+            self.remote_tuple(task, tup)
+
+    def send_acker(self, task: int, msg: tuple) -> None:
+        q = self.queues.get(task)
+        if q is not None:
+            q.append(msg)
+        else:
+            self.remote_acker(task, msg)
+
+    def send_result(self, task: int, result: tuple) -> None:
+        q = self.queues.get(task)
+        if q is not None:
+            q.append(result)
+        else:
+            self.remote_result(task, result)
+
+    def acker_task(self, root: int) -> int:
+        """The acker task of the tree ``root``."""
+        return self.acker_tasks[root % self.n_ackers]
+
+    def flush_acks(self, buf: dict) -> None:
+        """Send an ack buffer (root → XOR of a round's ack values): one ``(ACK, root, value, 0)``
+        per root, to the root's acker; then empty it."""
+        single = self.single_acker
+        if single is not None:
+            for root, val in buf.items():
+                single.append((ACK, root, val, 0))
+        else:
+            queues, acker_tasks, n = self.queues, self.acker_tasks, self.n_ackers
+            remote: Callable[[int, tuple], None] = self.remote_acker
+            for root, val in buf.items():
+                task = acker_tasks[root % n]
+                q = queues.get(task)
+                if q is not None:
+                    q.append((ACK, root, val, 0))
+                else:
+                    remote(task, (ACK, root, val, 0))
+        buf.clear()
