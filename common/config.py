@@ -275,9 +275,9 @@ KEYS: dict[str, Key] = {
             "Python's default of 700 collections cost ~15% of the per-tuple path (docs/benchmarks.md)"),
         Key("topology.worker.gil.switch.interval.ms", 0.5, Optional(Number(0.01, 1000.0)),
             "Gale: the interpreter's thread switch interval in a worker process (sys.setswitchinterval; "
-            "Python's default is 5 ms; null: leave it). A busy executor thread otherwise holds the transfer's "
-            "receive and send threads off for up to the interval each time they wait, and tuples between "
-            "workers queue behind it (docs/benchmarks.md)"),
+            "Python's default is 5 ms; null: leave it). A busy executor thread otherwise holds the worker's "
+            "other threads (the transfer's standby, heartbeats, metrics) off for up to the interval each "
+            "time they wait (docs/benchmarks.md)"),
         Key("topology.worker.timeout.secs", None, Optional(_POS), "per-topology heartbeat timeout"),
         Key("topology.kill.wait.secs", None, Optional(_NONNEG), "default kill wait"),
         Key("topology.stats.sample.rate", 0.05, Number(0.0), "latency sampling rate"),
