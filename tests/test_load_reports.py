@@ -8,7 +8,7 @@ import time
 import msgpack
 import pytest
 
-from gale import Spout, TopologyBuilder
+from gale import TopologyBuilder
 from gale.topology.definition import TopologyTasks
 from gale.topology.tuple import Fields
 from gale.worker.loads import FRESH_SECS, BusyMeter, PeerLoads, encode_report
@@ -17,6 +17,7 @@ from gale.worker.local import local_conf
 from gale.worker.runtime.runtime import WorkerRuntime
 from gale.worker.wire import BatchDecoder
 from gale.zkserver import free_port
+from tests.topologies import QuietSpout
 from tests.waiting import eventually
 
 SECRET = b"0123456789abcdef0123456789abcdef"
@@ -148,21 +149,13 @@ def test_a_remote_task_is_as_loaded_as_the_worse_of_the_way_to_it_and_its_report
     assert t.busy_of(3) == 0.5 and t.busy_of(99) is None
 
 
-class Idle(Spout):
-    def next_tuple(self):
-        pass
-
-    def declare_output_fields(self, declarer):
-        declarer.declare(["v"])
-
-
-class Waiting(Idle):
+class Waiting(QuietSpout):
     def next_tuple(self):  # a millisecond in a call that waits (a database, say), then an emit
         time.sleep(0.001)
         self.collector.emit([1])
 
 
-@pytest.mark.parametrize(("spout", "low", "high"), [(Idle, 0.0, 0.3), (Waiting, 0.7, 1.0)])
+@pytest.mark.parametrize(("spout", "low", "high"), [(QuietSpout, 0.0, 0.3), (Waiting, 0.7, 1.0)])
 def test_a_workers_busy_share_is_the_time_its_executor_thread_does_not_wait_for_work(spout, low, high):
     """A worker whose executor thread waits for work reads as idle; one whose thread is always in
     its components' code reads as busy, though that code may use little CPU: it cannot take more

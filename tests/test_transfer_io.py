@@ -6,13 +6,14 @@ from __future__ import annotations
 import threading
 import time
 
-from gale import Bolt, Spout, TopologyBuilder
+from gale import TopologyBuilder
 from gale.topology.definition import TopologyTasks
 from gale.topology.tuple import Fields, Tuple
 from gale.worker.local import local_conf
 from gale.worker.runtime.runtime import WorkerRuntime
 from gale.worker.transfer import TUPLE, Transfer
 from gale.zkserver import free_port
+from tests.topologies import QuietSpout, Sink
 from tests.waiting import eventually
 
 SECRET = b"0123456789abcdef0123456789abcdef"
@@ -154,19 +155,6 @@ def test_close_sends_what_is_queued_before_it_stops():
         receiver.close(0.1)
 
 
-class Quiet(Spout):
-    def next_tuple(self):
-        pass
-
-    def declare_output_fields(self, declarer):
-        declarer.declare(["v"])
-
-
-class Sink(Bolt):
-    def execute(self, tup):
-        pass
-
-
 def test_the_first_executor_thread_owns_the_transfer_and_is_woken_through_it():
     class IO:
         wakes = 0
@@ -181,7 +169,7 @@ def test_the_first_executor_thread_owns_the_transfer_and_is_woken_through_it():
             IO.wakes += 1
 
     builder = TopologyBuilder()
-    builder.set_spout("s", Quiet, 1)
+    builder.set_spout("s", QuietSpout, 1)
     builder.set_bolt("b", Sink, 2).shuffle_grouping("s")
     topo = builder.create_topology()
     conf = local_conf(topo, {"topology.acker.executors": 0})

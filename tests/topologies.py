@@ -33,6 +33,16 @@ class ListSpout(Spout):
         self.failed.append(msg_id)
 
 
+class QuietSpout(Spout):
+    """Emits nothing (stream ``v``)."""
+
+    def next_tuple(self):
+        pass
+
+    def declare_output_fields(self, declarer):
+        declarer.declare(["v"])
+
+
 class Identity(BasicBolt):
     def declare_output_fields(self, declarer):
         declarer.declare(["v"])

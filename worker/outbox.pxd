@@ -11,3 +11,5 @@ cdef class TupleSender:
     cdef public dict groups
     cdef public dict acker_groups
     cdef public dict result_groups
+
+    cdef _append(self, dict groups, object task, object item, int kind)

@@ -152,23 +152,21 @@ class TupleSender:
 
     def send_acker(self, task: int, msg: tuple) -> None:
         """``msg``: ``(kind, root, val, spout_task)``, integers, for an acker task elsewhere."""
-        group = self.acker_groups.get(task)
-        if group is None:
-            box = self.outbox_of(task)
-            if box is None:
-                return
-            group = self.acker_groups[task] = box.acker_group(task)
-        group.append(msg)
+        self._append(self.acker_groups, task, msg, ACKERS)
 
     def send_result(self, task: int, result: tuple) -> None:
         """``result``: ``(outcome, root)``, integers, for a spout task elsewhere."""
-        group = self.result_groups.get(task)
+        self._append(self.result_groups, task, result, RESULTS)
+
+    @cython.cfunc
+    def _append(self, groups: dict, task: object, item: object, kind: cython.int):
+        group = groups.get(task)
         if group is None:
             box = self.outbox_of(task)
             if box is None:
                 return
-            group = self.result_groups[task] = box.result_group(task)
-        group.append(result)
+            group = groups[task] = box.acker_group(task) if kind == ACKERS else box.result_group(task)
+        group.append(item)
 
 
 def _tuple_bodies(items: list) -> bytes:

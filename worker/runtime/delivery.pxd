@@ -7,3 +7,5 @@ cdef class Delivery:
     cdef public object remote_acker
     cdef public object remote_result
     cdef public object single_acker
+
+    cdef inline _put(self, object task, object item, object remote)

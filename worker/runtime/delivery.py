@@ -39,25 +39,22 @@ class Delivery:
         return self.queues.get(task)
 
     def send_tuple(self, task: int, tup: Any) -> None:
-        q = self.queues.get(task)
-        if q is not None:
-            q.append(tup)
-        else:
-            self.remote_tuple(task, tup)
+        self._put(task, tup, self.remote_tuple)
 
     def send_acker(self, task: int, msg: tuple) -> None:
-        q = self.queues.get(task)
-        if q is not None:
-            q.append(msg)
-        else:
-            self.remote_acker(task, msg)
+        self._put(task, msg, self.remote_acker)
 
     def send_result(self, task: int, result: tuple) -> None:
+        self._put(task, result, self.remote_result)
+
+    @cython.cfunc
+    @cython.inline
+    def _put(self, task: object, item: object, remote: object):
         q = self.queues.get(task)
         if q is not None:
-            q.append(result)
+            q.append(item)
         else:
-            self.remote_result(task, result)
+            remote(task, item)
 
     def acker_task(self, root: int) -> int:
         """The acker task of the tree ``root``."""
