@@ -60,6 +60,7 @@ Message kinds and their validation: :mod:`gale.worker.wire`.
 
 from __future__ import annotations
 
+import math
 import os
 import threading
 import time
@@ -411,7 +412,9 @@ class Transfer:
         """Sleep until a batch arrives, :meth:`wake` is called or ``timeout`` passes. Holding ``_lock``."""
         if timeout <= 0:
             return
-        for sock, _ in self._poller.poll(timeout * 1000):
+        # zmq_poll counts whole milliseconds (pyzmq truncates a float): round up, or a wait for the
+        # next flush (under a millisecond away) would return at once, again and again until then
+        for sock, _ in self._poller.poll(math.ceil(timeout * 1000)):
             if sock == self._wake_r:
                 try:
                     os.read(self._wake_r, 4096)
