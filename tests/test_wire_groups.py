@@ -16,8 +16,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from gale import compiled
 from gale.topology.tuple import Fields, Tuple, new_tuple
-from gale.worker.outbox import Outbox, array_header
+from gale.worker.outbox import Outbox, array_header, encode_body, encode_ints, encode_tuple
 from gale.worker.runtime.acker import ACK, ACKED, FAIL, FAILED, INIT, RESET, RESET_TIMEOUT
 from gale.worker.runtime.executor import Executor
 from gale.worker.transfer import Transfer
@@ -168,7 +169,7 @@ def test_drain_takes_at_most_the_limit_and_keeps_each_groups_order():
     g1, g2 = box.tuple_group(3, 2, "split", "default"), box.acker_group(7)
     for i in range(7):
         g1.append(msgpack.packb([[f"w{i}"], 0]))
-        g2.append((ACK, i, i, 0))
+        g2.append(encode_ints((ACK, i, i, 0)))
     sizes = [n for _, n in drain_all(box, 5)]
     assert sizes == [5, 5, 4]
     box2 = Outbox()
@@ -186,9 +187,48 @@ def test_dropping_takes_the_oldest_and_counts():
     box = Outbox()
     g = box.acker_group(7)
     for i in range(10):
-        g.append((ACK, i, 1, 0))
-    assert box.drop_oldest(4) == 4 and [m[1] for m in g] == list(range(4, 10))
+        g.append(encode_ints((ACK, i, 1, 0)))
+    assert box.drop_oldest(4) == 4 and [msgpack.unpackb(b"\x94" + m)[1] for m in g] == list(range(4, 10))
     assert box.clear() == 6 and box.queued() == 0 and box.drop_oldest(3) == 0
+
+
+_PACK = msgpack.Packer(use_bin_type=True).pack
+C_OUTBOX = compiled.status()["gale.worker.outbox"]
+_ints = st.integers(-(2**63), 2**64 - 1)
+_plain_values = st.one_of(st.text(max_size=300), st.binary(max_size=300), _ints, st.floats(allow_nan=False),
+                          st.booleans(), st.none())
+
+
+@settings(max_examples=400, deadline=None)
+@given(values=st.lists(_plain_values, max_size=17), tracked=st.booleans(), root=st.integers(0, U64),
+       edge=st.integers(0, U64), lineage=_ints, as_tuple=st.booleans())
+def test_a_body_encoded_at_emit_is_msgpacks_own_bytes(values, tracked, root, edge, lineage, as_tuple):
+    """``encode_body`` (C in the compiled build) writes exactly what msgpack writes for the body, or
+    leaves the body to msgpack (None) — never other bytes."""
+    from gale.topology.tuple import new_tracked
+
+    vals = tuple(values) if as_tuple else values
+    fields = Fields([f"f{i}" for i in range(len(vals))], "split:default")
+    t = new_tracked(vals, fields, 5, root, edge, lineage) if tracked else new_tuple(vals, fields, 5, None, lineage)
+    reference = encode_tuple(_PACK, t)
+    got = encode_body(t, 1 << 20)
+    if got is not None:
+        assert got == reference
+    if C_OUTBOX and len(values) <= 15 and len(reference) <= 900:  # plain and short: C writes it
+        assert got == reference
+    assert encode_body(t, len(reference) - 1) is None  # over the limit: msgpack (and the caller) decide
+
+
+def test_bodies_the_encoder_leaves_to_msgpack():
+    f1 = Fields(["v"], "split:default")
+    for value in ["\ud800", 2**64, -(2**63) - 1, [1], {"a": 1}, 1.5j, "x" * 2000]:
+        assert encode_body(new_tuple([value], f1, 5, None, 0), 1 << 20) is None, value
+    assert encode_body(new_tuple(["w"], f1, 5, {1: 2, 3: 4}, 0), 1 << 20) is None  # two trees
+
+
+@given(st.one_of(st.tuples(_ints, _ints, _ints, _ints), st.tuples(_ints, _ints)))
+def test_integer_messages_encode_as_msgpack_array_elements(msg):
+    assert encode_ints(msg) == _PACK(list(msg))[1:]
 
 
 @pytest.mark.parametrize("n", [0, 1, 15, 16, 65535, 65536, 70000], ids=lambda n: f"n{n}")
@@ -208,15 +248,31 @@ def test_a_tuple_without_a_route_is_counted_undeliverable_and_an_unencodable_one
     assert t.queued() == 0
 
 
-def test_a_group_mixing_bodies_encoded_at_emit_and_at_drain_arrives_whole_and_in_order():
-    """Plain values wait as lists and are encoded with their group; others (a list value, a dict)
-    are encoded at emit. A group holding runs of both decodes to the tuples in emit order."""
+def test_a_string_msgpack_cannot_encode_fails_its_emit_and_spares_the_rest_of_the_group():
+    """A lone surrogate is a str, but not UTF-8. It used to pass the plain check, wait in its group
+    as a list and fail the whole group's encoding at drain, where every message queued for that
+    worker was dropped; now its emit fails and the group goes out without it."""
+    t = transfer()
+    t.send_tuple(3, new_tuple(["before"], WORDS, 2, {1: 2}, 0))
+    with pytest.raises(ValueError, match="cannot be sent to another worker.*surrogates not allowed"):
+        t.send_tuple(3, new_tuple(["\ud800"], WORDS, 2, {3: 4}, 0))
+    t.send_tuple(3, new_tuple(["after"], WORDS, 2, {5: 6}, 0))
+    (payload, n), = drain_all(t.outboxes[DEST])
+    sink, seen, invalid = decode(payload)
+    assert (n, seen, invalid) == (2, 2, {})
+    assert [obj.values for _, obj in sink.items] == [["before"], ["after"]]
+
+
+def test_a_group_mixing_plain_bodies_and_bodies_msgpack_encodes_arrives_whole_and_in_order():
+    """Plain values are written by ``encode_body``; others (a list value, a dict, two trees) by
+    msgpack. Both are encoded at emit, and a group holding runs of both decodes to the tuples in
+    emit order."""
     t = transfer()
     values = [["a"], [[1, 2]], ["b"], ["c"], [{"k": 1}], [{"k": 2}], ["d"]]
     for i, v in enumerate(values):
         t.send_tuple(3, new_tuple(v, WORDS, 2, {i + 1: i + 2}, i))
     (group,) = t.outboxes[DEST].tuple_groups.values()
-    assert [type(x) for x in group] == [list, bytes, list, list, bytes, bytes, list]
+    assert [type(x) for x in group] == [bytes] * 7
     (payload, n), = drain_all(t.outboxes[DEST])
     sink, seen, invalid = decode(payload)
     assert n == seen == 7 and invalid == {}

@@ -1,8 +1,27 @@
 # Cython declarations for outbox.py (compiled build only; docs/architecture.md, "Compiled hot path")
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
+from cpython.float cimport PyFloat_AS_DOUBLE
+from cpython.long cimport PyLong_AsLongLongAndOverflow, PyLong_AsUnsignedLongLongMask
+from cpython.unicode cimport PyUnicode_AsUTF8AndSize
+from libc.string cimport memcpy
+
 from gale.topology.tuple cimport Fields, Tuple
+
+cdef extern from "Python.h":
+    size_t _PyLong_NumBits(object v) except? -1
+
+cdef Py_ssize_t PLAIN_BODY_BYTES
 
 cdef list _body(Tuple tup)
 cdef bint _plain(object values, Py_ssize_t max_bytes) noexcept
+cdef unsigned char* _put_uint(unsigned char* p, unsigned long long v) noexcept
+cdef unsigned char* _put_be(unsigned char* p, unsigned long long v, int n) noexcept
+cdef unsigned char* _put_int(unsigned char* p, object v) noexcept
+cdef unsigned char* _put_raw(unsigned char* p, unsigned char* end, const char* data, Py_ssize_t n, bint binary) noexcept
+cdef object _encode_body(Tuple tup, Py_ssize_t max_bytes)
+cdef bytes _encode_ints(tuple msg)
+cdef object _c_body(Tuple tup, Py_ssize_t limit)
+cdef object _c_ints(tuple msg)
 
 cdef class TupleSender:
     cdef public object pack
@@ -12,4 +31,4 @@ cdef class TupleSender:
     cdef public dict acker_groups
     cdef public dict result_groups
 
-    cdef _append(self, dict groups, object task, object item, int kind)
+    cdef _append(self, dict groups, object task, tuple item, int kind)

@@ -6,11 +6,15 @@ destination's :class:`Outbox` keeps one FIFO per *group*:
 
 * a tuple group per (receiving task, source task, source component and stream), filled by
   :class:`TupleSender`; a drained group is one ``TUPLES`` message — the group's fields written
-  once, then the tuples' bodies (:mod:`gale.worker.wire` has the layout), encoded in one msgpack
-  call except those encoded at emit (values that are not plain: see :class:`TupleSender`);
+  once, then the tuples' bodies (:mod:`gale.worker.wire` has the layout), each encoded at emit;
 * an acker group per acker task: ``(kind, root, val, spout_task)`` messages, drained into one
   ``ACKERS`` message of flattened integers; a result group per spout task: ``(outcome, root)``,
-  into one ``RESULTS`` message.
+  into one ``RESULTS`` message. Each message is encoded when it is sent (:func:`encode_ints`).
+
+Everything in a group is msgpack bytes already, so draining a group writes one array header and
+joins the bytes. The common bodies — a few strings and numbers in one tuple tree — and the
+integer messages are written by C code of this module in the compiled build (no list or int object
+per message), by msgpack in Python; the bytes are the same.
 
 Messages of one group keep their order. Groups are drained in the order they were made, so messages
 of different groups may overtake one another within a batch — as they may between workers anyway:
@@ -24,14 +28,13 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable
-from itertools import chain
 from typing import Any
 
 import cython
 import msgpack
 
 from gale.topology.tuple import Fields, Tuple
-from gale.worker.wire import ACKERS, MAX_U64, MIN_I64, RESULTS, TUPLES
+from gale.worker.wire import ACKERS, GROUP_WIDTH, MAX_U64, MIN_I64, RESULTS, TUPLES
 
 _packb = msgpack.Packer(use_bin_type=True).pack
 
@@ -93,18 +96,240 @@ def _plain(values: object, max_bytes: cython.Py_ssize_t) -> cython.bint:
     return True
 
 
+#: the longest plain body encoded at emit in C (a stack buffer); longer ones go to msgpack
+PLAIN_BODY_BYTES = cython.declare(cython.Py_ssize_t, 1024)
+
+
+def encode_body(tup: Tuple, max_bytes: int) -> bytes | None:
+    """A tuple's body (:func:`encode_tuple`) encoded when it is *plain* — at most 15 values, each a
+    str, bytes, 64-bit int, float, bool or None, in at most one tuple tree, within ``max_bytes`` and
+    :data:`PLAIN_BODY_BYTES` — else None (the caller encodes it with msgpack, which reports what it
+    cannot carry). Compiled, the bytes are written here in one pass without a list or an int object
+    per body; in Python, msgpack writes them. Either way they are msgpack's own bytes (tested)."""
+    return _encode_body(tup, max_bytes)
+
+
+def encode_ints(msg: tuple) -> bytes:
+    """An acker message ``(kind, root, val, spout_task)`` or a verdict ``(outcome, root)`` as the
+    elements of a group's flat integer array (msgpack's bytes without an array header). Integers
+    outside [-2**63, 2**64) raise OverflowError."""
+    return _encode_ints(msg)
+
+
+@cython.cfunc
+def _encode_body(tup: Tuple, max_bytes: cython.Py_ssize_t) -> object:
+    limit: cython.Py_ssize_t = max_bytes if max_bytes < PLAIN_BODY_BYTES else PLAIN_BODY_BYTES
+    if cython.compiled:
+        return _c_body(tup, limit)
+    if tup._mid or not _plain(tup.values, limit) or len(tup.values) > 15:
+        return None
+    try:
+        body = _packb(_body(tup))
+    except ValueError:  # a str with a lone surrogate: left to the caller, which reports it
+        return None
+    return body if len(body) <= limit else None
+
+
+@cython.cfunc
+def _encode_ints(msg: tuple) -> bytes:
+    if cython.compiled:
+        out = _c_ints(msg)
+        if out is not None:
+            return out
+    return _packb(msg)[1:]  # a fixarray header (at most 15 elements) is one byte
+
+
+@cython.cfunc
+@cython.inline
+@cython.exceptval(check=False)
+def _put_uint(p: cython.p_uchar, v: cython.ulonglong) -> cython.p_uchar:
+    """``v`` as msgpack writes a non-negative integer (the shortest form); returns the end."""
+    if v < 0x80:
+        p[0] = cython.cast(cython.uchar, v)
+        return p + 1
+    if v <= 0xFF:
+        p[0] = 0xCC
+        p[1] = cython.cast(cython.uchar, v)
+        return p + 2
+    if v <= 0xFFFF:
+        p[0] = 0xCD
+        return _put_be(p + 1, v, 2)
+    if v <= 0xFFFFFFFF:
+        p[0] = 0xCE
+        return _put_be(p + 1, v, 4)
+    p[0] = 0xCF
+    return _put_be(p + 1, v, 8)
+
+
+@cython.cfunc
+@cython.inline
+@cython.exceptval(check=False)
+def _put_be(p: cython.p_uchar, v: cython.ulonglong, n: cython.int) -> cython.p_uchar:
+    """The low ``n`` bytes of ``v``, big-endian."""
+    k: cython.int
+    for k in range(n):
+        p[k] = cython.cast(cython.uchar, (v >> (8 * (n - 1 - k))) & 0xFF)
+    return p + n
+
+
+@cython.cfunc
+@cython.exceptval(check=False)
+def _put_int(p: cython.p_uchar, v: object) -> cython.p_uchar:
+    """A Python int as msgpack writes it, or NULL when it lies outside [-2**63, 2**64)."""
+    overflow: cython.int = 0
+    x: cython.longlong = PyLong_AsLongLongAndOverflow(v, cython.address(overflow))
+    if overflow > 0:  # over 2**63 - 1: unsigned when it fits 64 bits
+        if _PyLong_NumBits(v) > 64:
+            return cython.NULL
+        return _put_uint(p, PyLong_AsUnsignedLongLongMask(v))
+    if overflow < 0:
+        return cython.NULL
+    if x >= 0:
+        return _put_uint(p, cython.cast(cython.ulonglong, x))
+    if x >= -32:
+        p[0] = cython.cast(cython.uchar, x & 0xFF)
+        return p + 1
+    if x >= -0x80:
+        p[0] = 0xD0
+        return _put_be(p + 1, cython.cast(cython.ulonglong, x), 1)
+    if x >= -0x8000:
+        p[0] = 0xD1
+        return _put_be(p + 1, cython.cast(cython.ulonglong, x), 2)
+    if x >= -0x80000000:
+        p[0] = 0xD2
+        return _put_be(p + 1, cython.cast(cython.ulonglong, x), 4)
+    p[0] = 0xD3
+    return _put_be(p + 1, cython.cast(cython.ulonglong, x), 8)
+
+
+@cython.cfunc
+@cython.exceptval(check=False)
+def _put_raw(p: cython.p_uchar, end: cython.p_uchar, data: cython.p_const_char, n: cython.Py_ssize_t,
+             binary: cython.bint) -> cython.p_uchar:
+    """A str's UTF-8 (or bytes) with msgpack's header, or NULL when it does not fit before ``end``."""
+    if end - p < n + 5:
+        return cython.NULL
+    if binary:
+        if n < 0x100:
+            p[0] = 0xC4
+            p[1] = cython.cast(cython.uchar, n)
+            p += 2
+        elif n < 0x10000:
+            p[0] = 0xC5
+            p = _put_be(p + 1, n, 2)
+        else:
+            p[0] = 0xC6
+            p = _put_be(p + 1, n, 4)
+    elif n < 32:
+        p[0] = cython.cast(cython.uchar, 0xA0 | n)
+        p += 1
+    elif n < 0x100:
+        p[0] = 0xD9
+        p[1] = cython.cast(cython.uchar, n)
+        p += 2
+    elif n < 0x10000:
+        p[0] = 0xDA
+        p = _put_be(p + 1, n, 2)
+    else:
+        p[0] = 0xDB
+        p = _put_be(p + 1, n, 4)
+    memcpy(p, data, n)
+    return p + n
+
+
+@cython.cfunc
+def _c_body(tup: Tuple, limit: cython.Py_ssize_t) -> object:
+    """:func:`encode_body`, compiled: written into a stack buffer, checked as it goes."""
+    buf: cython.uchar[1024]
+    values = tup.values
+    tv = type(values)
+    if tv is not list and tv is not tuple:
+        return None
+    root = tup._root
+    if root is None and tup._mid:
+        return None  # several trees: msgpack
+    n: cython.Py_ssize_t = len(values)
+    if n > 15:
+        return None
+    if limit < 64:
+        return None
+    start: cython.p_uchar = cython.address(buf[0])
+    p: cython.p_uchar = start
+    # while p <= end one more scalar (9 bytes) and the lineage, root and edge (27) still fit
+    end: cython.p_uchar = start + limit - 40
+    p[0] = 0x94 if root is not None else 0x92
+    p[1] = cython.cast(cython.uchar, 0x90 | n)
+    p += 2
+    size: cython.Py_ssize_t = 0
+    d: cython.double
+    bits: cython.ulonglong
+    for v in values:
+        t = type(v)
+        if t is str:
+            try:
+                data = PyUnicode_AsUTF8AndSize(v, cython.address(size))
+            except UnicodeEncodeError:  # a lone surrogate: msgpack refuses it too
+                return None
+            p = _put_raw(p, end, data, size, False)
+        elif t is int:
+            p = _put_int(p, v)
+        elif t is float:
+            d = PyFloat_AS_DOUBLE(v)
+            memcpy(cython.address(bits), cython.address(d), 8)
+            p[0] = 0xCB
+            p = _put_be(p + 1, bits, 8)
+        elif v is None:
+            p[0] = 0xC0
+            p += 1
+        elif v is True:
+            p[0] = 0xC3
+            p += 1
+        elif v is False:
+            p[0] = 0xC2
+            p += 1
+        elif t is bytes:
+            p = _put_raw(p, end, PyBytes_AS_STRING(v), len(v), True)
+        else:
+            return None
+        if p == cython.NULL or p > end:
+            return None
+    p = _put_int(p, tup.lineage) if type(tup.lineage) is int else cython.NULL
+    if p != cython.NULL and root is not None:
+        p = _put_int(p, root)
+        if p != cython.NULL:
+            p = _put_uint(p, tup._edge)
+    if p == cython.NULL or p - start > limit:
+        return None
+    return PyBytes_FromStringAndSize(cython.cast(cython.p_char, start), p - start)
+
+
+@cython.cfunc
+def _c_ints(msg: tuple) -> object:
+    """:func:`encode_ints`, compiled (None: not 2 or 4 ints in range; msgpack then decides)."""
+    buf: cython.uchar[40]
+    n: cython.Py_ssize_t = len(msg)
+    if n != 4 and n != 2:
+        return None
+    p: cython.p_uchar = cython.address(buf[0])
+    for v in msg:
+        if type(v) is not int:
+            return None
+        p = _put_int(p, v)
+        if p == cython.NULL:
+            return None
+    return PyBytes_FromStringAndSize(cython.cast(cython.p_char, cython.address(buf[0])), p - cython.address(buf[0]))
+
+
 @cython.cclass
 class TupleSender:
     """The executor threads' side of sending to other workers (``Transfer.send_tuple``,
     ``send_acker``, ``send_result``): put a tuple's body, an acker message or a verdict in its group
     in its destination's outbox.
 
-    A body whose values are plain (:func:`_plain`: msgpack cannot fail on them, and they fit
-    ``max_bytes``) is queued as a list and encoded with the rest of its group when the sender
-    drains it: one msgpack call per group. Any other body is encoded here, so a value msgpack cannot
-    carry, or a tuple over ``max_bytes``, fails the emit (and its input tuple) with a clear error.
-    Values are read when they are encoded: like Storm, which serializes on its transfer thread, a
-    component must not change a list after emitting it.
+    A body is encoded here, at emit: a plain one by :func:`encode_body`, any other by ``pack``
+    (msgpack with the Arrow hook), so a value msgpack cannot carry, or a tuple over ``max_bytes``,
+    fails the emit (and its input tuple) with a clear error. A component may change a list after
+    emitting it (Storm serializes on its transfer thread: there it must not).
 
     ``groups``: (task, source task, "component:stream") → the group's deque, made on a group's
     first tuple through ``outbox_of(task)`` (the destination's :class:`Outbox`, or None: the task
@@ -122,10 +347,10 @@ class TupleSender:
 
     def send_tuple(self, task: int, tup: Tuple) -> None:
         t: Tuple = tup
-        body = _body(t)
-        if not _plain(t.values, self.max_bytes):
+        body = _encode_body(t, self.max_bytes)
+        if body is None:
             try:
-                body = self.pack(body)
+                body = self.pack(_body(t))
             except (TypeError, ValueError, OverflowError) as exc:
                 raise ValueError(
                     f"component {t.component!r} emitted a value on stream {t.stream!r} that cannot be sent to "
@@ -149,7 +374,6 @@ class TupleSender:
             self.groups[key] = group
         group.append(body)
 
-
     def send_acker(self, task: int, msg: tuple) -> None:
         """``msg``: ``(kind, root, val, spout_task)``, integers, for an acker task elsewhere."""
         self._append(self.acker_groups, task, msg, ACKERS)
@@ -159,39 +383,15 @@ class TupleSender:
         self._append(self.result_groups, task, result, RESULTS)
 
     @cython.cfunc
-    def _append(self, groups: dict, task: object, item: object, kind: cython.int):
+    def _append(self, groups: dict, task: object, item: tuple, kind: cython.int):
+        encoded = _encode_ints(item)
         group = groups.get(task)
         if group is None:
             box = self.outbox_of(task)
             if box is None:
                 return
             group = groups[task] = box.acker_group(task) if kind == ACKERS else box.result_group(task)
-        group.append(item)
-
-
-def _tuple_bodies(items: list) -> bytes:
-    """A drained tuple group's array of bodies: the lists (plain bodies) encoded here, the bytes
-    (bodies encoded at emit) as they are."""
-    if not any(type(item) is bytes for item in items):
-        return _packb(items)  # the common case: one call, its own array header
-    parts = [array_header(len(items))]
-    run: list = []
-    for item in items:
-        if type(item) is bytes:
-            if run:
-                parts.append(_elements(run))
-                run = []
-            parts.append(item)
-        else:
-            run.append(item)
-    if run:
-        parts.append(_elements(run))
-    return b"".join(parts)
-
-
-def _elements(run: list) -> bytes:
-    """``run`` encoded as msgpack array elements, without the array's header."""
-    return _packb(run)[len(array_header(len(run))):]
+        group.append(encoded)
 
 
 class Outbox:
@@ -261,12 +461,10 @@ class Outbox:
             if n > limit - taken:
                 n = limit - taken
             pop = group.popleft
-            items = [pop() for _ in range(n)]
             parts.append(prefix)
-            if kind == TUPLES:
-                parts.append(_tuple_bodies(items))
-            else:
-                parts.append(_packb(list(chain.from_iterable(items))))
+            parts.append(array_header(n * GROUP_WIDTH[kind]))
+            for _ in range(n):
+                parts.append(pop())
             taken += n
             if taken >= limit:
                 break
