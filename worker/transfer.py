@@ -7,7 +7,7 @@ receiving task, source task and stream; acker messages per acker task; results p
 checking at emit that msgpack can carry its values (a value it cannot carry fails the emit, and
 the input tuple, with a clear error; :class:`~gale.worker.outbox.TupleSender`); sending drains
 the outboxes into batches (``topology.transfer.batch.size`` messages, every
-``topology.transfer.flush.millis``), each group one message encoded in one msgpack call, and sends
+``topology.transfer.flush.millis``), each group one message of bodies encoded at emit, and sends
 each batch as one ZeroMQ message. Receiving checks a group and hands its tuples to their task in
 one call (``deliver_many``).
 
