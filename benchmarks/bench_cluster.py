@@ -130,8 +130,12 @@ def throughput(cluster: DevCluster, seconds: float, workers: int, extra: list[st
     a1, e1 = totals(procs, offset)
     c1, dt = cpu_secs(pids), time.monotonic() - t0
     cli(cluster, "kill", name, "--wait", "0")
-    # its slots are free for the next run once nimbus has dropped it
+    # its slots are free for the next run once nimbus has dropped it, and the next window must not
+    # share the cores with its workers shutting down
+    t_kill = time.monotonic()
     wait(lambda: all(t["name"] != name for t in client.topologies()), 120, 0.2)
+    wait(lambda: not any(os.path.exists(f"/proc/{pid}") for pid in pids), 120, 0.1)
+    print(f"  ({name}: its workers exited {time.monotonic() - t_kill:.1f} s after the kill)", flush=True)
     return (a1 - a0) / dt, (e1 - e0) / dt, (c1 - c0) / max(e1 - e0, 1)
 
 
