@@ -17,6 +17,7 @@ cdef bint _plain(object values, Py_ssize_t max_bytes) noexcept
 cdef unsigned char* _put_uint(unsigned char* p, unsigned long long v) noexcept
 cdef unsigned char* _put_be(unsigned char* p, unsigned long long v, int n) noexcept
 cdef unsigned char* _put_int(unsigned char* p, object v) noexcept
+cdef unsigned char* _put_len(unsigned char* p, Py_ssize_t n, unsigned char marker8) noexcept
 cdef unsigned char* _put_raw(unsigned char* p, unsigned char* end, const char* data, Py_ssize_t n, bint binary) noexcept
 cdef object _encode_body(Tuple tup, Py_ssize_t max_bytes)
 cdef bytes _encode_ints(tuple msg)

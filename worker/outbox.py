@@ -203,36 +203,36 @@ def _put_int(p: cython.p_uchar, v: object) -> cython.p_uchar:
 
 
 @cython.cfunc
+@cython.inline
+@cython.exceptval(check=False)
+def _put_len(p: cython.p_uchar, n: cython.Py_ssize_t, marker8: cython.uchar) -> cython.p_uchar:
+    """msgpack's header of a str or bin of ``n`` bytes: ``marker8`` (str8 0xD9, bin8 0xC4) and a
+    1-byte length, or the two markers after it (16-bit, then 32-bit length)."""
+    if n < 0x100:
+        p[0] = marker8
+        p[1] = cython.cast(cython.uchar, n)
+        return p + 2
+    if n < 0x10000:
+        p[0] = marker8 + 1
+        return _put_be(p + 1, n, 2)
+    p[0] = marker8 + 2
+    return _put_be(p + 1, n, 4)
+
+
+@cython.cfunc
 @cython.exceptval(check=False)
 def _put_raw(p: cython.p_uchar, end: cython.p_uchar, data: cython.p_const_char, n: cython.Py_ssize_t,
              binary: cython.bint) -> cython.p_uchar:
     """A str's UTF-8 (or bytes) with msgpack's header, or NULL when it does not fit before ``end``."""
     if end - p < n + 5:
         return cython.NULL
-    if binary:
-        if n < 0x100:
-            p[0] = 0xC4
-            p[1] = cython.cast(cython.uchar, n)
-            p += 2
-        elif n < 0x10000:
-            p[0] = 0xC5
-            p = _put_be(p + 1, n, 2)
-        else:
-            p[0] = 0xC6
-            p = _put_be(p + 1, n, 4)
-    elif n < 32:
+    if not binary and n < 32:
         p[0] = cython.cast(cython.uchar, 0xA0 | n)
         p += 1
-    elif n < 0x100:
-        p[0] = 0xD9
-        p[1] = cython.cast(cython.uchar, n)
-        p += 2
-    elif n < 0x10000:
-        p[0] = 0xDA
-        p = _put_be(p + 1, n, 2)
+    elif binary:
+        p = _put_len(p, n, 0xC4)
     else:
-        p[0] = 0xDB
-        p = _put_be(p + 1, n, 4)
+        p = _put_len(p, n, 0xD9)
     memcpy(p, data, n)
     return p + n
 
