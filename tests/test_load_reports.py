@@ -3,7 +3,7 @@ receiver's table, and two real transfers reporting to each other over ZeroMQ."""
 
 from __future__ import annotations
 
-import time
+import threading
 
 import msgpack
 import pytest
@@ -150,8 +150,12 @@ def test_a_remote_task_is_as_loaded_as_the_worse_of_the_way_to_it_and_its_report
 
 
 class Waiting(QuietSpout):
-    def next_tuple(self):  # a millisecond in a call that waits (a database, say), then an emit
-        time.sleep(0.001)
+    """Inside a call that waits (a database that does not answer, say) until the test releases it."""
+
+    released = threading.Event()
+
+    def next_tuple(self):
+        self.released.wait()
         self.collector.emit([1])
 
 
@@ -179,4 +183,6 @@ def test_a_workers_busy_share_is_the_time_its_executor_thread_does_not_wait_for_
 
         eventually(share_in_range, 15, interval=0.3)
     finally:
+        Waiting.released.set()
         rt.stop()
+        Waiting.released.clear()
