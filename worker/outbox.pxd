@@ -13,7 +13,6 @@ cdef extern from "Python.h":
 cdef Py_ssize_t PLAIN_BODY_BYTES
 
 cdef list _body(Tuple tup)
-cdef bint _plain(object values, Py_ssize_t max_bytes) noexcept
 cdef unsigned char* _put_uint(unsigned char* p, unsigned long long v) noexcept
 cdef unsigned char* _put_be(unsigned char* p, unsigned long long v, int n) noexcept
 cdef unsigned char* _put_int(unsigned char* p, object v) noexcept

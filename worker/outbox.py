@@ -34,7 +34,7 @@ import cython
 import msgpack
 
 from gale.topology.tuple import Fields, Tuple
-from gale.worker.wire import ACKERS, GROUP_WIDTH, MAX_U64, MIN_I64, RESULTS, TUPLES
+from gale.worker.wire import ACKERS, GROUP_WIDTH, RESULTS, TUPLES
 
 _packb = msgpack.Packer(use_bin_type=True).pack
 
@@ -68,44 +68,16 @@ def _body(tup: Tuple) -> list:
     return body
 
 
-@cython.cfunc
-@cython.exceptval(check=False)
-def _plain(values: object, max_bytes: cython.Py_ssize_t) -> cython.bint:
-    """Whether msgpack is sure to encode ``values`` within ``max_bytes``: a list or tuple of str,
-    bytes, 64-bit ints, floats, bools and None, the bound summed from their lengths (a str's UTF-8
-    takes at most 4 bytes per character)."""
-    if type(values) is not list and type(values) is not tuple:
-        return False
-    size: cython.Py_ssize_t = 64  # the array headers, lineage, root and edge
-    for v in values:
-        tv = type(v)
-        if tv is str:
-            size += 5 + 4 * len(v)
-        elif tv is bytes:
-            size += 5 + len(v)
-        elif tv is int:
-            if v < MIN_I64 or v > MAX_U64:
-                return False
-            size += 9
-        elif tv is float or tv is bool or v is None:
-            size += 9
-        else:
-            return False
-        if size > max_bytes:
-            return False
-    return True
-
-
 #: the longest plain body encoded at emit in C (a stack buffer); longer ones go to msgpack
 PLAIN_BODY_BYTES = cython.declare(cython.Py_ssize_t, 1024)
 
 
 def encode_body(tup: Tuple, max_bytes: int) -> bytes | None:
-    """A tuple's body (:func:`encode_tuple`) encoded when it is *plain* — at most 15 values, each a
-    str, bytes, 64-bit int, float, bool or None, in at most one tuple tree, within ``max_bytes`` and
-    :data:`PLAIN_BODY_BYTES` — else None (the caller encodes it with msgpack, which reports what it
-    cannot carry). Compiled, the bytes are written here in one pass without a list or an int object
-    per body; in Python, msgpack writes them. Either way they are msgpack's own bytes (tested)."""
+    """A tuple's body (:func:`encode_tuple`), written in C by the compiled build when it is *plain*
+    — at most 15 values, each a str, bytes, 64-bit int, float, bool or None, in at most one tuple
+    tree, within ``max_bytes`` and :data:`PLAIN_BODY_BYTES` — in one pass without a list or an int
+    object per body; msgpack's own bytes (tested). Else, and always in Python, None: the caller
+    encodes the body with msgpack, which reports what it cannot carry."""
     return _encode_body(tup, max_bytes)
 
 
@@ -118,16 +90,9 @@ def encode_ints(msg: tuple) -> bytes:
 
 @cython.cfunc
 def _encode_body(tup: Tuple, max_bytes: cython.Py_ssize_t) -> object:
-    limit: cython.Py_ssize_t = max_bytes if max_bytes < PLAIN_BODY_BYTES else PLAIN_BODY_BYTES
     if cython.compiled:
-        return _c_body(tup, limit)
-    if tup._mid or not _plain(tup.values, limit) or len(tup.values) > 15:
-        return None
-    try:
-        body = _packb(_body(tup))
-    except ValueError:  # a str with a lone surrogate: left to the caller, which reports it
-        return None
-    return body if len(body) <= limit else None
+        return _c_body(tup, max_bytes if max_bytes < PLAIN_BODY_BYTES else PLAIN_BODY_BYTES)
+    return None
 
 
 @cython.cfunc
@@ -350,7 +315,7 @@ class TupleSender:
         body = _encode_body(t, self.max_bytes)
         if body is None:
             try:
-                body = self.pack(_body(t))
+                body = encode_tuple(self.pack, t)
             except (TypeError, ValueError, OverflowError) as exc:
                 raise ValueError(
                     f"component {t.component!r} emitted a value on stream {t.stream!r} that cannot be sent to "

@@ -225,7 +225,6 @@ class WorkerRuntime:
         self.builtin_hash = remote is None or process_hash_is_shared()
         self.acker_tasks = layout.component_tasks(ACKER_COMPONENT)
         self.acking = bool(self.acker_tasks)
-        self._n_ackers = len(self.acker_tasks)
         self._stream_fields: dict[tuple[str, str], Fields] = {
             (cid, sid): Fields(s.fields, f"{cid}:{sid}")
             for cid, comp in self.defn.components.items()
@@ -399,10 +398,7 @@ class WorkerRuntime:
 
     def single_acker_queue(self) -> Any:
         """The input deque of the topology's only acker task when it runs in this process."""
-        if len(self.acker_tasks) == 1 and self.acker_tasks[0] in self._local:
-            task = self.acker_tasks[0]
-            return self._local[task].queues[task]
-        return None
+        return self.delivery.single_acker
 
     def deliver(self, task: int, payload: Any) -> bool:
         """Hand a payload that arrived from another worker to a local task's executor."""
