@@ -83,14 +83,17 @@ def workers_of(client: NimbusClient, name: str) -> list[dict]:
     return list(found.values())
 
 
-def totals(workers: list[dict], offset: int) -> tuple[int, int]:
+def totals(workers: list[dict], offset: int) -> tuple[int, int, list[dict[str, int]]]:
     """Sentences acked and bolt tuples executed so far, read from every worker's /metrics (exact at
-    the moment of reading; nimbus's figures move once a heartbeat)."""
+    the moment of reading; nimbus's figures move once a heartbeat), and each worker's executed
+    tuples by component (``sentences``: the spout tuples it acked)."""
     acked = executed = 0
+    per_worker: list[dict[str, int]] = []
     for w in workers:
         host = "127.0.0.1" if w["host"] in ("localhost", "") else w["host"]
         with urllib.request.urlopen(f"http://{host}:{w['port'] + offset}/metrics", timeout=10) as resp:
             text = resp.read().decode()
+        mine = {"sentences": 0, "split": 0, "count": 0, "__acker": 0}
         for family in text_string_to_metric_families(text):
             for sample in family.samples:
                 if not sample.name.endswith("_total"):
@@ -98,9 +101,25 @@ def totals(workers: list[dict], offset: int) -> tuple[int, int]:
                 component = sample.labels.get("component")
                 if family.name == "gale_worker_tuples_acked" and component == "sentences":
                     acked += int(sample.value)
-                elif family.name == "gale_worker_tuples_executed" and component in ("split", "count"):
-                    executed += int(sample.value)
-    return acked, executed
+                    mine["sentences"] += int(sample.value)
+                elif family.name == "gale_worker_tuples_executed" and component in mine:
+                    mine[component] += int(sample.value)
+                    if component in ("split", "count"):
+                        executed += int(sample.value)
+        per_worker.append(mine)
+    return acked, executed, per_worker
+
+
+def shares(before: list[dict[str, int]], after: list[dict[str, int]]) -> str:
+    """Where the work ran over a window: the spout's worker's share of each bolt's executions."""
+    done = [{k: a[k] - b[k] for k in a} for b, a in zip(before, after)]
+    spout = max(done, key=lambda d: d["sentences"])
+    parts = []
+    for component in ("split", "count", "__acker"):
+        total = sum(d[component] for d in done)
+        if total:
+            parts.append(f"{component} {100 * spout[component] / total:.0f}%")
+    return ", ".join(parts)
 
 
 def cpu_secs(pids: list[int]) -> float:
@@ -124,10 +143,10 @@ def throughput(cluster: DevCluster, seconds: float, workers: int, extra: list[st
     offset = int(cluster.base_conf().get("worker.metrics.port.offset", 1000))
     time.sleep(WARMUP_SECS)  # the workers connect, the load-aware shuffle settles
     pids = [w["pid"] for w in procs]
-    a0, e0 = totals(procs, offset)
+    a0, e0, w0 = totals(procs, offset)
     c0, t0 = cpu_secs(pids), time.monotonic()
     time.sleep(seconds)
-    a1, e1 = totals(procs, offset)
+    a1, e1, w1 = totals(procs, offset)
     c1, dt = cpu_secs(pids), time.monotonic() - t0
     cli(cluster, "kill", name, "--wait", "0")
     # its slots are free for the next run once nimbus has dropped it, and the next window must not
@@ -135,6 +154,8 @@ def throughput(cluster: DevCluster, seconds: float, workers: int, extra: list[st
     t_kill = time.monotonic()
     wait(lambda: all(t["name"] != name for t in client.topologies()), 120, 0.2)
     wait(lambda: not any(os.path.exists(f"/proc/{pid}") for pid in pids), 120, 0.1)
+    if workers > 1:
+        print(f"  ({name}: the spout's worker ran {shares(w0, w1)} of the executions)", flush=True)
     print(f"  ({name}: its workers exited {time.monotonic() - t_kill:.1f} s after the kill)", flush=True)
     return (a1 - a0) / dt, (e1 - e0) / dt, (c1 - c0) / max(e1 - e0, 1)
 

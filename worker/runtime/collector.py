@@ -29,7 +29,7 @@ from gale.topology.tuple import Fields, Tuple, new_tracked, new_tuple
 from gale.worker.runtime import lineage as _lineage
 from gale.worker.runtime.acker import ACK, FAIL, INIT, RESET
 from gale.worker.state.epochs import with_generation
-from gale.worker.runtime.anchoring import Rand, steer_root
+from gale.worker.runtime.anchoring import Rand
 from gale.worker.runtime.grouping import DirectGrouper, Grouper
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -303,8 +303,12 @@ class SpoutOutputCollector(_Collector):
         fields, task = route.fields, self.task
         if msg_id is not None and self._acking:
             root = self._new_id() | 2  # anchoring.new_root_id
-            if self._steer is not None:
-                root = steer_root(root, *self._steer)
+            steer = self._steer
+            if steer is not None:  # anchoring.steer_root, inlined
+                n_ackers = steer[0]
+                root = root - root % n_ackers + steer[1]
+                if root < 2:
+                    root += n_ackers
             if self._generation is not None:
                 root = with_generation(root, self._generation, *(self._steer or (1, 0)))
             xor = 0

@@ -68,8 +68,10 @@ MAX_WEIGHT = 10
 #: spilling past the scope (see LoadAwareShuffleGrouper.refresh): the busy share at which the
 #: scope's workers count as hot, the gap to the far workers' that is noise, the share added per
 #: refresh per unit of gap, the busy share under which the scope's workers have time to spare (no
-#: spill), the cap
-SPILL_HOT, SPILL_DEADBAND, SPILL_GAIN, SPILL_COOL, MAX_SPILL = 0.8, 0.1, 0.5, 0.5, 0.9
+#: spill), the cap (at 1.0 each near task still keeps one slot of a spilling shuffle's list: a
+#: spout's worker at a full core hands the other worker all it will take, which a cap of 0.9 did
+#: not while the other worker idled 10-14% of the time; docs/benchmarks.md)
+SPILL_HOT, SPILL_DEADBAND, SPILL_GAIN, SPILL_COOL, MAX_SPILL = 0.8, 0.1, 0.5, 0.5, 1.0
 #: choices in one cycle of a spilling shuffle's list (at least; 1% of the choices each)
 SPILL_SLOTS = 100
 
