@@ -6,8 +6,8 @@ Run: ``.venv/bin/python -m benchmarks.bench_cluster [--seconds S] [--rounds R] [
 ``topology.disable.loadaware.messaging=true``)
 
 Starts its own ZooKeeper, a nimbus and 2 supervisors (processes, as in production) with Storm's
-default timeouts except where printed. The word count (acking on, ``topology.max.spout.pending``
-5,000) runs on each worker count in turn, ``--rounds`` times (default 3), each a fresh submission
+default timeouts except where printed. The word count (``examples/word_count.py`` as shipped: acking
+on, ``topology.max.spout.pending`` 2,000; ``-c`` overrides) runs on each worker count in turn, ``--rounds`` times (default 3), each a fresh submission
 measured over a ``--seconds`` window (default 15) after a warm-up; counts come from the workers'
 own ``/metrics``, CPU from ``/proc``. Alternating puts both worker counts under the same drift of
 the machine's speed. Prints ``name: value unit`` lines:
@@ -138,7 +138,7 @@ def throughput(cluster: DevCluster, seconds: float, workers: int, extra: list[st
     client = NimbusClient(cluster.client_conf())
     name = f"wcbench{workers}"
     cli(cluster, "submit", str(WORD_COUNT), "--name", name, "--wait", "-c", f"topology.workers={workers}",
-        "-c", "topology.max.spout.pending=5000", *[a for kv in extra for a in ("-c", kv)])
+        *[a for kv in extra for a in ("-c", kv)])
     procs = wait(lambda: (lambda ws: ws if len(ws) == workers else None)(workers_of(client, name)), 120, 0.2)
     offset = int(cluster.base_conf().get("worker.metrics.port.offset", 1000))
     time.sleep(WARMUP_SECS)  # the workers connect, the load-aware shuffle settles
