@@ -54,6 +54,8 @@ SESSION_MS = 20000
 MONITOR_SECS = 10
 #: after submitting, before a window opens: workers connect and the load-aware shuffle settles
 WARMUP_SECS = 8
+#: the word count's bolts and the acker, whose executions a window counts per worker
+BOLTS = ("split", "count", "__acker")
 
 
 def cli(cluster: DevCluster, *args: str) -> str:
@@ -93,7 +95,7 @@ def totals(workers: list[dict], offset: int) -> tuple[int, int, list[dict[str, i
         host = "127.0.0.1" if w["host"] in ("localhost", "") else w["host"]
         with urllib.request.urlopen(f"http://{host}:{w['port'] + offset}/metrics", timeout=10) as resp:
             text = resp.read().decode()
-        mine = {"sentences": 0, "split": 0, "count": 0, "__acker": 0}
+        mine = {"sentences": 0, **{c: 0 for c in BOLTS}}
         for family in text_string_to_metric_families(text):
             for sample in family.samples:
                 if not sample.name.endswith("_total"):
@@ -102,7 +104,7 @@ def totals(workers: list[dict], offset: int) -> tuple[int, int, list[dict[str, i
                 if family.name == "gale_worker_tuples_acked" and component == "sentences":
                     acked += int(sample.value)
                     mine["sentences"] += int(sample.value)
-                elif family.name == "gale_worker_tuples_executed" and component in mine:
+                elif family.name == "gale_worker_tuples_executed" and component in BOLTS:
                     mine[component] += int(sample.value)
                     if component in ("split", "count"):
                         executed += int(sample.value)
@@ -115,7 +117,7 @@ def shares(before: list[dict[str, int]], after: list[dict[str, int]]) -> str:
     done = [{k: a[k] - b[k] for k in a} for b, a in zip(before, after)]
     spout = max(done, key=lambda d: d["sentences"])
     parts = []
-    for component in ("split", "count", "__acker"):
+    for component in BOLTS:
         total = sum(d[component] for d in done)
         if total:
             parts.append(f"{component} {100 * spout[component] / total:.0f}%")
