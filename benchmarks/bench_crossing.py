@@ -8,11 +8,22 @@ one), acking on, run by real worker runtimes with their real transfers (ZeroMQ o
 sealed batches), each worker a process of its own as in a cluster. The spout and the acker are
 pinned in worker A (this process); the sink is pinned in worker A (*local*: no other worker) or in
 worker B, a child process (*crossing*: every tuple crosses to B, its ack crosses back to A's
-acker). A run counts the CPU of both processes (every thread) from the spout's first emit until
-every tuple is acked. Prints, best of ``--rounds`` alternating runs, microseconds of CPU per tuple:
+acker). A run counts the CPU of both processes (every thread) in its steady state: from the moment the
+first ``--warmup`` share of the tuples (10%) has been acked until every tuple is acked, per tuple
+acked in that span. The first fraction of a second of a crossing run costs up to twice what
+follows (B connects and takes its first batches while the spout fills its pending limit), and
+is a start-up cost, not a tuple's. Prints, best of ``--rounds`` alternating runs, microseconds of
+CPU per tuple:
 
+* ``crossing_{local,remote}_runN_tuple_cpu_us``: every run, and for a crossing run the share of
+  it spent by each worker (``a``, ``b``);
 * ``crossing_local_tuple_cpu_us`` and ``crossing_remote_tuple_cpu_us``: the two pinnings;
 * ``crossing_vs_local``: their ratio (target: at most 2).
+
+``--pin`` puts each worker process on a core of its own (A on the first CPU it may use, B on the
+second), a diagnostic: on the 2-vCPU machine of ``docs/benchmarks.md`` an unpinned crossing run
+sometimes settles with A's executor thread sharing a core and costing 1.5× as much per tuple, for
+seconds at a time.
 
 Until stop 29 both workers ran in this one process: their executor threads then took turns at one
 interpreter lock, which no two workers of a cluster do, and that contention was counted as the
@@ -121,15 +132,22 @@ def _worker_b(n: int, port: int, a_port: int, a_tasks: list[int], pipe) -> None:
     pipe.send(b.transfer.stats["sent_messages"])
 
 
+def _pin(pid: int, cpu: int) -> None:
+    """Every thread of the process ``pid`` (and those it starts later) on ``cpu``."""
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        os.sched_setaffinity(int(tid), {cpu})
+
+
 def _process_cpu(pid: int) -> float:
     with open(f"/proc/{pid}/stat") as f:
         fields = f.read().rpartition(")")[2].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def run(n: int, remote: bool) -> tuple[float, dict[str, int]]:
-    """CPU seconds of the workers' processes to have ``n`` tuples emitted, executed and acked, and
-    the messages each worker's transfer sent (``a``, ``b``)."""
+def run(n: int, remote: bool, warmup: float = 0.1, pin: str | None = None) -> tuple[float, dict[str, float], dict[str, int]]:
+    """Microseconds of CPU of the workers' processes a tuple, emitted, executed and acked, after the
+    first ``warmup`` share of ``n`` tuples; each worker's part of it; and the messages each
+    worker's transfer sent over the whole run (``a``, ``b``)."""
     topo, conf, layout = _topology(n)
     of = layout.component_executors
     a = _Worker(topo, conf, layout, of["src"] + of[ACKER_COMPONENT] + ([] if remote else of["sink"]))
@@ -149,16 +167,28 @@ def run(n: int, remote: bool) -> tuple[float, dict[str, int]]:
     _acked[0] = 0
     a.start()
     sent = {"a": 0, "b": 0}
+    if pin:
+        cpus = sorted(os.sched_getaffinity(0))
+        _pin(os.getpid(), cpus[0])
+        if child is not None:
+            _pin(child.pid, cpus[0] if pin == "one" else cpus[1 % len(cpus)])
     try:
         gc.collect()
-        c0 = time.process_time() + (_process_cpu(child.pid) if child else 0.0)
+        # counted from the first emit, until the warm-up share is seen acked (a run too short to
+        # see it is counted whole)
+        start = (0, time.process_time(), _process_cpu(child.pid) if child else 0.0)
+        warm = warmup <= 0
         _go.set()
         deadline = time.monotonic() + 600
         while _acked[0] < n:
             if time.monotonic() > deadline:
                 raise RuntimeError(f"only {_acked[0]} of {n} tuples acked in 600 s")
+            if not warm and _acked[0] >= warmup * n:
+                warm = True  # the steady state begins: CPU and tuples counted from here
+                start = (_acked[0], time.process_time(), _process_cpu(child.pid) if child else 0.0)
             time.sleep(0.005)  # the benchmark's own polling (its CPU is counted, and small)
-        secs = time.process_time() + (_process_cpu(child.pid) if child else 0.0) - c0
+        done, cpu_a, cpu_b = n - start[0], time.process_time() - start[1], \
+            (_process_cpu(child.pid) - start[2]) if child else 0.0
         sent["a"] = a.transfer.stats["sent_messages"]
     finally:
         a.stop()
@@ -169,20 +199,26 @@ def run(n: int, remote: bool) -> tuple[float, dict[str, int]]:
             child.join(30)
             if child.is_alive():
                 child.kill()
-    return secs, sent
+    return (cpu_a + cpu_b) / done * 1e6, {"a": cpu_a / done * 1e6, "b": cpu_b / done * 1e6}, sent
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--tuples", type=int, default=200_000)
+    parser.add_argument("--tuples", type=int, default=1_000_000)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--warmup", type=float, default=0.1,
+                        help="share of the tuples acked before CPU is counted (default 0.1)")
+    parser.add_argument("--pin", choices=("two", "one"),
+                        help="each worker process on a core of its own (two), or both on one core (one)")
     args = parser.parse_args()
+    if not 0 <= args.warmup < 1:
+        parser.error("--warmup is a share of the tuples: at least 0, under 1")
     best = {"local": float("inf"), "remote": float("inf")}
     for r in range(args.rounds):
         for kind in ("local", "remote"):
-            secs, _ = run(args.tuples, kind == "remote")
-            per = secs / args.tuples * 1e6
-            print(f"crossing_{kind}_run{r + 1}_tuple_cpu_us: {per:.2f} us")
+            per, parts, _ = run(args.tuples, kind == "remote", args.warmup, args.pin)
+            split = f" (a {parts['a']:.2f}, b {parts['b']:.2f})" if kind == "remote" else ""
+            print(f"crossing_{kind}_run{r + 1}_tuple_cpu_us: {per:.2f} us{split}")
             best[kind] = min(best[kind], per)
     print(f"crossing_local_tuple_cpu_us: {best['local']:.2f} us")
     print(f"crossing_remote_tuple_cpu_us: {best['remote']:.2f} us")
