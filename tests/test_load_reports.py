@@ -8,10 +8,11 @@ import threading
 import msgpack
 import pytest
 
-from gale import TopologyBuilder
+from gale import Bolt, Spout, TopologyBuilder
 from gale.topology.definition import TopologyTasks
 from gale.topology.tuple import Fields
 from gale.worker.loads import FRESH_SECS, BusyMeter, PeerLoads, encode_report
+from gale.worker.daemon import message_roles, subscriptions
 from gale.worker.transfer import TUPLE, Transfer
 from gale.worker.local import local_conf
 from gale.worker.runtime.runtime import WorkerRuntime
@@ -186,3 +187,147 @@ def test_a_workers_busy_share_is_the_time_its_executor_thread_does_not_wait_for_
         Waiting.released.set()
         rt.stop()
         Waiting.released.clear()
+
+
+# ---------------------------------------------------------------------- backpressure between workers
+
+
+def test_a_task_reported_full_holds_back_until_a_report_says_it_drained_or_reports_go_stale():
+    clock = Ticks(10.0)
+    peers = PeerLoads(clock)
+    assert not peers.full()
+    peers.take(500, [3, 1000, 4, 10])  # worker B: task 3's queue is full
+    assert peers.full()
+    peers.take(500, [5, 999])  # worker C, not full, does not clear B's task
+    assert peers.full()
+    peers.take(500, [3, 998, 4, 10])  # B's task 3 drained
+    assert not peers.full() and peers.full_tasks == {}
+    peers.take(500, [5, 1000])
+    clock.t += FRESH_SECS
+    assert peers.full()
+    clock.t += 0.5  # C stopped reporting while full: it holds no one back any longer
+    assert not peers.full()
+
+
+def test_a_worker_reports_when_it_gets_a_full_queue_or_drains_it_not_only_once_a_second():
+    state = {"full": False}
+    t = _transfer(1, {})
+    t.local_loads = lambda: [(3, 1.0 if state["full"] else 0.2)]
+    t.local_full = lambda: state["full"]
+    now = 100.0
+    assert msgpack.unpackb(t._load_report(now))[2] == [3, 200]
+    assert t._load_report(now + 0.5) is None  # within the period, nothing changed
+    state["full"] = True
+    assert msgpack.unpackb(t._load_report(now + 0.5))[2] == [3, 1000]
+    assert t._load_report(now + 0.6) is None
+    state["full"] = False
+    assert msgpack.unpackb(t._load_report(now + 0.6))[2] == [3, 200]
+    assert t._load_report(now + 0.7) is None and t._load_report(now + 1.6) is not None
+
+
+def test_a_worker_whose_peer_reports_a_full_queue_is_congested_until_the_peer_reports_it_drained():
+    a_port, b_port = free_port(), free_port()
+    state = {"full": False}
+    a, b = _transfer(a_port, {1: 0.0}), _transfer(b_port, {})
+    b.local_loads = lambda: [(3, 1.0 if state["full"] else 0.2)]
+    b.local_full = lambda: state["full"]
+    try:
+        a.set_routes({3: f"127.0.0.1:{b_port}"})
+        b.set_routes({1: f"127.0.0.1:{a_port}"})
+        a.start()
+        b.start()
+        eventually(lambda: _equal(a.load_of(3), 0.2), 15)
+        assert not a.congested()
+        state["full"] = True
+        eventually(lambda: _equal(a.congested(), True), 15)
+        assert a.load_of(3) == 1.0
+        state["full"] = False
+        eventually(lambda: _equal(a.congested(), False), 15)
+    finally:
+        a.close(0.1)
+        b.close(0.1)
+
+
+class Flood(Spout):
+    """Emits ``LIMIT`` unanchored tuples as fast as it is asked (no pending limit applies)."""
+
+    LIMIT = 20_000
+    emitted = 0
+
+    def declare_output_fields(self, declarer):
+        declarer.declare(["v"])
+
+    def next_tuple(self):
+        if Flood.emitted < Flood.LIMIT:
+            Flood.emitted += 1
+            self.collector.emit([Flood.emitted])
+
+
+class Blocked(Bolt):
+    """Waits inside its first ``execute`` until the test releases it; counts what it executes."""
+
+    released = threading.Event()
+    executed = 0
+
+    def execute(self, tup):
+        Blocked.released.wait()
+        Blocked.executed += 1
+
+
+class _Worker:
+    """A worker runtime and its transfer, wired as ``gale.worker.daemon.Worker`` wires them."""
+
+    def __init__(self, topo, conf, layout, component: str):
+        self.port = free_port()
+        self.transfer = Transfer(
+            bind_host="127.0.0.1", port=self.port, secret=SECRET,
+            deliver=lambda task, payload: self.runtime.deliver(task, payload),
+            deliver_many=lambda task, payloads: self.runtime.deliver_many(task, payloads),
+            fields_for=lambda c, s: self.runtime._stream_fields.get((c, s)))
+        self.runtime = WorkerRuntime(topo, topology_id="bp", conf=conf, layout=layout,
+                                     executors=layout.component_executors[component],
+                                     remote=self.transfer, io=self.transfer)
+        self.transfer.local_loads = self.runtime.local_loads
+        self.transfer.local_full = self.runtime.queue_full
+        self.tasks = [t for start, end in layout.component_executors[component] for t in range(start, end + 1)]
+
+
+def test_a_full_queue_in_one_worker_pauses_the_spout_in_another_and_nothing_is_lost():
+    """A bolt stuck in a call (its worker's only executor thread with it) lets its queue fill; its
+    worker's standby thread still takes batches and reports the full queue, and the spout's worker
+    stops emitting instead of piling the flood into that queue. Released, every tuple arrives."""
+    builder = TopologyBuilder()
+    builder.set_spout("flood", Flood, 1)
+    builder.set_bolt("stuck", Blocked, 1).shuffle_grouping("flood")
+    topo = builder.create_topology()
+    conf = local_conf(topo, {"topology.workers": 2, "topology.acker.executors": 0,
+                             "topology.executor.receive.buffer.size": 100})
+    layout = TopologyTasks(topo.definition, conf, 2)
+    Flood.emitted, Blocked.executed = 0, 0
+    Blocked.released.clear()
+    a, b = _Worker(topo, conf, layout, "flood"), _Worker(topo, conf, layout, "stuck")
+    a.transfer.set_routes({t: f"127.0.0.1:{b.port}" for t in b.tasks})
+    b.transfer.set_routes({t: f"127.0.0.1:{a.port}" for t in a.tasks})
+    for w in (a, b):
+        w.transfer.set_roles(message_roles(w.runtime), subscriptions(w.runtime))
+        w.transfer.start()
+    b.runtime.start(active=True)
+    a.runtime.start(active=True)
+    try:
+        eventually(lambda: _equal(a.transfer.peer_loads.full(), True), 15)
+        held_at = Flood.emitted
+        reports = b.transfer.stats["load_reports_sent"]
+        # two more of the stuck worker's periodic reports: a second and more with the spout held
+        eventually(lambda: _equal(b.transfer.stats["load_reports_sent"] >= reports + 2, True), 15)
+        assert a.runtime.congested and Flood.emitted < Flood.LIMIT // 2
+        assert Flood.emitted - held_at < 1000, (held_at, Flood.emitted)  # a round's emits at most
+        Blocked.released.set()
+        eventually(lambda: _equal(Blocked.executed, Flood.LIMIT), 30)
+        assert a.transfer.stats["dropped_messages"] == 0
+        assert a.transfer.stats["invalid_messages"] == b.transfer.stats["invalid_messages"] == 0
+        eventually(lambda: _equal(a.runtime.congested, False), 15)
+    finally:
+        Blocked.released.set()
+        for w in (a, b):
+            w.runtime.stop()
+            w.transfer.close(0.1)

@@ -336,6 +336,7 @@ class Worker:
         )
         self._fields = self.runtime._stream_fields
         self.transfer.local_loads = self.runtime.local_loads
+        self.transfer.local_full = self.runtime.queue_full
         self.transfer.busy_time = self.runtime.busy_time
         self.transfer.set_roles(message_roles(self.runtime), subscriptions(self.runtime))
         self.transfer.start()

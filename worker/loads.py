@@ -16,6 +16,15 @@ The report is a ``LOADS`` wire message (:mod:`gale.worker.wire`), sent once ever
 ``[6, busy_permille, [task, load_permille, ...]]``. A receiver keeps each task's last report for
 :data:`FRESH_SECS`; an older one, or none, is unknown (the shuffle then judges by what it sees
 locally, as before).
+
+**Backpressure between workers.** A task whose receive queue is full (its load reported as 1000
+per mille: ``topology.executor.receive.buffer.size`` tuples waiting) is *full*. A worker sends a
+report at once, not at the next second, when it gets a full queue or its last full queue drains
+(:attr:`gale.worker.transfer.Transfer.local_full`), and a receiver's :meth:`PeerLoads.full` is
+true while any fresh report says a task is full: the receiving worker's spouts then pause, as they
+do for a full queue of their own. Storm 2 does the same in-band (``BackPressureTracker``: a worker
+tells its peers which of its tasks are full, and their emits to those tasks wait). A peer that stops
+reporting holds back no one once its reports are stale.
 """
 
 from __future__ import annotations
@@ -76,6 +85,9 @@ class PeerLoads:
     def __init__(self, monotonic: Callable[[], float] = time.monotonic):
         self._monotonic = monotonic
         self._tasks: dict[int, tuple[float, float | None, float]] = {}
+        #: full task → when a report last said so. Replaced, never changed, by :meth:`take`, so an
+        #: executor thread reading it in :meth:`full` sees one report's result or the next's
+        self.full_tasks: dict[int, float] = {}
 
     def take(self, busy_permille: int, flat: list[int]) -> None:
         """A checked report (see :func:`gale.worker.wire.BatchDecoder`): busy share −1 (unknown) or
@@ -83,8 +95,28 @@ class PeerLoads:
         now = self._monotonic()
         busy = None if busy_permille < 0 else busy_permille / SCALE
         tasks = self._tasks
+        full = self.full_tasks
+        changed = None
         for i in range(0, len(flat) - 1, 2):
-            tasks[flat[i]] = (flat[i + 1] / SCALE, busy, now)
+            task, load = flat[i], flat[i + 1]
+            tasks[task] = (load / SCALE, busy, now)
+            if load >= SCALE or task in full:
+                if changed is None:
+                    changed = dict(full)
+                if load >= SCALE:
+                    changed[task] = now
+                else:
+                    del changed[task]
+        if changed is not None:
+            self.full_tasks = changed
+
+    def full(self) -> bool:
+        """Whether a fresh report says a peer's task has a full receive queue (backpressure)."""
+        full = self.full_tasks
+        if not full:
+            return False
+        oldest = self._monotonic() - FRESH_SECS
+        return any(at >= oldest for at in full.values())
 
     def _fresh(self, task: int) -> tuple[float, float | None, float] | None:
         entry = self._tasks.get(task)

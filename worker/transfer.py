@@ -50,7 +50,10 @@ Once a second (:data:`gale.worker.loads.REPORT_SECS`) the sender puts this worke
 how busy its executor threads were and its tasks' queue fill, a ``LOADS`` message — in front of the next batch
 to every worker it has a route to, or sends it alone (and drops it, rather than holding it, when that
 worker does not take it). What peers report is in :attr:`Transfer.peer_loads`; :meth:`load_of`,
-:meth:`busy_of` and :meth:`own_busy` are what the load-aware shuffle reads.
+:meth:`busy_of` and :meth:`own_busy` are what the load-aware shuffle reads. A worker that gets a
+full receive queue, or whose last full queue drains (:attr:`Transfer.local_full`), reports at its
+next send; while a peer's fresh report has a full task, :meth:`Transfer.congested` is true and
+local spouts pause (backpressure between workers, as Storm 2's in-band backpressure status).
 
 The slot port is bound on the address ``storm.local.hostname`` resolves to (see
 :func:`gale.worker.daemon.slot_bind_host`), not on every interface.
@@ -147,6 +150,10 @@ class Transfer:
         self.peer_loads = PeerLoads(clock.monotonic)
         #: this worker's tasks and their queue loads (0..1), for the reports; set by the worker
         self.local_loads: Callable[[], Iterable[tuple[int, float]]] = tuple
+        #: whether a task of this worker has a full receive queue; set by the worker. A change is
+        #: reported to the peers at the next send, not at the next report period (backpressure)
+        self.local_full: Callable[[], bool] = bool
+        self._reported_full = False
         self._next_report = 0.0
         self._identities: dict[str, str] = {}
         self.batch_size = batch_size
@@ -315,8 +322,12 @@ class Transfer:
         self.peer_loads.take(busy_permille, flat)
 
     def _load_report(self, now: float) -> bytes | None:
-        """Every REPORT_SECS: this worker's ``LOADS`` message, encoded (sent to every peer)."""
-        if now < self._next_report:
+        """Every REPORT_SECS, and at once when this worker gets a full queue or its last one drains:
+        this worker's ``LOADS`` message, encoded (sent to every peer)."""
+        full = self.local_full()
+        if full != self._reported_full:
+            self._reported_full = full
+        elif now < self._next_report:
             return None
         self._next_report = now + REPORT_SECS
         try:
@@ -343,14 +354,16 @@ class Transfer:
     # called on executor threads ------------------------------------------
 
     def congested(self) -> bool:
-        """True while a live destination is backed up (never for destinations that are down)."""
+        """True while a live destination is backed up (never for destinations that are down), or a
+        peer's fresh report says one of its tasks has a full receive queue."""
         hw = self.high_water
         for address, box in list(self.outboxes.items()):
             if address in self._down:
                 continue
             if self._held.get(address) or box.queued() > hw:
                 return True
-        return False
+        peers = self.peer_loads
+        return bool(peers.full_tasks) and peers.full()
 
     # ------------------------------------------------------------------ moving batches
 

@@ -37,6 +37,8 @@ log = get_logger("runtime")
 
 #: how often load-aware shuffles re-read loads and move their scope
 LOAD_REFRESH_SECS = 1.0
+#: the most a queue that is not full reports (a report's 1000 per mille means full: backpressure)
+NOT_FULL = 0.999
 
 
 def raise_gc_threshold(threshold: int | None) -> None:
@@ -345,9 +347,15 @@ class WorkerRuntime:
         return self.remote.load_of(task) if self.remote is not None else 1.0
 
     def local_loads(self) -> list[tuple[int, float]]:
-        """Each task of this worker and how full its input queue is (0..1): the worker's load report."""
+        """Each task of this worker and how full its input queue is (0..1): the worker's load report.
+        1 means full (more than ``queue_high_water`` waiting, as :meth:`queue_full` judges it: peers
+        pause their spouts); a queue not over it reads at most 0.999."""
         hw = self.queue_high_water
-        return [(task, min(len(ex.queues[task]) / hw, 1.0)) for task, ex in list(self._local.items())]
+        loads = []
+        for task, ex in list(self._local.items()):
+            n = len(ex.queues[task])
+            loads.append((task, 1.0 if n > hw else min(n / hw, NOT_FULL)))
+        return loads
 
     def task_busy(self, task: int) -> float | None:
         """The busy share (0..1) of the worker hosting ``task`` (None: not known)."""
@@ -495,13 +503,19 @@ class WorkerRuntime:
         for t in self.threads:
             t.fire_timers(now)
 
-    def update_congestion(self) -> None:
+    def queue_full(self) -> bool:
+        """Whether a queue of this worker holds more than ``queue_high_water`` tuples (any thread:
+        the transfer reports it to the peers, even while every executor thread is inside a call)."""
         hw = self.queue_high_water
-        congested = False
         for q in self._all_queues:
             if len(q) > hw:
-                congested = True
-                break
+                return True
+        return False
+
+    def update_congestion(self) -> None:
+        """Spouts pause (:attr:`congested`) while a queue of this worker is full, the way to a peer
+        is backed up, or a peer reports a full queue."""
+        congested = self.queue_full()
         if not congested and self.remote is not None:
             congested = self.remote.congested()
         self.congested = congested
