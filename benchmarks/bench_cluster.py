@@ -21,6 +21,10 @@ the machine's speed. Prints ``name: value unit`` lines:
   that moves less than the rates when other work shares the machine;
 * ``cluster_two_workers_vs_one_by_round`` and ``cluster_two_workers_vs_one``: the 2-worker rate
   over the 1-worker rate, per round and of the means (issue 15's target: more than 1);
+* ``cluster_host_pair_cost_by_round``: before and after each 2-worker window, what the host
+  charged for two busy processes (:mod:`benchmarks.host_pair`: a fixed Python job's CPU beside a
+  copy of itself over alone; 1.0 is two full cores) — a 2-worker window taken at 1.4× is not
+  comparable with one at 1.0×;
 * ``worker_kill_to_processing_secs`` — ``kill -9`` of the worker running a spout task, until that
   spout task acks again (the supervisor sees the process exit and relaunches at once);
 * ``supervisor_loss_to_running_elsewhere_secs`` — ``kill -9`` of a supervisor and its workers,
@@ -43,6 +47,7 @@ from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from benchmarks.host_pair import pair_cost
 from gale.zkserver import ZooKeeperServer
 from gale.nimbus.client import NimbusClient
 from gale.nimbus.devcluster import DevCluster
@@ -166,12 +171,19 @@ def compare(cluster: DevCluster, seconds: float, counts: list[int], rounds: int,
     """Measure the word count on each worker count in turn, ``rounds`` times, and print each
     window and the means (the machine's speed drifts: alternating puts both counts under it)."""
     runs: dict[int, list[tuple[float, float, float]]] = {w: [] for w in counts}
+    host: list[str] = []
     for r in range(rounds):
         for w in counts:
+            before = pair_cost(2) if w > 1 else None
             sentences, executed, cpu = throughput(cluster, seconds, w, extra)
             runs[w].append((sentences, executed, cpu))
+            cost = ""
+            if before is not None:
+                after = pair_cost(2)
+                host.append(f"{before:.2f}/{after:.2f}")
+                cost = f" (host: a busy pair cost {before:.2f}x before, {after:.2f}x after)"
             print(f"round {r + 1}, {w} worker{'s' if w > 1 else ''}: {sentences:.0f} sentences/s, {executed:.0f} "
-                  f"bolt-executed tuples/s, {cpu * 1e6:.2f} us CPU a tuple", flush=True)
+                  f"bolt-executed tuples/s, {cpu * 1e6:.2f} us CPU a tuple{cost}", flush=True)
     for w, got in runs.items():
         # the figures without a suffix are the 2-worker run's (their names predate --workers)
         suffix = "" if w == 2 else f"[workers={w}]"
@@ -184,6 +196,8 @@ def compare(cluster: DevCluster, seconds: float, counts: list[int], rounds: int,
         print(f"cluster_two_workers_vs_one_by_round: {' '.join(f'{p:.2f}' for p in pairs)}")
         ratio = statistics.mean(g[1] for g in runs[2]) / statistics.mean(g[1] for g in runs[1])
         print(f"cluster_two_workers_vs_one: {ratio:.2f} x (target > 1)", flush=True)
+    if host:
+        print(f"cluster_host_pair_cost_by_round: {' '.join(host)} (before/after each 2-worker window)", flush=True)
 
 
 def recovery(cluster: DevCluster, base: Path) -> None:

@@ -18,7 +18,10 @@ CPU per tuple:
 * ``crossing_{local,remote}_runN_tuple_cpu_us``: every run, and for a crossing run the share of
   it spent by each worker (``a``, ``b``);
 * ``crossing_local_tuple_cpu_us`` and ``crossing_remote_tuple_cpu_us``: the two pinnings;
-* ``crossing_vs_local``: their ratio (target: at most 2).
+* ``crossing_vs_local``: their ratio (target: at most 2);
+* ``crossing_host_pair_cost_by_round``: what the host charged for two busy processes right before
+  each crossing run (:mod:`benchmarks.host_pair`; 1.0 is two full cores). The crossing run keeps
+  both cores busy, the local one only one.
 
 ``--pin`` puts each worker process on a core of its own (A on the first CPU it may use, B on the
 second), a diagnostic: on the 2-vCPU machine of ``docs/benchmarks.md`` an unpinned crossing run
@@ -39,6 +42,7 @@ import os
 import threading
 import time
 
+from benchmarks.host_pair import pair_cost
 from gale import Bolt, Spout, TopologyBuilder
 from gale.topology.definition import ACKER_COMPONENT, TopologyTasks
 from gale.worker.daemon import message_roles, subscriptions
@@ -214,8 +218,11 @@ def main() -> None:
     if not 0 <= args.warmup < 1:
         parser.error("--warmup is a share of the tuples: at least 0, under 1")
     best = {"local": float("inf"), "remote": float("inf")}
+    host = []
     for r in range(args.rounds):
         for kind in ("local", "remote"):
+            if kind == "remote":
+                host.append(pair_cost(2))
             per, parts, _ = run(args.tuples, kind == "remote", args.warmup, args.pin)
             split = f" (a {parts['a']:.2f}, b {parts['b']:.2f})" if kind == "remote" else ""
             print(f"crossing_{kind}_run{r + 1}_tuple_cpu_us: {per:.2f} us{split}")
@@ -223,6 +230,7 @@ def main() -> None:
     print(f"crossing_local_tuple_cpu_us: {best['local']:.2f} us")
     print(f"crossing_remote_tuple_cpu_us: {best['remote']:.2f} us")
     print(f"crossing_vs_local: {best['remote'] / best['local']:.2f} x (target <= 2)")
+    print(f"crossing_host_pair_cost_by_round: {' '.join(f'{h:.2f}' for h in host)}")
 
 
 if __name__ == "__main__":
