@@ -23,10 +23,10 @@ CPU per tuple:
   each crossing run (:mod:`benchmarks.host_pair`; 1.0 is two full cores). The crossing run keeps
   both cores busy, the local one only one.
 
-``--pin`` puts each worker process on a core of its own (A on the first CPU it may use, B on the
-second), a diagnostic: on the 2-vCPU machine of ``docs/benchmarks.md`` an unpinned crossing run
-sometimes settles with A's executor thread sharing a core and costing 1.5× as much per tuple, for
-seconds at a time.
+``--pin two`` puts each worker process on a core of its own (A on the first CPU it may use, B on
+the second), ``--pin one`` both on the first: a diagnostic of whether the kernel's placement of
+the threads matters. On the 2-vCPU machine of ``docs/benchmarks.md`` it did not: pinned crossing
+runs varied as much as unpinned ones, with the host's price for two busy cores.
 
 Until stop 29 both workers ran in this one process: their executor threads then took turns at one
 interpreter lock, which no two workers of a cluster do, and that contention was counted as the
