@@ -45,7 +45,7 @@ import time
 from benchmarks.host_pair import pair_cost
 from gale import Bolt, Spout, TopologyBuilder
 from gale.topology.definition import ACKER_COMPONENT, TopologyTasks
-from gale.worker.daemon import message_roles, subscriptions
+from gale.worker.daemon import attach
 from gale.worker.local import local_conf
 from gale.worker.runtime.runtime import WorkerRuntime
 from gale.worker.transfer import Transfer
@@ -128,7 +128,7 @@ def _worker_b(n: int, port: int, a_port: int, a_tasks: list[int], pipe) -> None:
     topo, conf, layout = _topology(n)
     b = _Worker(topo, conf, layout, layout.component_executors["sink"], port=port)
     b.transfer.set_routes({t: f"127.0.0.1:{a_port}" for t in a_tasks})
-    b.transfer.set_roles(message_roles(b.runtime), subscriptions(b.runtime))
+    attach(b.transfer, b.runtime)
     b.start()
     pipe.send("ready")
     pipe.recv()  # stop
@@ -166,7 +166,7 @@ def run(n: int, remote: bool, warmup: float = 0.1, pin: str | None = None) -> tu
         child.start()
         if not pipe.poll(120) or pipe.recv() != "ready":
             raise RuntimeError("worker B did not start")
-    a.transfer.set_roles(message_roles(a.runtime), subscriptions(a.runtime))
+    attach(a.transfer, a.runtime)
     _go.clear()
     _acked[0] = 0
     a.start()

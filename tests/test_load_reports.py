@@ -12,7 +12,7 @@ from gale import Bolt, Spout, TopologyBuilder
 from gale.topology.definition import TopologyTasks
 from gale.topology.tuple import Fields
 from gale.worker.loads import FRESH_SECS, BusyMeter, PeerLoads, encode_report
-from gale.worker.daemon import message_roles, subscriptions
+from gale.worker.daemon import attach
 from gale.worker.transfer import TUPLE, Transfer
 from gale.worker.local import local_conf
 from gale.worker.runtime.runtime import WorkerRuntime
@@ -287,8 +287,7 @@ class _Worker:
         self.runtime = WorkerRuntime(topo, topology_id="bp", conf=conf, layout=layout,
                                      executors=layout.component_executors[component],
                                      remote=self.transfer, io=self.transfer)
-        self.transfer.local_loads = self.runtime.local_loads
-        self.transfer.local_full = self.runtime.queue_full
+        attach(self.transfer, self.runtime)
         self.tasks = [t for start, end in layout.component_executors[component] for t in range(start, end + 1)]
 
 
@@ -309,7 +308,6 @@ def test_a_full_queue_in_one_worker_pauses_the_spout_in_another_and_nothing_is_l
     a.transfer.set_routes({t: f"127.0.0.1:{b.port}" for t in b.tasks})
     b.transfer.set_routes({t: f"127.0.0.1:{a.port}" for t in a.tasks})
     for w in (a, b):
-        w.transfer.set_roles(message_roles(w.runtime), subscriptions(w.runtime))
         w.transfer.start()
     b.runtime.start(active=True)
     a.runtime.start(active=True)

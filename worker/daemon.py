@@ -335,10 +335,7 @@ class Worker:
             local_dir=str(self.worker_dir), code_dir=str(code_dir), on_crash=self._crashed, clock=self.clock,
         )
         self._fields = self.runtime._stream_fields
-        self.transfer.local_loads = self.runtime.local_loads
-        self.transfer.local_full = self.runtime.queue_full
-        self.transfer.busy_time = self.runtime.busy_time
-        self.transfer.set_roles(message_roles(self.runtime), subscriptions(self.runtime))
+        attach(self.transfer, self.runtime)
         self.transfer.start()
         self.runtime.start(active=base.status == TopologyStatus.ACTIVE)
         log.info("worker-running", executors=len(self.executors), active=self.runtime.active,
@@ -465,6 +462,17 @@ class Worker:
         stop_client(self.client, deadline)
         log.info("worker-stopped", code=self.exit_code, secs=round(time.monotonic() - t0, 3),
                  in_time=not deadline.expired())
+
+
+def attach(transfer: Transfer, runtime: WorkerRuntime) -> None:
+    """Wire a worker's transfer to its runtime, as every worker is wired: the task loads and the
+    full-queue flag its reports carry, the busy clock of its CPU share, and which message each
+    local task takes from other workers. The benchmarks and tests that build workers from parts
+    call this too, so they run what a worker runs."""
+    transfer.local_loads = runtime.local_loads
+    transfer.local_full = runtime.queue_full
+    transfer.busy_time = runtime.busy_time
+    transfer.set_roles(message_roles(runtime), subscriptions(runtime))
 
 
 def message_roles(runtime: WorkerRuntime) -> dict[int, int]:
