@@ -111,7 +111,7 @@ def outcome_of(acker, messages):
 def pending_of(acker) -> dict:
     if isinstance(acker, ReferenceAcker):
         return {root: (e[0], e[1], e[2]) for root, e in acker.entries.items()}
-    young = {root: (e[0], e[1], e[2]) for root, e in acker.young.items()}
+    young = {root: (e.val, e.task, e.failed) for root, e in acker.young.items()}
     return young, len(acker)
 
 

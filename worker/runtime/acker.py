@@ -21,8 +21,9 @@ against each other.
 
 Root ids and values are unsigned 64-bit. The transfer drops anything else from the network before
 it gets here (:mod:`gale.worker.wire`); should an out-of-range integer reach a table anyway, it is
-dropped and counted (``invalid``) where values enter the numpy arrays — the only place it could
-do harm (``OverflowError``) — so the per-message path pays nothing for the check.
+dropped and counted (``invalid``): an ack value or spout task as the young dict takes the message
+(compiled, that check is the conversion to the entry's C field, which costs nothing more), a root
+where it enters the numpy arrays.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from itertools import chain
 
+import cython
 import numpy as np
 
 # message kinds (first element of an acker message tuple)
@@ -325,15 +327,51 @@ class CompactTable:
         self.flags[slots] = np.where(np.array(failed, dtype=bool), _FAILED_BIT, np.uint8(0))
 
 
+@cython.cclass
+class _Tree:
+    """A young tree of :class:`AckerTable`: the XOR of its ids so far, its spout task (0 until its
+    INIT), whether it failed, and the rotation it was last touched in. Compiled, these are C fields:
+    an XOR makes no int object, and the entry is one small allocation the garbage collector does
+    not track (a list entry was three allocations, tracked)."""
+
+    __slots__ = ("val", "task", "failed", "gen")
+
+    def __init__(self) -> None:
+        self.val = 0
+        self.task = 0
+        self.failed = False
+        self.gen = 0
+
+
+@cython.cfunc
+@cython.inline
+def _new_tree(gen: cython.int) -> _Tree:
+    e: _Tree = _Tree.__new__(_Tree) if cython.compiled else _Tree()  # compiled: C fields start at 0
+    e.gen = gen
+    return e
+
+
+@cython.cfunc
+@cython.inline
+def _u64(x: object) -> cython.ulonglong:
+    """``x`` as an unsigned 64-bit integer; OverflowError or TypeError when it is not one."""
+    if not cython.compiled:
+        if type(x) is not int and not isinstance(x, int):
+            raise TypeError("not an integer")
+        if not 0 <= x <= _MASK64:
+            raise OverflowError("outside unsigned 64 bits")
+    return x
+
+
 class AckerTable:
     """Pending tuple trees of one acker task: a young generation in a dict, the rest compact.
 
     Most trees complete within milliseconds, in the batch that created them or the next, so
     messages are first applied one at a time to a small dict of recent trees (the exact per-message
-    semantics of :class:`ReferenceAcker`, ~0.3 µs a message). Trees that outlive a rotation, or the
-    oldest ones once the dict holds ``young_max`` entries, move in bulk to a :class:`CompactTable`
-    (22 bytes a slot), where messages for them are applied in vectorized batches. A root is in
-    exactly one of the two. Memory stays under 64 bytes per pending tree from about 100,000 pending
+    semantics of :class:`ReferenceAcker`; compiled, about 0.1 µs a message), each a :class:`_Tree`.
+    Trees that outlive a rotation, or the oldest ones once the dict holds ``young_max`` entries,
+    move in bulk to a :class:`CompactTable` (22 bytes a slot), where messages for them are applied
+    in vectorized batches. A root is in exactly one of the two. Memory stays under 64 bytes per pending tree from about 100,000 pending
     (53 bytes there, 38 at a million; ``benchmarks/bench_peers.py`` prints it); below, the young
     dict's up to ``young_max`` entries dominate.
 
@@ -342,7 +380,7 @@ class AckerTable:
     """
 
     def __init__(self, capacity: int = 1024, young_max: int = 8192):
-        self.young: dict[int, list] = {}  # root -> [val, spout task, failed, generation]
+        self.young: dict[int, _Tree] = {}
         self.old = CompactTable(capacity)
         self.young_max = young_max
         self.generation = 0
@@ -368,7 +406,7 @@ class AckerTable:
     def pending(self, root: int) -> tuple[int, int] | None:
         e = self.young.get(root)
         if e is not None:
-            return e[0], e[1]
+            return e.val, e.task
         return self.old.pending(root)
 
     def apply(self, messages: Sequence[tuple]) -> list[tuple[int, int, int]]:
@@ -412,29 +450,41 @@ class AckerTable:
         young = self.young
         gen = self.generation
         out = []
+        e: _Tree
+        v: cython.ulonglong
+        t: cython.ulonglong
         for kind, root, val, task in messages:
-            e = young.get(root)
-            if e is None:
-                e = young[root] = [0, 0, False, gen]
+            try:
+                v = _u64(val) if kind == ACK or kind == INIT else 0
+                t = _u64(task) if kind == INIT else 0
+            except (OverflowError, TypeError):
+                self._invalid += 1  # never from this worker's own code, nor past the wire's checks
+                continue
+            found = young.get(root)
+            if found is None:
+                e = _new_tree(gen)
+                young[root] = e
+            else:
+                e = found
             if kind == ACK:
-                e[0] ^= val
+                e.val ^= v
             elif kind == INIT:
-                e[0] ^= val
-                e[1] = task
+                e.val ^= v
+                e.task = t
             elif kind == FAIL:
-                e[2] = True
-                e[3] = gen
+                e.failed = True
+                e.gen = gen
             else:  # RESET
-                e[3] = gen
-            if e[1]:
-                if e[2]:
-                    out.append((e[1], FAILED, root))
+                e.gen = gen
+            if e.task:
+                if e.failed:
+                    out.append((e.task, FAILED, root))
                     del young[root]
-                elif e[0] == 0:
-                    out.append((e[1], ACKED, root))
+                elif e.val == 0:
+                    out.append((e.task, ACKED, root))
                     del young[root]
                 elif kind == RESET:
-                    out.append((e[1], RESET_TIMEOUT, root))
+                    out.append((e.task, RESET_TIMEOUT, root))
         return out
 
     def _migrate(self, n: int) -> None:
@@ -446,9 +496,9 @@ class AckerTable:
             if len(roots) >= n:
                 break
         entries = [young.pop(r) for r in roots]
-        self._orphans.update(r for r, e in zip(roots, entries) if not e[1])
-        self.old.insert(roots, [e[0] for e in entries], [e[1] for e in entries], [e[3] for e in entries],
-                        [e[2] for e in entries])
+        self._orphans.update(r for r, e in zip(roots, entries) if not e.task)
+        self.old.insert(roots, [e.val for e in entries], [e.task for e in entries], [e.gen for e in entries],
+                        [e.failed for e in entries])
 
     def rotate(self) -> int:
         """One timeout tick: young trees that lived through it move to the compact table; compact
