@@ -28,6 +28,7 @@ where it enters the numpy arrays.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Sequence
 from itertools import chain
 
@@ -354,12 +355,12 @@ def _new_tree(gen: cython.int) -> _Tree:
 @cython.cfunc
 @cython.inline
 def _u64(x: object) -> cython.ulonglong:
-    """``x`` as an unsigned 64-bit integer; OverflowError or TypeError when it is not one."""
-    if not cython.compiled:
-        if type(x) is not int and not isinstance(x, int):
-            raise TypeError("not an integer")
-        if not 0 <= x <= _MASK64:
-            raise OverflowError("outside unsigned 64 bits")
+    """``x`` as an unsigned 64-bit integer; OverflowError or TypeError when it is not one (an
+    integer type by ``__index__``, never a float: the C conversion alone would truncate one)."""
+    if type(x) is not int:
+        x = operator.index(x)
+    if not cython.compiled and not 0 <= x <= _MASK64:  # compiled: the conversion raises
+        raise OverflowError("outside unsigned 64 bits")
     return x
 
 
@@ -371,9 +372,10 @@ class AckerTable:
     semantics of :class:`ReferenceAcker`; compiled, about 0.1 µs a message), each a :class:`_Tree`.
     Trees that outlive a rotation, or the oldest ones once the dict holds ``young_max`` entries,
     move in bulk to a :class:`CompactTable` (22 bytes a slot), where messages for them are applied
-    in vectorized batches. A root is in exactly one of the two. Memory stays under 64 bytes per pending tree from about 100,000 pending
-    (53 bytes there, 38 at a million; ``benchmarks/bench_peers.py`` prints it); below, the young
-    dict's up to ``young_max`` entries dominate.
+    in vectorized batches. A root is in exactly one of the two. Memory stays under 64 bytes per
+    pending tree from about 100,000 pending (53 bytes there, 38 at a million;
+    ``benchmarks/bench_peers.py`` prints it); below, the young dict's up to ``young_max`` entries
+    dominate.
 
     Messages are 4-tuples ``(kind, root, val, spout_task)``: ``(INIT, root, val, task)``,
     ``(ACK, root, val, 0)``, ``(FAIL, root, 0, 0)``, ``(RESET, root, 0, 0)``.
