@@ -251,7 +251,7 @@ def test_a_worker_whose_peer_reports_a_full_queue_is_congested_until_the_peer_re
 class Flood(Spout):
     """Emits ``LIMIT`` unanchored tuples as fast as it is asked (no pending limit applies)."""
 
-    LIMIT = 20_000
+    LIMIT = 100_000
     emitted = 0
 
     def declare_output_fields(self, declarer):
@@ -317,7 +317,9 @@ def test_a_full_queue_in_one_worker_pauses_the_spout_in_another_and_nothing_is_l
         reports = b.transfer.stats["load_reports_sent"]
         # two more of the stuck worker's periodic reports: a second and more with the spout held
         eventually(lambda: _equal(b.transfer.stats["load_reports_sent"] >= reports + 2, True), 15)
-        assert a.runtime.congested and Flood.emitted < Flood.LIMIT // 2
+        # held before the flood ran out: how many it emits before the full report lands varies with
+        # the host (900-7,900 here, 16,100 once under CI's load), so the flood is kept far larger
+        assert a.runtime.congested and Flood.emitted < Flood.LIMIT
         assert Flood.emitted - held_at < 1000, (held_at, Flood.emitted)  # a round's emits at most
         Blocked.released.set()
         eventually(lambda: _equal(Blocked.executed, Flood.LIMIT), 30)
