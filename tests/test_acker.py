@@ -1,6 +1,7 @@
 """The acker core: AckerTable (numpy) against the dict reference, and the XOR algebra."""
 
 import random
+import tracemalloc
 
 import numpy as np
 import pytest
@@ -142,6 +143,23 @@ def test_memory_per_pending_entry_is_small():
             batch = []
     assert len(t) == n
     assert t.nbytes / n <= 64
+
+
+def test_the_young_dicts_estimate_is_within_a_fifth_of_what_its_entries_take():
+    """``nbytes`` counts YOUNG_ENTRY_BYTES a young entry: against tracemalloc's measure of the young
+    dict's growth at about its default size, roots included (the messages are gone before the
+    measure), in the build under test."""
+    n = 8000
+    t = AckerTable(young_max=n + 10)
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        t.apply([(INIT, rid(), rid(), 3) for _ in range(n)])
+        grown = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert len(t.young) == n and len(t.old) == 0
+    assert 0.8 <= t.nbytes / grown <= 1.2, (t.nbytes / n, grown / n)
 
 
 msg_strategy = st.lists(
