@@ -1,9 +1,10 @@
 """Cluster benchmark: word count on 1 and 2 workers, and recovery times after faults.
 
 Run: ``.venv/bin/python -m benchmarks.bench_cluster [--seconds S] [--rounds R] [--workers 1,2]
-[--spouts N] [-c key=value ...] [--no-recovery]`` (``--spouts``: the word count's spout tasks, default
-1; ``-c``: topology configuration for the word count runs, e.g.
-``topology.disable.loadaware.messaging=true``)
+[--spouts N] [-c key=value ...] [--no-recovery] [--per-second]`` (``--spouts``: the word count's spout
+tasks, default 1; ``-c``: topology configuration for the word count runs, e.g.
+``topology.disable.loadaware.messaging=true``; ``--per-second``: a line for each second of each
+window, :func:`per_second`)
 
 Starts its own ZooKeeper, a nimbus and 2 supervisors (processes, as in production) with Storm's
 default timeouts except where printed. The word count (``examples/word_count.py`` as shipped: acking
@@ -139,9 +140,48 @@ def cpu_secs(pids: list[int]) -> float:
     return total / os.sysconf("SC_CLK_TCK")
 
 
-def throughput(cluster: DevCluster, seconds: float, workers: int, extra: list[str]) -> tuple[float, float, float]:
+def steal_secs() -> float:
+    """CPU seconds the hypervisor has taken from this machine's vCPUs (``/proc/stat``'s steal)."""
+    with open("/proc/stat") as f:
+        return int(f.readline().split()[8]) / os.sysconf("SC_CLK_TCK")
+
+
+def per_second(procs: list[dict], pids: list[int], offset: int, seconds: float) -> None:
+    """Sleep out a window, printing each second the sentences acked, the steal, and each worker's
+    CPU share and CPU per tuple it executed (split and count, the spout's worker's spout and acker
+    work included): which second was dear, and whether one worker or both paid for it."""
+    def sample():
+        _, _, mine = totals(procs, offset)
+        return ([m["split"] + m["count"] for m in mine], [m["sentences"] for m in mine],
+                [cpu_secs([pid]) for pid in pids], steal_secs(), time.monotonic())
+
+    before = sample()
+    end = before[-1] + seconds
+    costs: list[float] = []
+    while time.monotonic() < end - 0.5:
+        time.sleep(min(1.0, end - time.monotonic()))
+        after = sample()
+        (ex0, ac0, c0, s0, t0), (ex1, ac1, c1, s1, t1) = before, after
+        dt = t1 - t0
+        cells = []
+        for i in range(len(pids)):
+            done = ex1[i] - ex0[i]
+            cells.append(f"cpu {(c1[i] - c0[i]) / dt:.2f} {1e6 * (c1[i] - c0[i]) / max(done, 1):.2f} us")
+        cost = 1e6 * (sum(c1) - sum(c0)) / max(sum(ex1) - sum(ex0), 1)
+        costs.append(cost)
+        print(f"    {(sum(ac1) - sum(ac0)) / dt:7.0f} sentences/s, {cost:.2f} us a tuple, steal "
+              f"{(s1 - s0) / dt:.2f} | " + " | ".join(cells), flush=True)
+        before = after
+    if costs:
+        print(f"    (a second's CPU a tuple: {min(costs):.2f} to {max(costs):.2f} us, median "
+              f"{statistics.median(costs):.2f})", flush=True)
+
+
+def throughput(cluster: DevCluster, seconds: float, workers: int, extra: list[str],
+               seconds_apart: bool = False) -> tuple[float, float, float]:
     """Submit the word count on ``workers`` workers, measure, kill it: sentences/s, bolt-executed
-    tuples/s and CPU seconds of its workers per executed tuple."""
+    tuples/s and CPU seconds of its workers per executed tuple (``seconds_apart``: print each
+    second of the window too, :func:`per_second`)."""
     client = NimbusClient(cluster.client_conf())
     name = f"wcbench{workers}"
     cli(cluster, "submit", str(WORD_COUNT), "--name", name, "--wait", "-c", f"topology.workers={workers}",
@@ -152,7 +192,10 @@ def throughput(cluster: DevCluster, seconds: float, workers: int, extra: list[st
     pids = [w["pid"] for w in procs]
     a0, e0, w0 = totals(procs, offset)
     c0, t0 = cpu_secs(pids), time.monotonic()
-    time.sleep(seconds)
+    if seconds_apart:
+        per_second(procs, pids, offset, seconds)
+    else:
+        time.sleep(seconds)
     a1, e1, w1 = totals(procs, offset)
     c1, dt = cpu_secs(pids), time.monotonic() - t0
     cli(cluster, "kill", name, "--wait", "0")
@@ -167,7 +210,8 @@ def throughput(cluster: DevCluster, seconds: float, workers: int, extra: list[st
     return (a1 - a0) / dt, (e1 - e0) / dt, (c1 - c0) / max(e1 - e0, 1)
 
 
-def compare(cluster: DevCluster, seconds: float, counts: list[int], rounds: int, extra: list[str]) -> None:
+def compare(cluster: DevCluster, seconds: float, counts: list[int], rounds: int, extra: list[str],
+            seconds_apart: bool = False) -> None:
     """Measure the word count on each worker count in turn, ``rounds`` times, and print each
     window and the means (the machine's speed drifts: alternating puts both counts under it)."""
     runs: dict[int, list[tuple[float, float, float]]] = {w: [] for w in counts}
@@ -175,7 +219,7 @@ def compare(cluster: DevCluster, seconds: float, counts: list[int], rounds: int,
     for r in range(rounds):
         for w in counts:
             before = pair_cost(2) if w > 1 else None
-            sentences, executed, cpu = throughput(cluster, seconds, w, extra)
+            sentences, executed, cpu = throughput(cluster, seconds, w, extra, seconds_apart)
             runs[w].append((sentences, executed, cpu))
             cost = ""
             if before is not None:
@@ -251,6 +295,8 @@ def main() -> None:
     parser.add_argument("-c", dest="conf", action="append", default=[], metavar="KEY=VALUE",
                         help="topology configuration for the word count runs (repeatable)")
     parser.add_argument("--no-recovery", action="store_true", help="skip the fault recovery figures")
+    parser.add_argument("--per-second", action="store_true",
+                        help="print each second of each window: rates, steal, each worker's CPU a tuple")
     args = parser.parse_args()
     extra = [f"wordcount.spout.parallelism={args.spouts}", *args.conf]
     print(f"word count configuration: {' '.join(extra)}", flush=True)
@@ -264,7 +310,7 @@ def main() -> None:
     cluster = DevCluster(base / "cluster", supervisors=2, slots=1, zookeeper=zk, conf=conf)
     try:
         cluster.start()
-        compare(cluster, args.seconds, counts, args.rounds, extra)
+        compare(cluster, args.seconds, counts, args.rounds, extra, args.per_second)
         if not args.no_recovery:
             recovery(cluster, base)
     finally:
