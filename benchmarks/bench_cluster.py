@@ -149,7 +149,8 @@ def steal_secs() -> float:
 def per_second(procs: list[dict], pids: list[int], offset: int, seconds: float) -> None:
     """Sleep out a window, printing each second the sentences acked, the steal, and each worker's
     CPU share and CPU per tuple it executed (split and count, the spout's worker's spout and acker
-    work included): which second was dear, and whether one worker or both paid for it."""
+    work included): which second was dear, and whether one worker or both paid for it. It reads
+    every worker's ``/metrics`` each second, which costs the workers a little CPU of their own."""
     def sample():
         _, _, mine = totals(procs, offset)
         return ([m["split"] + m["count"] for m in mine], [m["sentences"] for m in mine],
@@ -166,7 +167,8 @@ def per_second(procs: list[dict], pids: list[int], offset: int, seconds: float) 
         cells = []
         for i in range(len(pids)):
             done = ex1[i] - ex0[i]
-            cells.append(f"cpu {(c1[i] - c0[i]) / dt:.2f} {1e6 * (c1[i] - c0[i]) / max(done, 1):.2f} us")
+            who = "spout's worker" if ac1[i] > ac0[i] else "worker"
+            cells.append(f"{who} cpu {(c1[i] - c0[i]) / dt:.2f} {1e6 * (c1[i] - c0[i]) / max(done, 1):.2f} us")
         cost = 1e6 * (sum(c1) - sum(c0)) / max(sum(ex1) - sum(ex0), 1)
         costs.append(cost)
         print(f"    {(sum(ac1) - sum(ac0)) / dt:7.0f} sentences/s, {cost:.2f} us a tuple, steal "
