@@ -4,7 +4,7 @@ Run: ``.venv/bin/python -m benchmarks.bench_cluster [--seconds S] [--rounds R] [
 [--spouts N] [-c key=value ...] [--no-recovery] [--per-second]`` (``--spouts``: the word count's spout
 tasks, default 1; ``-c``: topology configuration for the word count runs, e.g.
 ``topology.disable.loadaware.messaging=true``; ``--per-second``: a line for each second of each
-window, :func:`per_second`)
+window, :func:`print_seconds`)
 
 Starts its own ZooKeeper, a nimbus and 2 supervisors (processes, as in production) with Storm's
 default timeouts except where printed. The word count (``examples/word_count.py`` as shipped: acking
@@ -146,7 +146,7 @@ def steal_secs() -> float:
         return int(f.readline().split()[8]) / os.sysconf("SC_CLK_TCK")
 
 
-def per_second(procs: list[dict], pids: list[int], offset: int, seconds: float) -> None:
+def print_seconds(procs: list[dict], pids: list[int], offset: int, seconds: float) -> None:
     """Sleep out a window, printing each second the sentences acked, the steal, and each worker's
     CPU share and CPU per tuple it executed (split and count, the spout's worker's spout and acker
     work included): which second was dear, and whether one worker or both paid for it. It reads
@@ -180,10 +180,10 @@ def per_second(procs: list[dict], pids: list[int], offset: int, seconds: float) 
 
 
 def throughput(cluster: DevCluster, seconds: float, workers: int, extra: list[str],
-               seconds_apart: bool = False) -> tuple[float, float, float]:
+               per_second: bool = False) -> tuple[float, float, float]:
     """Submit the word count on ``workers`` workers, measure, kill it: sentences/s, bolt-executed
-    tuples/s and CPU seconds of its workers per executed tuple (``seconds_apart``: print each
-    second of the window too, :func:`per_second`)."""
+    tuples/s and CPU seconds of its workers per executed tuple (``per_second``: print each
+    second of the window too, :func:`print_seconds`)."""
     client = NimbusClient(cluster.client_conf())
     name = f"wcbench{workers}"
     cli(cluster, "submit", str(WORD_COUNT), "--name", name, "--wait", "-c", f"topology.workers={workers}",
@@ -194,8 +194,8 @@ def throughput(cluster: DevCluster, seconds: float, workers: int, extra: list[st
     pids = [w["pid"] for w in procs]
     a0, e0, w0 = totals(procs, offset)
     c0, t0 = cpu_secs(pids), time.monotonic()
-    if seconds_apart:
-        per_second(procs, pids, offset, seconds)
+    if per_second:
+        print_seconds(procs, pids, offset, seconds)
     else:
         time.sleep(seconds)
     a1, e1, w1 = totals(procs, offset)
@@ -213,7 +213,7 @@ def throughput(cluster: DevCluster, seconds: float, workers: int, extra: list[st
 
 
 def compare(cluster: DevCluster, seconds: float, counts: list[int], rounds: int, extra: list[str],
-            seconds_apart: bool = False) -> None:
+            per_second: bool = False) -> None:
     """Measure the word count on each worker count in turn, ``rounds`` times, and print each
     window and the means (the machine's speed drifts: alternating puts both counts under it)."""
     runs: dict[int, list[tuple[float, float, float]]] = {w: [] for w in counts}
@@ -221,7 +221,7 @@ def compare(cluster: DevCluster, seconds: float, counts: list[int], rounds: int,
     for r in range(rounds):
         for w in counts:
             before = pair_cost(2) if w > 1 else None
-            sentences, executed, cpu = throughput(cluster, seconds, w, extra, seconds_apart)
+            sentences, executed, cpu = throughput(cluster, seconds, w, extra, per_second)
             runs[w].append((sentences, executed, cpu))
             cost = ""
             if before is not None:

@@ -154,15 +154,17 @@ def test_the_standby_registers_its_blobstore_watch_once(pair):
     # such as the leader's node, that come and go: comparing totals raced with them). A fired watch
     # is off kazoo's books until its ChildrenWatch has re-read the children and armed it again, so
     # each check waits for the count it asserts; a second watch would stay and fail it
-    until(lambda: watch_count(standby, under=blobstore) == 1, 10,
-          lambda: f"{watch_count(standby, under=blobstore)} watches on the blobstore, not 1")
+    def one_watch(when: str) -> None:
+        until(lambda: watch_count(standby, under=blobstore) == 1, 10,
+              lambda: f"{when}: {watch_count(standby, under=blobstore)} watches on the blobstore, not 1")
+
+    one_watch("at start")
     for i in range(5):
         n = standby.iterations
         # a topology announced by some nimbus: the one watch wakes the standby's loop for a round
         zk.create(f"{blobstore}/t-{i}/127.0.0.1:9", DIGEST.encode(), makepath=True)
         until(lambda: standby.iterations > n, 10, lambda: f"announcement {i} did not wake the standby")
-        until(lambda: watch_count(standby, under=blobstore) == 1, 10,
-              lambda: f"after announcement {i}: {watch_count(standby, under=blobstore)} watches, not 1")
+        one_watch(f"after announcement {i}")
 
 
 def bundle() -> bytes:
