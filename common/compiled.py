@@ -37,6 +37,7 @@ MODULES = (
     "gale.worker.runtime.delivery",
     "gale.worker.runtime.acker",
     "gale.worker.runtime.rotating",
+    "gale.worker.runtime.grouping",
     "gale.worker.wire",
     "gale.worker.outbox",
 )

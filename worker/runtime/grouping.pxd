@@ -1,0 +1,16 @@
+# Cython declarations for grouping.py (compiled build only; docs/architecture.md, "Compiled hot path")
+cdef class Grouper:
+    pass
+
+cdef class ShuffleGrouper(Grouper):
+    cdef public list _tasks
+    cdef public list _order
+    cdef public Py_ssize_t _i
+    cdef public object _rng
+
+cdef class FieldsGrouper(Grouper):
+    cdef public list _tasks
+    cdef public list _idx
+    cdef public Py_ssize_t _n
+    cdef public Py_ssize_t _single
+    cdef public bint _builtin
