@@ -17,3 +17,6 @@ cdef class Tuple:
     cdef public double _st
     cdef public object lineage
     cdef public Py_ssize_t _emits
+
+cdef Tuple _make(object values, Fields fields, object task, object mid, object root, unsigned long long edge,
+                 object lineage)
