@@ -37,7 +37,7 @@ from gale.worker.runtime.acker import ACK
 from gale.worker.runtime.executor import Executor
 from gale.worker.runtime.runtime import WorkerRuntime
 from gale.worker.transfer import Transfer
-from gale.worker.wire import ACKER, TUPLE
+from gale.worker.wire_kinds import ACKER, TUPLE
 
 WORDS = ["the", "cow", "jumped", "over", "moon", "an", "apple", "a", "day", "keeps", "doctor", "away"]
 FIELDS = Fields(["word"], "split:default")

@@ -39,6 +39,7 @@ MODULES = (
     "gale.worker.runtime.rotating",
     "gale.worker.runtime.grouping",
     "gale.worker.wire",
+    "gale.worker.wire_fast",
     "gale.worker.outbox",
 )
 

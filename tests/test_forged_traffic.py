@@ -29,7 +29,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from gale.nimbus.client import NimbusClient
 from gale.worker.batch_auth import Sealer
 from gale.worker.runtime.acker import ACK, INIT
-from gale.worker.wire import ACKER, RESULT, TUPLE, TUPLES
+from gale.worker.wire_kinds import ACKER, RESULT, TUPLE, TUPLES
 from tests.cluster import cli, dump_logs, make_cluster
 from tests.test_secure_defaults import listening_addresses
 from tests.waiting import eventually

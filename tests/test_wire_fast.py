@@ -1,5 +1,5 @@
 """The compiled build reads a payload of plain groups straight from its bytes
-(``gale.worker.wire._fast_groups``) and gives any other payload to msgpack and the message-by-message
+(``gale.worker.wire_fast._fast_groups``) and gives any other payload to msgpack and the message-by-message
 checks. Whatever a payload holds — valid groups, junk, a truncation, a flipped byte — the decoder
 must deliver, count and refuse exactly what the msgpack path does (``BatchDecoder.fast = False``).
 As Python both runs are the msgpack path; the test still holds there."""
@@ -13,7 +13,8 @@ from hypothesis import strategies as st
 from gale import compiled
 from gale.topology.tuple import Tuple, new_tracked
 from gale.worker.outbox import Outbox, TupleSender
-from gale.worker.wire import BatchDecoder, read_fast
+from gale.worker.wire import BatchDecoder
+from gale.worker.wire_fast import read_fast
 
 from tests.test_wire_groups import INPUTS, PAIR, ROLES, WORDS, fields_for
 

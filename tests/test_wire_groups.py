@@ -22,7 +22,8 @@ from gale.worker.outbox import Outbox, array_header, encode_body, encode_ints, e
 from gale.worker.runtime.acker import ACK, ACKED, FAIL, FAILED, INIT, RESET, RESET_TIMEOUT
 from gale.worker.runtime.executor import Executor
 from gale.worker.transfer import Transfer
-from gale.worker.wire import ACKER, ACKERS, RESULT, RESULTS, TUPLE, TUPLES, BatchDecoder
+from gale.worker.wire import BatchDecoder
+from gale.worker.wire_kinds import ACKER, ACKERS, RESULT, RESULTS, TUPLE, TUPLES
 
 WORDS = Fields(["word"], "split:default")
 PAIR = Fields(["word", "count"], "count:default")

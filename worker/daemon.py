@@ -478,7 +478,7 @@ def attach(transfer: Transfer, runtime: WorkerRuntime) -> None:
 def message_roles(runtime: WorkerRuntime) -> dict[int, int]:
     """Each local task → the one kind of message it takes from other workers."""
     from gale.topology.definition import ACKER_COMPONENT
-    from gale.worker.wire import ACKER, RESULT, TUPLE
+    from gale.worker.wire_kinds import ACKER, RESULT, TUPLE
 
     roles = {}
     for task, ex in runtime._local.items():

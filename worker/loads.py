@@ -32,8 +32,8 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable
 
-from gale.worker.wire import LOAD_SCALE as SCALE
-from gale.worker.wire import LOADS
+from gale.worker.wire_kinds import LOAD_SCALE as SCALE
+from gale.worker.wire_kinds import LOADS
 
 #: how often a worker reports its loads to each peer
 REPORT_SECS = 1.0

@@ -34,7 +34,7 @@ import cython
 import msgpack
 
 from gale.topology.tuple import Fields, Tuple
-from gale.worker.wire import ACKERS, GROUP_WIDTH, RESULTS, TUPLES
+from gale.worker.wire_kinds import ACKERS, GROUP_WIDTH, RESULTS, TUPLES
 
 _packb = msgpack.Packer(use_bin_type=True).pack
 

@@ -83,7 +83,8 @@ from gale.worker.runtime.grouping import EVERYTHING, HOST_LOCAL
 from gale.worker.batch_auth import REJECT_REASONS, Opener, ReplayGuard, Sealer
 from gale.worker.loads import REPORT_SECS, BusyMeter, PeerLoads, encode_report
 from gale.worker.outbox import Outbox, TupleSender
-from gale.worker.wire import ACKER, INVALID_REASONS, RESULT, TUPLE, BatchDecoder
+from gale.worker.wire import BatchDecoder
+from gale.worker.wire_kinds import ACKER, INVALID_REASONS, RESULT, TUPLE
 
 log = get_logger("transfer")
 

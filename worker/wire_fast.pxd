@@ -1,4 +1,4 @@
-# Cython declarations for wire.py (compiled build only; docs/architecture.md, "Compiled hot path")
+# Cython declarations for wire_fast.py (compiled build only; docs/architecture.md, "Compiled hot path")
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
 from cpython.long cimport PyLong_FromLongLong, PyLong_FromUnsignedLongLong
 from cpython.unicode cimport PyUnicode_DecodeUTF8
