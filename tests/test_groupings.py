@@ -38,6 +38,26 @@ def test_shuffle_is_balanced():
     assert max(counts.values()) - min(counts.values()) <= 0.03 * 10_000
 
 
+def test_shuffle_reshuffles_every_cycle_and_a_seed_repeats_its_sequence():
+    """Each cycle of a shuffle hands every task one tuple, in an order drawn anew each cycle (in C
+    with splitmix64 in the compiled build, by ``random.shuffle`` as Python); the same seed gives
+    the same sequence."""
+    tasks = list(range(1, 9))
+
+    def cycles(seed: int, n: int) -> list[tuple[int, ...]]:
+        g = make_grouper(GroupingDef(type="shuffle"), tasks, F, rng=random.Random(seed))
+        return [tuple(g.choose(["x", 0])[0] for _ in tasks) for _ in range(n)]
+
+    got = cycles(11, 500)
+    assert all(sorted(cycle) == tasks for cycle in got)
+    # 8! = 40,320 orders: 500 cycles drawn at random repeat a few at most, and each task leads
+    # a cycle often
+    assert len(set(got)) > 450
+    assert set(cycle[0] for cycle in got) == set(tasks)
+    assert cycles(11, 50) == got[:50]
+    assert cycles(12, 50) != got[:50]
+
+
 def test_all_global_direct_local_or_shuffle():
     tasks = [4, 2, 9]
     assert make_grouper(GroupingDef(type="all"), tasks, F).choose(["x", 0]) == [2, 4, 9]

@@ -1,5 +1,6 @@
 # Cython declarations for collector.py (compiled build only; docs/architecture.md, "Compiled hot path")
 from gale.topology.tuple cimport Fields, Tuple
+from gale.worker.runtime.splitmix cimport splitmix64
 
 cdef class StreamRoute:
     cdef public str stream

@@ -84,12 +84,6 @@ def _hash3_agrees() -> bool:
 
 _C_HASH3 = cython.declare(cython.bint, _hash3_agrees())
 
-# splitmix64's constants (Steele, Lea and Flood), for the compiled build's ids (_Collector._new_id)
-_SPLITMIX_GAMMA = cython.declare(cython.ulonglong, 0x9E3779B97F4A7C15)
-_SPLITMIX_M1 = cython.declare(cython.ulonglong, 0xBF58476D1CE4E5B9)
-_SPLITMIX_M2 = cython.declare(cython.ulonglong, 0x94D049BB133111EB)
-
-
 @cython.cfunc
 @cython.inline
 def _buffer_ack(buf: dict, root: object, v: cython.ulonglong) -> cython.void:
@@ -197,11 +191,7 @@ class _Collector:
         unless a ``rand`` was injected, takes the next number of splitmix64 over this collector's
         state in C (no call, no int object); the Python build calls ``rand(64)``."""
         if cython.compiled and self._c_rand:
-            self._rng += _SPLITMIX_GAMMA
-            z: cython.ulonglong = self._rng
-            z = (z ^ (z >> 30)) * _SPLITMIX_M1
-            z = (z ^ (z >> 27)) * _SPLITMIX_M2
-            return z ^ (z >> 31)
+            return splitmix64(cython.address(self._rng))  # splitmix.pxd
         return self._rand(64)
 
     def _route(self, stream: str, values: Sequence[Any]) -> StreamRoute:

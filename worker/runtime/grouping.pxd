@@ -1,4 +1,6 @@
 # Cython declarations for grouping.py (compiled build only; docs/architecture.md, "Compiled hot path")
+from gale.worker.runtime.splitmix cimport splitmix64
+
 cdef class Grouper:
     pass
 
@@ -7,6 +9,9 @@ cdef class ShuffleGrouper(Grouper):
     cdef public list _order
     cdef public Py_ssize_t _i
     cdef public object _rng
+    cdef public unsigned long long _state
+
+    cdef void _reshuffle(self, list order)
 
 cdef class FieldsGrouper(Grouper):
     cdef public list _tasks

@@ -42,11 +42,16 @@ class Grouper:
 
 @cython.cclass
 class ShuffleGrouper(Grouper):
-    """Round-robin over a shuffled task list, reshuffled each cycle: even and unpredictable."""
+    """Round-robin over a shuffled task list, reshuffled each cycle: even and unpredictable.
+
+    The compiled build reshuffles in C with splitmix64 (``splitmix.pxd``), seeded from ``rng`` (so
+    a seeded ``rng`` still gives one sequence); the Python build with ``rng.shuffle``, which costs
+    about as much as the choices of its cycle together."""
 
     def __init__(self, tasks: Sequence[int], rng: random.Random | None = None):
         self._tasks = list(tasks)
         self._rng = rng or random.Random()
+        self._state = self._rng.getrandbits(64)
         self._order = [[t] for t in self._tasks]
         self._rng.shuffle(self._order)
         self._i = 0
@@ -55,10 +60,22 @@ class ShuffleGrouper(Grouper):
         order = self._order  # read once: a load-aware shuffle swaps the list from another thread
         i = self._i
         if i >= len(order):
-            self._rng.shuffle(order)
+            self._reshuffle(order)
             i = 0
         self._i = i + 1
         return order[i]
+
+    @cython.cfunc
+    def _reshuffle(self, order: list) -> cython.void:
+        """Fisher–Yates over ``order`` in place."""
+        if cython.compiled:
+            k: cython.Py_ssize_t
+            j: cython.Py_ssize_t
+            for k in range(len(order) - 1, 0, -1):
+                j = cython.cast(cython.Py_ssize_t, splitmix64(cython.address(self._state)) % (k + 1))
+                order[k], order[j] = order[j], order[k]
+        else:
+            self._rng.shuffle(order)
 
     def constant(self) -> list[int] | None:
         return list(self._tasks) if len(self._tasks) == 1 else None
