@@ -99,19 +99,19 @@ class ReliableSpout(Spout):
     def emit(self, values: Sequence[Any], msg_id: Any = None, stream: str = DEFAULT_STREAM) -> Any:
         """Emit a new tracked message and remember it until it is acked; return its message id
         (``msg_id`` if given — any hashable value not already pending — else a counter)."""
+        pending = self.pending
         if msg_id is None:
             msg_id = self._next_id
-            self._next_id += 1
-            while msg_id in self.pending:  # an id the subclass chose itself
-                msg_id = self._next_id
-                self._next_id += 1
-        elif msg_id in self.pending:
+            while msg_id in pending:  # an id the subclass chose itself
+                msg_id += 1
+            self._next_id = msg_id + 1
+        elif msg_id in pending:
             raise ValueError(
                 f"{type(self).__name__}: message id {msg_id!r} is already pending (emitted and not yet acked); "
                 "each in-flight message needs its own id"
             )
-        self.pending[msg_id] = (values, stream)
-        self.collector.emit(values, msg_id=msg_id, stream=stream)
+        pending[msg_id] = (values, stream)
+        self.collector.emit(values, msg_id, stream)  # positionally: the cheapest call into the collector
         return msg_id
 
     def next_tuple(self) -> None:
