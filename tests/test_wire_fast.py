@@ -109,15 +109,21 @@ def run(payload: bytes, fast: bool):
 def fact(obj):
     if isinstance(obj, Tuple):
         # types too: True == 1 and 1.0 == 1, but a bool must arrive a bool
-        return ("tuple", type(obj.values), [same_nan(v) for v in obj.values], [type(v) for v in obj.values],
+        return ("tuple", type(obj.values), same_nan(obj.values), [type(v) for v in obj.values],
                 obj.fields.source_key, obj.task, obj.message_id, obj.lineage)
-    return obj
+    return same_nan(obj)
 
 
 def same_nan(value):
-    """A flipped byte can make a float NaN, which equals nothing, not even the NaN the other path
-    decoded: both must read it a NaN."""
-    return "NaN" if isinstance(value, float) and math.isnan(value) else value
+    """A flipped byte can make a float NaN anywhere, nested values and keys included; NaN equals
+    nothing, not even the NaN the other path decoded, so both must read it a NaN."""
+    if isinstance(value, float):
+        return "NaN" if math.isnan(value) else value
+    if isinstance(value, (list, tuple)):
+        return type(value)(same_nan(v) for v in value)
+    if isinstance(value, dict):
+        return {same_nan(k): same_nan(v) for k, v in value.items()}
+    return value
 
 
 @settings(max_examples=300, deadline=None)
