@@ -65,6 +65,12 @@ def cli(cluster: DevCluster, *args: str, check: bool = True, timeout: float = 12
     return proc
 
 
+#: a slow sink (1 ms a tuple, two sink tasks: at most ~2,000 sentences/s), so that an input of
+#: 200,000 or more outlasts a test that waits for progress after a daemon restart (see
+#: :meth:`DurableInput.wait_acked_beyond`)
+SLOW_SINK = {"test.sink.delay.secs": 0.001}
+
+
 class DurableInput:
     """The durable word-count workload: input file + state dir, with result readers."""
 
@@ -111,7 +117,14 @@ class DurableInput:
         until(lambda: len(self.acked()) >= self.n, timeout, lambda: f"{len(self.acked())}/{self.n} acked")
 
     def wait_acked_beyond(self, n: int, timeout: float) -> int:
-        """Until more than ``n`` ids are acked; returns how many are."""
+        """Until more than ``n`` ids are acked; returns how many are.
+
+        Refuses a wait that can never pass: the input holds ``self.n`` ids, so more than
+        ``self.n - 1`` cannot be acked. A test that shows "processing goes on" late needs input
+        that outlasts it: a slow sink (``overrides(**SLOW_SINK)``) bounds the rate."""
+        if n >= self.n:
+            raise AssertionError(f"waiting for more than {n} acked, but the input has only {self.n} ids "
+                                 f"({len(self.acked())} acked): the input ran out; slow the topology down")
         return until(lambda: (lambda k: k if k > n else 0)(len(self.acked())), timeout,
                      lambda: f"{len(self.acked())} acked, waiting for more than {n}")
 

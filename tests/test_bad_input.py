@@ -17,7 +17,7 @@ import pytest
 from kazoo.client import KazooClient
 
 from tests.cluster import (
-    DURABLE_WC, DurableInput, Topologies, cli, cluster_went_on, dump_logs, make_cluster, next_heartbeats, pid_alive,
+    DURABLE_WC, SLOW_SINK, DurableInput, Topologies, cli, cluster_went_on, dump_logs, make_cluster, next_heartbeats, pid_alive,
     status,
 )
 from tests.waiting import eventually, until
@@ -103,7 +103,7 @@ def test_misbehaving_bolts_are_reported_and_nothing_crashes(cluster, topologies)
 
 def test_corrupt_znodes_are_reported_and_survived(cluster, topologies, tmp_path):
     work = DurableInput(tmp_path, 200000)
-    name, tid = topologies.submit(DURABLE_WC, "zk-corrupt", *work.overrides())
+    name, tid = topologies.submit(DURABLE_WC, "zk-corrupt", *work.overrides(**SLOW_SINK))
     work.wait_acked_beyond(100, 60)
     zk = KazooClient(hosts=cluster.zk.address)
     zk.start(timeout=10)
@@ -184,7 +184,7 @@ def test_api_refuses_crafted_bundles_and_oversized_requests(cluster):
 
 def test_corrupt_supervisor_local_state_is_survived(cluster, topologies, tmp_path):
     work = DurableInput(tmp_path, 200000)
-    name, _tid = topologies.submit(DURABLE_WC, "ls-corrupt", *work.overrides())
+    name, _tid = topologies.submit(DURABLE_WC, "ls-corrupt", *work.overrides(**SLOW_SINK))
     work.wait_acked_beyond(100, 60)
     sup = cluster.supervisor_procs[1]
     sup.stop()

@@ -16,7 +16,7 @@ import pytest
 from kazoo.client import KazooClient
 
 from tests.cluster import (
-    DURABLE_WC, DurableInput, Topologies, cli, dump_logs, gone, make_cluster, next_heartbeats, pid_alive, status,
+    DURABLE_WC, SLOW_SINK, DurableInput, Topologies, cli, dump_logs, gone, make_cluster, next_heartbeats, pid_alive, status,
     workers,
 )
 from tests.waiting import eventually, until
@@ -133,7 +133,7 @@ def test_kill_minus_9_of_a_worker_is_restarted_and_replays(cluster, topologies, 
 
 def test_deactivate_activate_rebalance_kill(cluster, topologies, tmp_path):
     work = DurableInput(tmp_path, 200000)
-    name, tid = topologies.submit(DURABLE_WC, "wc-actions", *work.overrides())
+    name, tid = topologies.submit(DURABLE_WC, "wc-actions", *work.overrides(**SLOW_SINK))
     work.wait_acked_beyond(100, 60)
     assert cli(cluster, "deactivate", name).stdout.strip() == tid
     assert status(cluster, name)["status"] == "INACTIVE"
@@ -270,7 +270,7 @@ def test_nimbus_down_topology_keeps_running_and_resumes(zk_server, tmp_path, req
         # a slow sink keeps the input from running out before nimbus is back (s27d: a faster build
         # acked all 400,000 while nimbus restarted on a busy machine, so "resumes" had nothing to do)
         cli(own_cluster, "submit", str(DURABLE_WC), "--name", "wc-nimbus", "--wait",
-            *work.overrides(**{"test.sink.delay.secs": 0.001}))
+            *work.overrides(**SLOW_SINK))
         work.wait_acked_beyond(100, 60)
         own_cluster.nimbus_procs[0].kill()
         work.wait_acked_beyond(len(work.acked()) + 500, 30)  # processing continues without nimbus

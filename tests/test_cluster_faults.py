@@ -13,7 +13,7 @@ import pytest
 from kazoo.client import KazooClient
 
 from tests.cluster import (
-    DURABLE_WC, DurableInput, cli, cluster_went_on, dump_logs, make_cluster, next_heartbeats, status,
+    DURABLE_WC, SLOW_SINK, DurableInput, cli, cluster_went_on, dump_logs, make_cluster, next_heartbeats, status,
 )
 from tests.waiting import eventually, until
 
@@ -38,7 +38,8 @@ def worker_pids(c, name):
 
 def test_supervisor_restart_adopts_running_workers_and_kills_strays(cluster1, tmp_path):
     work = DurableInput(tmp_path / "w", 300000)
-    cli(cluster1, "submit", str(DURABLE_WC), "--name", "adopt", "--wait", *work.overrides())
+    # a slow sink, so the input outlasts the supervisor's restart (a busy run acked all 300,000 first)
+    cli(cluster1, "submit", str(DURABLE_WC), "--name", "adopt", "--wait", *work.overrides(**SLOW_SINK))
     work.wait_acked_beyond(200, 60)
     before = until(lambda: (lambda p: p if len(p) == 2 else None)(worker_pids(cluster1, "adopt")), 30,
                    lambda: f"workers {worker_pids(cluster1, 'adopt')}")

@@ -19,7 +19,7 @@ import yaml
 
 from gale import config as gconfig
 from gale.ports import reserve_port
-from tests.cluster import DURABLE_WC, DurableInput, cli, dump_logs, make_cluster, pid_alive
+from tests.cluster import DURABLE_WC, SLOW_SINK, DurableInput, cli, dump_logs, make_cluster, pid_alive
 from tests.components import require, requires
 from tests.waiting import until
 
@@ -162,7 +162,7 @@ def test_supervisor_restart_like_killmode_process_keeps_and_readopts_workers(zk_
     cluster.start()
     try:
         work = DurableInput(tmp_path / "w", 400000)
-        cli(cluster, "submit", str(DURABLE_WC), "--name", "wc-restart", "--wait", *work.overrides())
+        cli(cluster, "submit", str(DURABLE_WC), "--name", "wc-restart", "--wait", *work.overrides(**SLOW_SINK))
         work.wait_acked_beyond(100, 60)
         before = set(cluster.worker_pids(0))
         assert len(before) == 2

@@ -93,3 +93,17 @@ def test_poll_until_returns_the_first_truthy_value_or_none_at_the_deadline(clock
     assert poll_until(lambda: next(calls) and None, deadline=clock.now + 3.0, interval=1.0) is None
     assert next(calls) >= 4  # checked until the deadline passed
     assert poll_until(lambda: (0,), deadline=clock.now - 1.0) == (0,)  # checked once even when late
+
+
+def test_a_wait_for_more_acks_than_the_input_holds_is_refused_at_once(tmp_path, clock):
+    """The trap stop 37 hit: all 300,000 ids acked, then a wait for more than 300,200 that can
+    only time out. The helper refuses it at once and says why; a wait the input allows runs."""
+    from tests.cluster import DurableInput
+
+    work = DurableInput(tmp_path, 10)
+    work.state.mkdir()
+    (work.state / "acked-0.log").write_text("".join(f"{i}\n" for i in range(10)))
+    with pytest.raises(AssertionError, match=r"more than 10 acked, but the input has only 10 ids \(10 acked\)"):
+        work.wait_acked_beyond(10, 30)
+    assert clock.sleeps == 0
+    assert work.wait_acked_beyond(9, 30) == 10
