@@ -17,8 +17,8 @@ import pytest
 from kazoo.client import KazooClient
 
 from tests.cluster import (
-    DURABLE_WC, SLOW_SINK, DurableInput, Topologies, cli, cluster_went_on, dump_logs, make_cluster, next_heartbeats, pid_alive,
-    status,
+    DURABLE_WC, SLOW_SINK, DurableInput, Topologies, cli, cluster_went_on, dump_logs, make_cluster, next_heartbeats,
+    pid_alive, status,
 )
 from tests.waiting import eventually, until
 

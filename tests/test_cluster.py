@@ -16,8 +16,8 @@ import pytest
 from kazoo.client import KazooClient
 
 from tests.cluster import (
-    DURABLE_WC, SLOW_SINK, DurableInput, Topologies, cli, dump_logs, gone, make_cluster, next_heartbeats, pid_alive, status,
-    workers,
+    DURABLE_WC, SLOW_SINK, DurableInput, Topologies, cli, dump_logs, gone, make_cluster, next_heartbeats, pid_alive,
+    status, workers,
 )
 from tests.waiting import eventually, until
 
