@@ -114,11 +114,22 @@ def fact(obj):
     return same_nan(obj)
 
 
+class _NaN:
+    """The marker a float NaN compares as: equal only to itself, unlike the string "NaN" a
+    payload may hold."""
+
+    def __repr__(self) -> str:
+        return "NaN"
+
+
+NAN = _NaN()
+
+
 def same_nan(value):
     """A flipped byte can make a float NaN anywhere, nested values and keys included; NaN equals
     nothing, not even the NaN the other path decoded, so both must read it a NaN."""
     if isinstance(value, float):
-        return "NaN" if math.isnan(value) else value
+        return NAN if math.isnan(value) else value
     if isinstance(value, (list, tuple)):
         return type(value)(same_nan(v) for v in value)
     if isinstance(value, dict):
