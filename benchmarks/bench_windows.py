@@ -107,8 +107,8 @@ def run_topology(kind: str, n: int) -> float:
 
 
 def core_throughput(n: int) -> float:
-    from gale.worker.runtime.windows.core import TimeWindows
-    from gale.worker.runtime.windows.store import Entry
+    from gale.worker.windows.core import TimeWindows
+    from gale.worker.windows.store import Entry
 
     core = TimeWindows(1000, 250)
     t0 = time.perf_counter()
@@ -123,8 +123,8 @@ def core_throughput(n: int) -> float:
 def buffer_bytes(n: int = 200_000, persistent: bool = False) -> tuple[float, float]:
     from gale.topology.state import KeyValueState
     from gale.topology.tuple import Fields, new_tuple
-    from gale.worker.runtime.windows.core import TimeWindows
-    from gale.worker.runtime.windows.store import Entry
+    from gale.worker.windows.core import TimeWindows
+    from gale.worker.windows.store import Entry
     from gale.worker.state.windows import StateWindowStore
 
     fields = Fields(["key", "ts"], "src:default")

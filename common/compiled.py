@@ -38,6 +38,7 @@ MODULES = (
     "gale.worker.runtime.acker",
     "gale.worker.runtime.rotating",
     "gale.worker.runtime.grouping",
+    "gale.worker.state.gate",
     "gale.worker.wire",
     "gale.worker.wire_fast",
     "gale.worker.outbox",

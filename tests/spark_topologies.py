@@ -181,7 +181,7 @@ class PythonCount(SparkBolt):
     hang = None
 
     def spark_job(self, spark, tuples):
-        from gale.worker.spark.executor import BatchResult
+        from gale.worker.spark.stage import BatchResult
         from gale.worker.spark.lineage import Anchoring, Lineage
 
         if self.hang is not None and any(t["word"] == "hang" for t in tuples):

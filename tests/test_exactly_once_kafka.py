@@ -34,7 +34,7 @@ def topology(spout_tasks: int):
 
 def checkpointed_offsets(running, tasks: int) -> dict[int, int]:
     provider = running.runtime.resources["state"]
-    names = [source_namespace(running.runtime.state_prefix, "kafka", i) for i in range(tasks)]
+    names = [source_namespace(running.runtime.resources["state_prefix"], "kafka", i) for i in range(tasks)]
     merged = committed_position(provider, names, merge=True)
     return {int(key.rpartition("/")[2]): offset for key, offset in (merged or {}).items()}
 
@@ -55,11 +55,11 @@ def test_counts_from_a_topic_are_exact_through_failures(kafka_broker, zk, zk_chr
 
         def every_record_checkpointed():
             assert checkpointed_offsets(running, spout_tasks) == hws
-            return read_epoch(provider, running.runtime.state_prefix).txid
+            return read_epoch(provider, running.runtime.resources["state_prefix"]).txid
 
         txid = eventually(every_record_checkpointed, timeout=120)
 
-        two_more_commits(provider, running.runtime.state_prefix, txid)
+        two_more_commits(provider, running.runtime.resources["state_prefix"], txid)
         counts = counts_in(running)
         stats = running.component_stats()
         group = committed(zk, f"g{topic}", topic)

@@ -31,7 +31,7 @@ def word_count(spout=RewindableSentences) -> TopologyBuilder:
 
 def committed_positions(running):
     provider = running.runtime.resources["state"]
-    prefix = running.runtime.state_prefix
+    prefix = running.runtime.resources["state_prefix"]
     return [committed_position(provider, [source_namespace(prefix, "sentences", i)], merge=False) for i in range(2)]
 
 
@@ -60,10 +60,10 @@ def test_counts_are_exact_through_failed_tuples_and_failed_checkpoints(fail_ever
         def everything_read_and_committed():
             # task i emits sentences i, i + 2, ...: its position after the last one is the next index
             assert committed_positions(running) == [n + (i - n) % 2 for i in range(2)], committed_positions(running)
-            return read_epoch(provider, running.runtime.state_prefix).txid
+            return read_epoch(provider, running.runtime.resources["state_prefix"]).txid
 
         txid = eventually(everything_read_and_committed, timeout=90)
-        two_more_commits(provider, running.runtime.state_prefix, txid)
+        two_more_commits(provider, running.runtime.resources["state_prefix"], txid)
         counts = counts_in(running)
         stats = running.component_stats()
         rewinds = [r for s in spouts_of(running, "sentences") for r in s.rewinds]
@@ -98,7 +98,7 @@ def test_a_spout_that_cannot_rewind_is_reported_and_emits_nothing():
         # a positive marker that the topology got past the point where the spout would emit: the
         # start-up rollback reached the stateful tasks (they are initialized), the sources never rewind
         counters = [ex for ex in running.runtime.executors.values() if ex.component == "count"]
-        eventually(lambda: _assert_ge(sum(all(ex.initialized.values()) for ex in counters), len(counters)), timeout=30)
+        eventually(lambda: _assert_ge(sum(all(ex.layers["checkpoint"].ready.values()) for ex in counters), len(counters)), timeout=30)
         stats = running.component_stats()
     assert stats["sentences"]["emitted"] == 0
 
@@ -163,9 +163,12 @@ def test_a_rewind_drops_what_the_task_staged_for_a_checkpoint_that_did_not_commi
     committed with it. The real Redis provider skips a namespace without changes, so the executor
     rolls its namespace back at every rewind."""
     from gale.redisserver import RedisServer
-    from gale.worker.state.exactly_once import ExactlyOnceSpoutExecutor, position_changes
+    from types import SimpleNamespace
+
     from gale.worker.state.epochs import Rewind
+    from gale.worker.state.exactly_once import position_changes
     from gale.worker.state.redis_provider import RedisStateProvider
+    from gale.worker.state.sources import ExactlyOnceSource
 
     class Kafkaish:
         merge_positions = True
@@ -179,11 +182,11 @@ def test_a_rewind_drops_what_the_task_staged_for_a_checkpoint_that_did_not_commi
         provider.prepare(2, {ns: (position_changes("kafka", Kafkaish(), {"x/0": 10}, 2), ())})
         provider.commit(2, [ns])
         provider.prepare(3, {ns: (position_changes("kafka", Kafkaish(), {"x/0": 99}, 3), ())})  # then rolled back
-        ex = ExactlyOnceSpoutExecutor.__new__(ExactlyOnceSpoutExecutor)  # only what _perform(Rewind) uses
-        ex.provider, ex.component, ex.pending = provider, "kafka", {}
-        ex.spouts, ex.namespaces, ex.all_namespaces = {1: Kafkaish()}, {1: ns}, [ns]
-        ex.in_call = False
-        ex._perform(1, Rewind(2))
+        # only what _perform(Rewind) uses
+        ex = SimpleNamespace(component="kafka", pending={}, spouts={1: Kafkaish()}, in_call=False)
+        source = ExactlyOnceSource(ex)
+        source.provider, source.namespaces, source.all_namespaces = provider, {1: ns}, [ns]
+        source._perform(1, Rewind(2))
         assert ex.spouts[1].rewound_to == {"x/0": 10}
         provider.prepare(3, {ns: ({}, ())})  # the new checkpoint 3: nothing to stage
         provider.commit(3, [ns])
@@ -198,7 +201,6 @@ def _run_over(name, topo, provider=None):
     run = LocalTopology(name, topo, local_conf(topo), start=False)
     if provider is not None:
         run.runtime.resources["state"] = provider
-        run.runtime.resources["state_prefix"] = run.runtime.state_prefix
     run.runtime.start(active=True)
     return run
 
@@ -289,7 +291,7 @@ def test_a_persistent_window_in_an_exactly_once_topology_fires_every_item_once(f
     with LocalCluster() as cluster:
         running = cluster.submit_topology(f"eow-{fail_every}-{fail_prepare}", {}, topo)
         provider = running.runtime.resources["state"]
-        prefix = running.runtime.state_prefix
+        prefix = running.runtime.resources["state_prefix"]
 
         def tallied():
             tally = read_committed(provider, prefix, "tally", tasks=1)

@@ -18,12 +18,13 @@ from hypothesis import strategies as st
 from gale import TopologyBuilder
 from gale.clock import SimulatedClock
 from gale.topology.tuple import Fields, Tuple
+from gale.worker.assembly import Assembly
 from gale.worker.local import LocalTopology, local_conf
 from gale.worker.runtime.runtime import WorkerRuntime
 from gale.worker.spark import lineage as lin
 from gale.worker.spark.batching import Batcher, BatchPolicy
 from gale.worker.spark.commit import BATCH_DIR_PREFIX, KEYS_FILE, TEMP_DIR, LocalBatchCommitter, batch_id, row_key
-from gale.worker.spark.executor import BatchResult
+from gale.worker.spark.stage import BatchResult
 from gale.worker.spark.frames import SparkStageError, key_index, tuples_to_arrow
 from gale.worker.spark.lineage import ROW_ID
 from gale.worker.spark.session import SparkHandle, acquire_spark, local_cores, spark_settings
@@ -343,7 +344,7 @@ def _runtime(rows, conf=None, clock=None, sink_cls=Sink):
     full = local_conf(topo, conf)
     lt = LocalTopology("t", topo, full, start=False)
     rt = WorkerRuntime(topo, topology_id="t-local", conf=full, layout=lt.layout, executors=lt.layout.executors,
-                       clock=clock or SimulatedClock(), resources={"spark": spark})
+                       clock=clock or SimulatedClock(), resources={"spark": spark}, factory=Assembly())
     rt.start(spawn=False)
     return rt, spark
 
@@ -449,7 +450,7 @@ def test_spark_that_never_starts_fails_tuples_after_the_start_timeout():
     rt, spark = _runtime([[i, "w"] for i in range(5)], {"topology.message.timeout.secs": 1000}, clock)
     try:
         ex = _executor(rt, "count")
-        ex.start_timeout = 30.0
+        ex.body.start_timeout = 30.0
         clock.advance(29)
         rt.fire_timers(clock.monotonic())
         rt.run_until_idle(1000)
@@ -466,11 +467,11 @@ def test_a_hung_batch_is_abandoned_and_its_tuples_fail():
     rt, spark = _runtime([[i, "hang"] for i in range(4)], {"topology.message.timeout.secs": 1000}, clock)
     try:
         ex = _executor(rt, "count")
-        ex.batch_timeout = 60.0
+        ex.body.batch_timeout = 60.0
         bolt = next(iter(ex.bolts.values()))
         bolt.hang = release
         spark.future.set_result(StandInSession())
-        assert _drive(rt, clock, lambda: ex.states[min(ex.states)].running is not None)
+        assert _drive(rt, clock, lambda: ex.body.states[min(ex.body.states)].running is not None)
         assert _drive(rt, clock, lambda: len(_spout(rt).failed) >= 4, step=5.0)
         assert "batch ran longer than 60 s" in rt.errors["count"][0]
     finally:

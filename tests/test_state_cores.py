@@ -10,7 +10,7 @@ import pytest
 from gale.stablehash import stable_hash
 from gale.topology.keygroups import key_group, owned_groups, owner_index, owner_task
 from gale.topology.state import KeyValueState, StateError, unpack_value
-from gale.worker.state.barrier import PROCESS, STALE, WAIT, CheckpointBarrier, DeferredAcks
+from gale.worker.state.barrier import PROCESS, STALE, WAIT, CheckpointBarrier, HeldAcks
 from gale.worker.state.coordinator import (
     COMMIT,
     COMMITTED,
@@ -185,17 +185,30 @@ def test_barrier_needs_an_input():
         CheckpointBarrier(0)
 
 
-def test_deferred_acks_follow_prepare_commit_rollback():
-    d = DeferredAcks()
-    d.acked("a")
-    d.acked("b")
-    d.prepare()
-    d.acked("c")  # after PREPARE: belongs to the next checkpoint
-    assert d.commit() == ["a", "b"]
+def test_held_acks_follow_prepare_commit_rollback():
+    d = HeldAcks()
+    d.acked(10, 0b0011)
+    d.acked(11, 0b0100)
+    d.acked(10, 0b0110)  # the same tree again: one entry, the XOR of both
+    assert d.prepare() == []
+    d.acked(12, 7)  # after PREPARE: belongs to the next checkpoint
+    assert sorted(d.commit()) == [(10, 0b0101), (11, 0b0100)]
     assert d.commit() == []
     d.prepare()
-    d.acked("d")
-    assert sorted(d.rollback()) == ["c", "d"] and len(d) == 0
+    d.acked(13, 1)
+    assert d.rollback() == [12, 13] and len(d) == 0
+
+
+def test_held_acks_of_the_checkpoint_s_own_tree_are_given_back_at_its_prepare():
+    """A tuple anchored to a checkpoint (a persistent window's output, held until that PREPARE) is in
+    the PREPARE's tree: its ack cannot wait for the commit the PREPARE's completion leads to."""
+    d = HeldAcks()
+    d.acked(10, 5)
+    d.acked(99, 3)  # 99: the root of the PREPARE tuple
+    d.acked(99, 1)
+    assert d.prepare(release=[99]) == [(99, 2)]
+    assert d.commit() == [(10, 5)]
+    assert d.prepare(release=[99]) == []  # nothing held for it: nothing given back
 
 
 # ------------------------------------------------------------------------------ KeyValueState

@@ -109,7 +109,7 @@ def test_a_windowed_bolt_forwards_checkpoints_in_a_topology_with_state():
 
 def counts_in(running, component="count"):
     provider = running.runtime.resources["state"]
-    return read_committed(provider, running.runtime.state_prefix, component, key_groups=128)
+    return read_committed(provider, running.runtime.resources["state_prefix"], component, key_groups=128)
 
 
 def spouts_of(running, component):
@@ -177,7 +177,6 @@ def test_state_survives_a_restart_of_the_topology_with_the_same_provider():
 
         second = LocalTopology("wc", topo, local_conf(topo), start=False)
         second.runtime.resources["state"] = provider
-        second.runtime.resources["state_prefix"] = second.runtime.state_prefix
         second.runtime.start(active=True)
         try:
             eventually(lambda: _assert_eq(counts_in(second), {w: 2 * c for w, c in expected.items()}), timeout=60)
@@ -212,7 +211,6 @@ def test_a_new_version_with_another_key_type_is_reported_not_mixed():
         first.kill()
     second = LocalTopology("wc-v2", v2, local_conf(v2), start=False)
     second.runtime.resources["state"] = provider
-    second.runtime.resources["state_prefix"] = second.runtime.state_prefix
     second.runtime.start(active=True)
     try:
         def reported():
@@ -311,7 +309,7 @@ def test_tuples_delivered_by_another_thread_while_the_executor_runs_are_all_coun
         (count_task,) = runtime.layout.component_tasks("count")
         split_task = runtime.layout.component_tasks("split")[0]
         fields = runtime._stream_fields[("split", "default")]
-        eventually(lambda: _assert_eq(all(ex.initialized[count_task] for ex in runtime.executors.values()
+        eventually(lambda: _assert_eq(all(ex.layers["checkpoint"].ready[count_task] for ex in runtime.executors.values()
                                           if ex.component == "count"), True), timeout=30)
 
         def deliver():
@@ -349,7 +347,7 @@ def test_per_task_state_of_a_shuffle_grouped_stateful_bolt():
         provider = running.runtime.resources["state"]
 
         def per_task():
-            loaded = provider.load([f"{running.runtime.state_prefix}/totals/task{i}" for i in range(3)])
+            loaded = provider.load([f"{running.runtime.resources['state_prefix']}/totals/task{i}" for i in range(3)])
             # each task index has its own namespace holding its own 'total' (and its writer record)
             loaded = {ns: {k: v for k, v in c.items() if k != WRITER_KEY} for ns, c in loaded.items()}
             assert [list(v) for v in loaded.values()] == [[pack("total")]] * 3, loaded

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gale.worker.runtime.windows.watermark import WatermarkTracker
+from gale.worker.windows.watermark import WatermarkTracker
 
 
 def test_the_watermark_is_the_minimum_over_input_tasks_minus_the_lag():

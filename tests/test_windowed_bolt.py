@@ -27,7 +27,7 @@ from gale import (
 )
 from gale.clock import SimulatedClock
 from gale.worker.local import LocalTopology, local_conf
-from gale.worker.runtime.windows.core import FOREVER
+from gale.worker.windows.core import FOREVER
 from tests.window_reference import (
     ref_count,
     ref_count_every_duration,

@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gale.worker.runtime.windows.core import (
+from gale.worker.windows.core import (
     FOREVER,
     CountWindows,
     Expire,
@@ -24,8 +24,8 @@ from gale.worker.runtime.windows.core import (
     SessionWindows,
     TimeWindows,
 )
-from gale.worker.runtime.windows.mixed import CountEveryDuration, DurationEveryCount
-from gale.worker.runtime.windows.store import Entry, InMemoryWindowStore
+from gale.worker.windows.mixed import CountEveryDuration, DurationEveryCount
+from gale.worker.windows.store import Entry, InMemoryWindowStore
 from tests.window_reference import (
     ref_count,
     ref_count_every_duration,

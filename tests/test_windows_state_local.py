@@ -109,7 +109,6 @@ def test_a_restart_with_the_same_provider_continues_the_window_in_progress():
     second_topo = items_topology(25, 50)
     second = LocalTopology("pw", second_topo, local_conf(second_topo), start=False)
     second.runtime.resources["state"] = provider
-    second.runtime.resources["state_prefix"] = second.runtime.state_prefix
     second.runtime.start(active=True)
     try:
         eventually(lambda: _assert_eq(len(of(second, "items", "spouts")[0].acked_ids), 25), timeout=60)
@@ -154,7 +153,7 @@ def test_a_fields_grouped_persistent_window_keeps_per_task_state_and_acks_tuples
         runners = of(running, "windows", "bolts")
         per_task = {r.collector.task: (list(r.bolt.windows), len(r.core)) for r in runners}
         namespaces = sorted(ns for ex in running.runtime.executors.values() if ex.component == "windows"
-                            for s in ex.states.values() for ns in s.namespaces)
+                            for s in ex.layers["state"].states.values() for ns in s.namespaces)
         errors = dict(running.errors)
     assert namespaces == ["pwf/windows/task0", "pwf/windows/task1"]
     fired = [i for windows, _ in per_task.values() for w in windows for i in w]
@@ -216,7 +215,6 @@ def test_a_restart_continues_an_event_time_window_in_progress_with_its_watermark
     topo = event_time_topology(25, 60)
     second = LocalTopology("pet", topo, local_conf(topo), start=False)
     second.runtime.resources["state"] = provider
-    second.runtime.resources["state_prefix"] = second.runtime.state_prefix
     second.runtime.start(active=True)
     try:
         eventually(lambda: _assert_eq(len(of(second, "items", "spouts")[0].acked_ids), 35), timeout=60)

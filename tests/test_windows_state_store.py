@@ -10,9 +10,9 @@ from hypothesis import strategies as st
 
 from gale.topology.state import KeyValueState, pack, unpack_key, unpack_value
 from gale.topology.tuple import Fields, Tuple
-from gale.worker.runtime.windows.core import CountWindows, Expire, Fire, SessionWindows, TimeWindows
-from gale.worker.runtime.windows.mixed import CountEveryDuration, DurationEveryCount
-from gale.worker.runtime.windows.store import Entry
+from gale.worker.windows.core import CountWindows, Expire, Fire, SessionWindows, TimeWindows
+from gale.worker.windows.mixed import CountEveryDuration, DurationEveryCount
+from gale.worker.windows.store import Entry
 from gale.worker.state.windows import META_KEY, StateWindowStore
 from tests.test_windows_core import streams
 

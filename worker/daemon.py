@@ -49,6 +49,7 @@ from gale.local_state import LocalState
 from gale.records import ErrorInfo, TopologyStatus, WorkerHeartbeat
 from gale.topology.definition import Topology, TopologyDef, TopologyTasks
 from gale.zk import start_client, stop_client
+from gale.worker.assembly import Assembly
 from gale.worker.runtime.runtime import WorkerRuntime
 from gale.worker.transfer import Transfer
 
@@ -333,6 +334,7 @@ class Worker:
             Topology(defn), topology_id=self.topology_id, conf=conf, layout=layout, executors=self.executors,
             remote=self.transfer, io=self.transfer, error_sink=self.error_sink, worker_port=self.port,
             local_dir=str(self.worker_dir), code_dir=str(code_dir), on_crash=self._crashed, clock=self.clock,
+            factory=Assembly(),
         )
         self._fields = self.runtime._stream_fields
         attach(self.transfer, self.runtime)

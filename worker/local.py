@@ -28,6 +28,7 @@ from gale.stats_summary import component_summary
 from gale.topology.checkpointing import validate_checkpointing
 from gale.topology.definition import Topology, TopologyDef, TopologyTasks
 from gale.topology.components import Spout
+from gale.worker.assembly import Assembly
 from gale.worker.runtime.runtime import WorkerRuntime
 
 
@@ -57,6 +58,7 @@ class LocalTopology:
             clock=clock,
             capture=capture,
             code_dir=topology.code_dir or "",
+            factory=Assembly(),
         )
         self.started = time.monotonic()
         if start:

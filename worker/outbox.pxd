@@ -30,5 +30,6 @@ cdef class TupleSender:
     cdef public dict groups
     cdef public dict acker_groups
     cdef public dict result_groups
+    cdef public dict control_groups
 
     cdef _append(self, dict groups, object task, tuple item, int kind)

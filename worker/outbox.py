@@ -34,7 +34,7 @@ import cython
 import msgpack
 
 from gale.topology.tuple import Fields, Tuple
-from gale.worker.wire_kinds import ACKERS, GROUP_WIDTH, RESULTS, TUPLES
+from gale.worker.wire_kinds import ACKERS, CONTROLS, GROUP_WIDTH, RESULTS, TUPLES
 
 _packb = msgpack.Packer(use_bin_type=True).pack
 
@@ -299,7 +299,7 @@ class TupleSender:
     ``groups``: (task, source task, "component:stream") → the group's deque, made on a group's
     first tuple through ``outbox_of(task)`` (the destination's :class:`Outbox`, or None: the task
     has no route, and the tuple is counted by ``outbox_of`` and dropped). The transfer replaces
-    ``groups`` (and ``acker_groups``, ``result_groups``: acker / spout task → deque) with empty dicts
+    ``groups`` (and ``acker_groups``, ``result_groups``, ``control_groups``: acker / spout task → deque) with empty dicts
     when the routes change."""
 
     def __init__(self, pack: Callable[[Any], bytes], max_bytes: int, outbox_of: Callable[[int], Outbox | None]):
@@ -309,6 +309,7 @@ class TupleSender:
         self.groups = {}
         self.acker_groups = {}
         self.result_groups = {}
+        self.control_groups = {}
 
     def send_tuple(self, task: int, tup: Tuple) -> None:
         t: Tuple = tup
@@ -347,6 +348,10 @@ class TupleSender:
         """``result``: ``(outcome, root)``, integers, for a spout task elsewhere."""
         self._append(self.result_groups, task, result, RESULTS)
 
+    def send_control(self, task: int, payload: tuple) -> None:
+        """``payload``: four unsigned 64-bit integers, a control message for a spout task elsewhere."""
+        self._append(self.control_groups, task, payload, CONTROLS)
+
     @cython.cfunc
     def _append(self, groups: dict, task: object, item: tuple, kind: cython.int):
         encoded = _encode_ints(item)
@@ -355,20 +360,20 @@ class TupleSender:
             box = self.outbox_of(task)
             if box is None:
                 return
-            group = groups[task] = box.acker_group(task) if kind == ACKERS else box.result_group(task)
+            group = groups[task] = box.group(kind, task)
         group.append(encoded)
 
 
 class Outbox:
     """The groups queued for one destination worker, drained into batch payloads."""
 
-    __slots__ = ("tuple_groups", "acker_groups", "result_groups", "_order")
+    __slots__ = ("tuple_groups", "int_groups", "_order")
 
     def __init__(self) -> None:
         #: (task, source task, "component:stream") → encoded bodies; made by the Transfer
         self.tuple_groups: dict[tuple[int, int, str], deque] = {}
-        self.acker_groups: dict[int, deque] = {}
-        self.result_groups: dict[int, deque] = {}
+        #: (kind, task) → encoded messages of the integer kinds (ACKERS, RESULTS, CONTROLS)
+        self.int_groups: dict[tuple[int, int], deque] = {}
         #: (message prefix, the group's deque, kind) in the order groups were made (sender's view)
         self._order: list[tuple[bytes, deque, int]] = []
 
@@ -384,21 +389,21 @@ class Outbox:
             group = self.tuple_groups.setdefault(key, group)
         return group
 
-    def acker_group(self, task: int) -> deque:
-        group = self.acker_groups.get(task)
+    def group(self, kind: int, task: int) -> deque:
+        """The group of ``kind`` (ACKERS, RESULTS or CONTROLS) for ``task``."""
+        key = (kind, task)
+        group = self.int_groups.get(key)
         if group is None:
             group = deque()
-            self._order.append((b"\x93" + _packb(ACKERS) + _packb(task), group, ACKERS))
-            group = self.acker_groups.setdefault(task, group)
+            self._order.append((b"\x93" + _packb(kind) + _packb(task), group, kind))
+            group = self.int_groups.setdefault(key, group)
         return group
 
+    def acker_group(self, task: int) -> deque:
+        return self.group(ACKERS, task)
+
     def result_group(self, task: int) -> deque:
-        group = self.result_groups.get(task)
-        if group is None:
-            group = deque()
-            self._order.append((b"\x93" + _packb(RESULTS) + _packb(task), group, RESULTS))
-            group = self.result_groups.setdefault(task, group)
-        return group
+        return self.group(RESULTS, task)
 
     # ------------------------------------------------------------------ the draining thread
 

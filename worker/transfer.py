@@ -193,6 +193,8 @@ class Transfer:
         #: root))``, integers, on executor threads (a task with no route: counted and dropped)
         self.send_acker = self._tuple_sender.send_acker
         self.send_result = self._tuple_sender.send_result
+        #: ``send_control(task, payload)``: a control message (four unsigned integers) for a spout task
+        self.send_control = self._tuple_sender.send_control
         self.stats = {"sent_batches": 0, "sent_messages": 0, "received_batches": 0, "received_messages": 0,
                       "dropped_messages": 0, "rejected_batches": 0, "invalid_messages": 0, "undeliverable": 0,
                       "load_reports_sent": 0, "load_reports_received": 0}
@@ -268,7 +270,7 @@ class Transfer:
         self._identities = dict(identities or {})
         # the groups the sender appends to are made on a group's first message: forget them
         sender = self._tuple_sender
-        sender.groups, sender.acker_groups, sender.result_groups = {}, {}, {}
+        sender.groups, sender.acker_groups, sender.result_groups, sender.control_groups = {}, {}, {}, {}
         live = set(self.routes.values())
         for address in live:
             self.outboxes.setdefault(address, Outbox())

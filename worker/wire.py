@@ -13,6 +13,9 @@ groups them); the single-message kinds (0, 1, 2) are still taken:
 * ``[4, task, [kind, root, val, spout_task, ...]]`` — acker messages for one acker task, flattened
   four integers each;
 * ``[5, task, [outcome, root, ...]]`` — verdicts for one spout task, two integers each;
+* ``[7, task, [kind, a, b, c, ...]]`` — control messages for one spout task, four unsigned 64-bit
+  integers each (exactly-once epochs and the sources' reports: ``gale.worker.runtime.control``);
+  delivered as ``(CONTROL, (kind, a, b, c))``, which the task's executor hands to its handler;
 * ``[6, busy, [task, load, ...]]`` — the sending worker's load report (:mod:`gale.worker.loads`):
   how busy its executor threads were and its tasks' queue loads, per mille (0..1000; busy −1: not measured
   yet). Handed to ``on_loads``; it is not counted among the messages seen.
@@ -48,8 +51,9 @@ import msgpack
 
 from gale.topology.tuple import Fields, Tuple, new_tracked, new_tuple
 from gale.worker.arrow_codec import ext_hook
+from gale.worker.runtime.acker import CONTROL
 from gale.worker.wire_fast import read_fast
-from gale.worker.wire_kinds import (ACKER, ACKER_KINDS, ACKERS, GROUP_WIDTH, INVALID_REASONS, KINDS, LOAD_SCALE, LOADS,
+from gale.worker.wire_kinds import (ACKER, ACKER_KINDS, ACKERS, CONTROLS, GROUP_WIDTH, INVALID_REASONS, KINDS, LOAD_SCALE, LOADS,
                                     MALFORMED, MAX_TASK, MAX_U64, MIN_I64, NOT_SUBSCRIBED, OUT_OF_RANGE, OUTCOMES,
                                     RESULTS, ROLE_OF, TUPLE, TUPLES, UNDECODABLE, UNKNOWN_KIND, UNKNOWN_STREAM,
                                     UNKNOWN_TASK)
@@ -186,7 +190,7 @@ class BatchDecoder:
                                 or self._checked_tuples(bodies, entry[0], entry[1], source_task)
                             if tuples:
                                 refused += deliver_many(task, tuples)
-                    elif kind == ACKERS or kind == RESULTS:
+                    elif kind == ACKERS or kind == RESULTS or kind == CONTROLS:
                         _, _, ints = msg
                         if type(ints) is not list:
                             invalid[MALFORMED] += 1
@@ -201,6 +205,8 @@ class BatchDecoder:
                             continue
                         if kind == ACKERS:
                             messages = _acker_messages(ints) or self._checked_acker_messages(ints)
+                        elif kind == CONTROLS:
+                            messages = self._checked_controls(ints)
                         else:
                             messages = _results(ints) or self._checked_results(ints)
                         if messages:
@@ -312,6 +318,21 @@ class BatchDecoder:
                 out.append(m)
             else:
                 invalid[reason] += 1
+        return out
+
+    def _checked_controls(self, ints: list) -> list[tuple]:
+        """Control messages: four unsigned 64-bit integers each (what they mean is their
+        handler's to check); each bad one is counted."""
+        invalid = self.invalid
+        out = []
+        it = iter(ints)
+        for m in zip(it, it, it, it):
+            if not all(type(x) is int for x in m):
+                invalid[MALFORMED] += 1
+            elif not all(0 <= x <= MAX_U64 for x in m):
+                invalid[OUT_OF_RANGE] += 1
+            else:
+                out.append((CONTROL, m))
         return out
 
     def _checked_results(self, ints: list) -> list[tuple]:

@@ -11,11 +11,15 @@ from gale.worker.runtime.acker import ACK, ACKED, FAIL, FAILED, INIT, RESET, RES
 TUPLE, ACKER, RESULT = 0, 1, 2
 TUPLES, ACKERS, RESULTS = 3, 4, 5
 LOADS = 6
-KINDS = (TUPLE, ACKER, RESULT, TUPLES, ACKERS, RESULTS)
+#: control messages for spout tasks (exactly-once epochs and the sources' reports), four unsigned
+#: 64-bit integers each; they travel with the acker's verdicts, to the same tasks
+CONTROLS = 7
+KINDS = (TUPLE, ACKER, RESULT, TUPLES, ACKERS, RESULTS, CONTROLS)
 #: a grouped kind → how many list elements make one of its messages
-GROUP_WIDTH = {TUPLES: 1, ACKERS: 4, RESULTS: 2}
+GROUP_WIDTH = {TUPLES: 1, ACKERS: 4, RESULTS: 2, CONTROLS: 4}
 #: message kind → the task role that takes it (TUPLE, ACKER or RESULT)
-ROLE_OF = {TUPLE: TUPLE, ACKER: ACKER, RESULT: RESULT, TUPLES: TUPLE, ACKERS: ACKER, RESULTS: RESULT}
+ROLE_OF = {TUPLE: TUPLE, ACKER: ACKER, RESULT: RESULT, TUPLES: TUPLE, ACKERS: ACKER, RESULTS: RESULT,
+           CONTROLS: RESULT}
 MAX_U64 = (1 << 64) - 1
 MIN_I64 = -(1 << 63)
 MAX_TASK = (1 << 31) - 1

@@ -23,7 +23,7 @@ from typing import Any
 from gale import config as gconfig
 from gale.errors import TopologyError
 from gale.topology.checkpointing import add_checkpointing, validate_checkpointing
-from gale.topology.components import Bolt, Component, OutputFieldsDeclarer, Spout
+from gale.topology.components import Bolt, Component, OutputFieldsDeclarer, Spout, can_rewind
 from gale.topology.definition import (
     ComponentDef,
     GroupingDef,
@@ -185,6 +185,8 @@ class TopologyBuilder:
                 inputs=spec.inputs,
                 spark=bool(getattr(spec.cls, "uses_spark", False)),
                 stateful=issubclass(spec.cls, StatefulBolt),
+                body=getattr(spec.cls, "body_kind", "python"),
+                rewindable=can_rewind(spec.cls) if spec.kind == "spout" else None,
             )
         if any(issubclass(spec.cls, StatefulBolt) for spec in self._specs.values()) or any(
                 comp.conf.get(PERSISTENT) for comp in components.values()):

@@ -116,6 +116,10 @@ class TopologyContext:
 class Component:
     """Shared base of spouts and bolts."""
 
+    #: what runs the component's tasks in a worker (recorded in the definition as ``body``):
+    #: ``python`` — the instance itself; Gale's windowed, shell and Spark components say otherwise
+    body_kind = "python"
+
     #: shorthand for a component whose only output is the default stream: ``output_fields =
     #: ["word", "count"]`` is the same as ``declare_output_fields`` calling
     #: ``declarer.declare(["word", "count"])`` (an alias read only by the default method below)

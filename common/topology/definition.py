@@ -73,10 +73,26 @@ class ComponentDef(_Model):
     #: a ``StatefulBolt`` (set by the builder): nimbus decides without importing user code whether
     #: a rebalance may change the component's task count (``gale.nimbus.rescale``)
     stateful: bool = False
+    #: what runs its tasks (set by the builder from the class): ``python`` (the spout or bolt itself),
+    #: ``window`` (a windowed bolt), ``shell`` (a multi-lang subprocess), ``spark`` (Spark
+    #: micro-batches); None in definitions from before it was recorded (the worker asks the class)
+    body: Literal["python", "window", "shell", "spark"] | None = None
+    #: a spout that can go back to a position (``position()``/``rewind()``, set by the builder):
+    #: exactly-once topologies refuse one that cannot at submit; None: not recorded
+    rewindable: bool | None = None
 
     @property
     def executors(self) -> int:
         return min(self.parallelism, self.tasks)
+
+    @property
+    def windowed(self) -> bool:
+        """A windowed bolt (its configuration sets a window)."""
+        if self.body is not None:
+            return self.body == "window"
+        from gale.topology.windowing import WINDOW_KEYS
+
+        return any(self.conf.get(k) is not None for k in WINDOW_KEYS)
 
 
 class TopologyDef(_Model):

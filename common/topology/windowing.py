@@ -20,7 +20,7 @@ A window's configuration is component configuration with Storm's keys
 (``topology.bolts.window.length.count`` ...), set by the ``with_*`` methods and returned by
 :meth:`WindowedBolt.component_configuration`, so nimbus validates it at submit without importing user
 code. :class:`WindowSpec` reads it back (the worker runs the window from it). The runtime — buffer,
-triggers, watermarks, lateness, acking — is ``gale.worker.runtime.windows``; the user guide is
+triggers, watermarks, lateness, acking — is ``gale.worker.windows``; the user guide is
 ``docs/windows.md``.
 """
 
@@ -332,6 +332,9 @@ class WindowedBolt(Bolt):
     runtime acks the window's tuples when they leave the last window they belong to. Do not ack or
     fail them yourself.
     """
+
+    #: its tasks run a window (``gale.worker.windows``; recorded in the definition)
+    body_kind = "window"
 
     def __init__(self) -> None:
         self._window_conf: dict[str, Any] = {}

@@ -21,7 +21,7 @@ path (``venv/bin/python``) is relative to ``cwd``. The wire format is
 ``topology.multilang.serializer`` (JSON, or msgpack for pystorm's ``MsgpackSerializer``).
 
 The instances here only hold that configuration: the executors in
-:mod:`gale.worker.multilang.executor` start the subprocesses, carry tuples to them and apply what
+:mod:`gale.worker.multilang.body` start the subprocesses, carry tuples to them and apply what
 they answer.
 """
 
@@ -32,7 +32,6 @@ from typing import Any
 
 from gale.errors import TopologyError
 from gale.topology.components import Bolt, OutputFieldsDeclarer, Spout
-from gale.worker.multilang.executor import ShellBoltExecutor, ShellSpoutExecutor
 
 
 class ShellComponent:
@@ -104,17 +103,19 @@ class ShellBolt(ShellComponent, Bolt):
     thread. A child that exits, hangs past ``topology.subprocess.timeout.secs`` or breaks the
     protocol is killed, its pending tuples fail (and replay) and it is started again."""
 
-    executor_class = ShellBoltExecutor
+    #: its tasks are subprocesses (``gale.worker.multilang.body``; recorded in the definition)
+    body_kind = "shell"
 
-    def execute(self, tup: Any) -> None:  # pragma: no cover - the shell executor forwards tuples itself
-        raise TopologyError("ShellBolt tuples are forwarded by its executor, not executed in the worker")
+    def execute(self, tup: Any) -> None:  # pragma: no cover - the shell body forwards tuples itself
+        raise TopologyError("ShellBolt tuples are forwarded to its subprocess, not executed in the worker")
 
 
 class ShellSpout(ShellComponent, Spout):
     """A spout whose tasks are subprocesses (Storm's ``ShellSpout``): ``next``, ``ack``, ``fail``,
     ``activate`` and ``deactivate`` are commands to the child, each answered with emits and ``sync``."""
 
-    executor_class = ShellSpoutExecutor
+    #: its tasks are subprocesses (``gale.worker.multilang.body``; recorded in the definition)
+    body_kind = "shell"
 
     def next_tuple(self) -> None:
         self._shell.request_next()

@@ -45,6 +45,9 @@ RESET = 3
 ACKED = 1
 FAILED = 2
 RESET_TIMEOUT = 3
+#: not an outcome: a control message for a spout task (``(CONTROL, payload)`` on its queue, carried
+#: between workers as a CONTROLS group; ``gale.worker.runtime.control``)
+CONTROL = 8
 
 EMPTY = np.uint64(0)
 TOMBSTONE = np.uint64(1)

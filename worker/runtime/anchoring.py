@@ -188,3 +188,51 @@ class AnchoringModel:
         if not tup.done:
             tup.done = True
             self.messages.extend(fail_messages(tup.message_id))
+
+
+# ---------------------------------------------------------------------- generations in root ids
+# Exactly-once topologies (gale.worker.state.epochs) tell the tuples of one generation from those of
+# an older one by their roots: the generation is the root id's top byte, stamped by the spout's
+# collector, so no wire change and no per-tuple field is needed.
+
+GENERATION_BITS = 8
+_GEN_SHIFT = 64 - GENERATION_BITS
+_GEN_MASK = (1 << GENERATION_BITS) - 1
+_LOW_MASK = (1 << _GEN_SHIFT) - 1
+
+
+def with_generation(root: int, generation: int, n_ackers: int = 1, acker_index: int = 0) -> int:
+    """A root id with ``generation`` (mod 256) in its top byte, random below it (from ``root``), and
+    ``result % n_ackers == acker_index`` (the acker the spout steers its roots to); never 0 or 1. The
+    generation must survive the steering exactly: a current tuple taken for a stale one would be
+    acked without effect — lost."""
+    base = (generation & _GEN_MASK) << _GEN_SHIFT
+    r = base | (root & _LOW_MASK)
+    if n_ackers == 1:  # one acker (local mode, a worker's own acker): no steering
+        return r if r >= 2 else r + 2
+    r = r - r % n_ackers + acker_index  # within n_ackers of where it was
+    while r < max(base, 2):
+        r += n_ackers
+    while r >= base + (1 << _GEN_SHIFT):
+        r -= n_ackers
+    return r
+
+
+def generation_of(root: int) -> int:
+    return (root >> _GEN_SHIFT) & _GEN_MASK
+
+
+def generation_range(generation: int) -> tuple[int, int]:
+    """``(lo, hi)``: the root ids of ``generation`` (mod 256) are exactly those with
+    ``lo <= root < hi`` (root ids are 64-bit: the generation is their top byte). One comparison per
+    root, for the stateful executors' per-tuple check (:func:`is_current` is defined by it)."""
+    lo = (generation & _GEN_MASK) << _GEN_SHIFT
+    return lo, lo + (1 << _GEN_SHIFT)
+
+
+def is_current(roots: dict[int, int] | None, generation: int) -> bool:
+    """Whether a tuple whose anchors are ``roots`` (root → edge) belongs to ``generation``. A tuple
+    without roots (emitted unanchored or without a message id) cannot be told apart: it counts as
+    current (exactly-once needs anchored emits from spouts with message ids; docs/state.md)."""
+    lo, hi = generation_range(generation)
+    return all(lo <= root < hi for root in roots) if roots else True

@@ -54,3 +54,4 @@ cdef class BoltOutputCollector(_Collector):
     cdef public object _ack_buf
     cdef public Fields _acked_fields
     cdef public Py_ssize_t _acked_run
+    cdef public bint _hold

@@ -28,8 +28,7 @@ import cython
 from gale.topology.tuple import Fields, Tuple, new_tracked, new_tuple
 from gale.worker.runtime import lineage as _lineage
 from gale.worker.runtime.acker import ACK, FAIL, INIT, RESET
-from gale.worker.state.epochs import with_generation
-from gale.worker.runtime.anchoring import Rand
+from gale.worker.runtime.anchoring import Rand, with_generation
 from gale.worker.runtime.grouping import DirectGrouper, Grouper
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -358,6 +357,9 @@ class BoltOutputCollector(_Collector):
         # row (_count_acked adds them; the executor thread calls it after each batch and timer round)
         self._acked_fields: Fields | None = None
         self._acked_run = 0
+        #: acks are held (a stateful task's, until its checkpoint commits: ``_ack_buf`` is then the
+        #: task's held acks, never sent early — not even before a fail or reset of their tree)
+        self._hold = False
 
     def emit(
         self, values: Sequence[Any], anchors: Tuple | Iterable[Tuple] | None = None, stream: str = "default"
@@ -557,7 +559,7 @@ class BoltOutputCollector(_Collector):
         """Send the buffered ack value of ``root`` now (before a fail or reset of that tree, so the
         acker sees the messages in the order they were made)."""
         buf = self._ack_buf
-        if buf:
+        if buf and not self._hold:
             val = buf.pop(root, None)
             if val is not None:
                 self._send_acker(self._acker_task(root), (ACK, root, val, 0))

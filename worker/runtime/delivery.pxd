@@ -6,6 +6,7 @@ cdef class Delivery:
     cdef public object remote_tuple
     cdef public object remote_acker
     cdef public object remote_result
+    cdef public object remote_control
     cdef public object single_acker
 
     cdef inline _put(self, object task, object item, object remote)

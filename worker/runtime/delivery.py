@@ -14,7 +14,7 @@ from typing import Any
 
 import cython
 
-from gale.worker.runtime.acker import ACK
+from gale.worker.runtime.acker import ACK, CONTROL
 
 
 @cython.cclass
@@ -30,6 +30,7 @@ class Delivery:
         self.remote_tuple = remote.send_tuple if remote is not None else None
         self.remote_acker = remote.send_acker if remote is not None else None
         self.remote_result = remote.send_result if remote is not None else None
+        self.remote_control = getattr(remote, "send_control", None)
         # one acker task, in this worker: acks go straight onto its queue
         single = self.acker_tasks[0] if self.n_ackers == 1 else None
         self.single_acker = queues.get(single) if single is not None else None
@@ -46,6 +47,17 @@ class Delivery:
 
     def send_result(self, task: int, result: tuple) -> None:
         self._put(task, result, self.remote_result)
+
+    def send_control(self, task: int, payload: tuple) -> None:
+        """A control message for a spout task: ``payload`` is four unsigned 64-bit integers, the
+        first naming its kind (``gale.worker.runtime.control``)."""
+        q = self.queues.get(task)
+        if q is not None:
+            q.append((CONTROL, payload))
+        elif self.remote_control is not None:
+            self.remote_control(task, payload)
+        else:
+            raise ValueError(f"control message for task {task}, which is not in this worker and has no route")
 
     @cython.cfunc
     @cython.inline

@@ -19,19 +19,18 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Protocol
 
 from gale.clock import REAL_CLOCK
+from gale.errors import TopologyError
 from gale.log import get_logger
 from gale.records import ExecutorStats, executor_key
-from gale.topology.definition import ACKER_COMPONENT, Topology, TopologyTasks, round_order
+from gale.topology.definition import ACKER_COMPONENT, GroupingDef, Topology, TopologyTasks, round_order
 from gale.topology.components import TopologyContext
 from gale.topology.state import CHECKPOINT_COMPONENT
 from gale.topology.tuple import Fields
-from gale.topology.windowing import WindowedBolt
 from gale.worker.runtime.collector import StreamRoute
 from gale.worker.runtime.delivery import Delivery
-from gale.worker.runtime.executor import AckerExecutor, BoltExecutor, Executor, SpoutExecutor
-from gale.worker.runtime.grouping import (EVERYTHING, WORKER_LOCAL, LoadAwareShuffleGrouper, make_grouper,
+from gale.worker.runtime.executor import Executor, plain_executor
+from gale.worker.runtime.grouping import (EVERYTHING, WORKER_LOCAL, Grouper, LoadAwareShuffleGrouper, make_grouper,
                                           process_hash_is_shared)
-from gale.worker.runtime.windows.executor import WindowedBoltExecutor
 
 log = get_logger("runtime")
 
@@ -63,6 +62,54 @@ class RemoteSender(Protocol):
     def locate(self, task: int) -> int: ...
     def busy_of(self, task: int) -> float | None: ...
     def own_busy(self) -> float | None: ...
+
+
+class ExecutorFactory(Protocol):
+    """Makes a worker's executors: the core with the body and layers each component needs
+    (``gale.worker.assembly.Assembly``; the runtime imports no capability itself)."""
+
+    def attach(self, runtime: WorkerRuntime) -> None:
+        """Start the per-worker resources the local components need (before any task is prepared)."""
+
+    def make(self, runtime: WorkerRuntime, executor_id: tuple[int, int], component: str) -> Executor: ...
+
+    def grouper(self, runtime: WorkerRuntime, target: str, grouping: GroupingDef, fields: Fields) -> Grouper | None:
+        """The grouper of a subscription when a capability routes it (keyed state), else None."""
+
+
+class PlainExecutors:
+    """The core alone: plain Python spouts and bolts and the acker. A component that needs a body or
+    a layer of a capability (managed state, windows, shell, Spark) is refused by name: run such
+    topologies with ``gale.worker.assembly.Assembly``."""
+
+    def attach(self, runtime: WorkerRuntime) -> None:
+        pass
+
+    def make(self, runtime: WorkerRuntime, executor_id: tuple[int, int], component: str) -> Executor:
+        if component != ACKER_COMPONENT:
+            comp = runtime.defn.components[component]
+            cls = runtime.topology.component_class(component)
+            if component == CHECKPOINT_COMPONENT or comp.spark or getattr(cls, "task_body", None) is not None \
+                    or comp.stateful or comp.windowed:
+                raise TopologyError(f"component {component!r} needs a capability beyond the executor core "
+                                    "(state, windows, shell or Spark): give WorkerRuntime factory=Assembly()")
+        return plain_executor(runtime, executor_id, component)
+
+    def grouper(self, runtime: WorkerRuntime, target: str, grouping: GroupingDef, fields: Fields) -> Grouper | None:
+        return None
+
+
+class _AttrConfig:
+    """Attribute access to a configuration mapping (``topology.message.timeout.secs`` →
+    ``topology_message_timeout_secs``)."""
+
+    def __init__(self, conf: Mapping[str, Any]):
+        self.__dict__.update({k.replace(".", "_").replace("-", "_"): v for k, v in conf.items()})
+        from gale import config as gconfig
+        for name, key in gconfig.KEYS.items():
+            attr = name.replace(".", "_").replace("-", "_")
+            if attr not in self.__dict__:
+                self.__dict__[attr] = key.default
 
 
 class TransferIO(Protocol):
@@ -189,6 +236,7 @@ class WorkerRuntime:
         resources: Mapping[str, Any] | None = None,
         rng: random.Random | None = None,
         on_crash: Callable[[BaseException], None] | None = None,
+        factory: ExecutorFactory | None = None,
     ):
         self.topology = topology
         self.defn = topology.definition
@@ -207,6 +255,9 @@ class WorkerRuntime:
         self.resources = dict(resources or {})
         self.rng = rng or random.Random()
         self.on_crash = on_crash
+        #: makes the executors (core, body, layers) and the per-worker resources
+        self.factory: ExecutorFactory = factory if factory is not None else PlainExecutors()
+        self.acker_component = ACKER_COMPONENT
         self.active = False
         self.stopping = False
         self.congested = False
@@ -233,9 +284,7 @@ class WorkerRuntime:
             for sid, s in comp.streams.items()
         }
         self._component_conf: dict[str, dict[str, Any]] = {}
-        # managed state (gale.worker.state): a topology with a stateful bolt has a checkpoint spout
-        self.checkpointing = CHECKPOINT_COMPONENT in self.defn.components
-        self.state_prefix = self.conf.get("topology.name") or self.defn.name or topology_id
+        self._component_config: dict[str, Any] = {}
         self.executors: dict[tuple[int, int], Executor] = {}
         self._local: dict[int, Executor] = {}
         for ex_id in sorted(executors):
@@ -262,34 +311,23 @@ class WorkerRuntime:
             self._component_conf[component] = conf
         return conf
 
+    def component_config(self, component: str) -> Any:
+        """The component's configuration (the topology's, its own keys over it), read by attribute."""
+        config = self._component_config.get(component)
+        if config is None:
+            config = self._component_config[component] = _AttrConfig(self.component_conf(component))
+        return config
+
+    def stream_fields(self, component: str, stream: str) -> Fields:
+        """The :class:`Fields` of a declared stream (one object per stream, shared by its tuples)."""
+        return self._stream_fields[(component, stream)]
+
     def task_conf(self, component: str) -> dict[str, Any]:
+        """A fresh copy of the component's configuration: what a task's open/prepare receives."""
         return dict(self.component_conf(component))
 
     def _make_executor(self, ex_id: tuple[int, int], component: str) -> Executor:
-        if component == ACKER_COMPONENT:
-            ex: Executor = AckerExecutor(self, ex_id, component)
-            ex.budget = 8192
-        elif self.defn.components[component].kind == "spout":
-            factory = getattr(self.topology.component_class(component), "executor_class", None)
-            if factory is None and self.checkpointing and component != CHECKPOINT_COMPONENT \
-                    and self.conf.get("topology.state.guarantee") == "exactly-once":
-                from gale.worker.state.exactly_once import ExactlyOnceSpoutExecutor
-
-                factory = ExactlyOnceSpoutExecutor
-            ex = (factory or SpoutExecutor)(self, ex_id, component)
-            ex.budget = 100
-        else:
-            cls = self.topology.component_class(component)
-            factory = getattr(cls, "executor_class", None)
-            if factory is None and self.checkpointing:
-                from gale.worker.state.executor import bolt_executor_for
-
-                factory = bolt_executor_for(cls, self.component_conf(component))
-            if factory is None and issubclass(cls, WindowedBolt):
-                factory = WindowedBoltExecutor
-            ex = (factory or BoltExecutor)(self, ex_id, component)
-            ex.budget = 1024
-        return ex
+        return self.factory.make(self, ex_id, component)
 
     def instantiate(self, component: str) -> Any:
         comp = self.defn.components[component]
@@ -331,11 +369,8 @@ class WorkerRuntime:
                 for cid, g in subscribers[sid]
             ]
             self.load_aware.extend(g for g in groupers if isinstance(g, LoadAwareShuffleGrouper))
-            if self.checkpointing:
-                from gale.worker.state.routing import keyed_grouper
-
-                groupers = [keyed_grouper(self, cid, g, fields) or grouper
-                            for (cid, g), grouper in zip(subscribers[sid], groupers)]
+            groupers = [self.factory.grouper(self, cid, g, fields) or grouper
+                        for (cid, g), grouper in zip(subscribers[sid], groupers)]
             routes[sid] = StreamRoute(sid, fields, groupers, stream.direct, self.queue_of)
         return routes
 
@@ -390,6 +425,8 @@ class WorkerRuntime:
         self.send_remote = remote.send_tuple if remote is not None else delivery.send_tuple
         self.send_acker = delivery.send_acker
         self.send_result = delivery.send_result
+        #: a control message (four unsigned integers) for a spout task, here or in another worker
+        self.send_control = delivery.send_control
         self.acker_task = delivery.acker_task
         #: hand an executor's ack buffer (root → XORed ack value) to the ackers, and empty it
         self.flush_acks = delivery.flush_acks
@@ -430,24 +467,10 @@ class WorkerRuntime:
         return {ex.component for ex in self.executors.values()}
 
     def attach_resources(self) -> None:
-        """Start per-worker resources the local components need, before any task is prepared.
-
-        Spark components get a Spark application started in the background (see
-        ``gale.worker.spark``); the handle lands in ``resources["spark"]`` and is visible to tasks as
-        ``context.resources["spark"]``. Resources with a ``close()`` are closed by :meth:`stop`.
-        """
-        if self.checkpointing:
-            if "state" not in self.resources:  # or handed in: a provider kept open across runs
-                from gale.worker.state.provider import open_provider
-
-                self.resources["state"] = open_provider(self.conf)
-            self.resources["state_prefix"] = self.state_prefix
-            self.resources["source_components"] = sorted(
-                c for c, comp in self.defn.components.items() if comp.kind == "spout" and c != CHECKPOINT_COMPONENT)
-        if "spark" not in self.resources and self.defn.uses_spark(self.local_components()):
-            from gale.worker.spark.session import start_spark_for
-
-            self.resources["spark"] = start_spark_for(self)
+        """Start per-worker resources the local components need, before any task is prepared (the
+        factory's: a state provider, a Spark application). Tasks see them as
+        ``context.resources``; resources with a ``close()`` are closed by :meth:`stop`."""
+        self.factory.attach(self)
 
     def prepare(self) -> None:
         """Attach resources, then instantiate and open/prepare every task (in the calling thread)."""

@@ -13,7 +13,7 @@
 
     builder.set_bolt("count", CountWords, 1).shuffle_grouping("split")
 
-The executor (:class:`gale.worker.spark.executor.SparkBatchExecutor`) collects input tuples into
+The executor's body (:class:`gale.worker.spark.stage.SparkStage`) collects input tuples into
 batches of ``topology.spark.batch.size`` tuples or ``topology.spark.batch.millis`` of waiting,
 whichever comes first; hands each batch to :meth:`SparkBolt.transform` as a DataFrame on a Spark
 job thread; then, back on the executor thread, emits every result row anchored to the input
@@ -31,7 +31,7 @@ from typing import Any
 
 from gale.topology.components import Bolt
 from gale.topology.tuple import DEFAULT_STREAM
-from gale.worker.spark.executor import BatchResult, SparkBatchExecutor
+from gale.worker.spark.stage import BatchResult
 from gale.worker.spark.arrow_batches import (
     batches_to_table,
     int64_ids,
@@ -85,7 +85,8 @@ class SparkComponent(Bolt):
     """Shared base of Spark bolts and sinks: run in micro-batches by a Spark batch executor."""
 
     uses_spark = True
-    executor_class = SparkBatchExecutor
+    #: its tasks run in Spark micro-batches (``gale.worker.spark.stage``; recorded in the definition)
+    body_kind = "spark"
     #: optional Spark DDL of the input columns, e.g. ``"word STRING, n BIGINT"`` (default: inferred)
     input_schema: str | None = None
 
@@ -105,7 +106,7 @@ class SparkComponent(Bolt):
 
     def execute(self, tup) -> None:
         raise TypeError(
-            f"{type(self).__name__} is a Spark component: it runs in micro-batches under SparkBatchExecutor, "
+            f"{type(self).__name__} is a Spark component: it runs in Spark micro-batches, "
             "not tuple by tuple"
         )
 

@@ -37,7 +37,7 @@ from gale.worker.spark.commit import (
     row_key,
     unique_key,
 )
-from gale.worker.spark.executor import BatchResult
+from gale.worker.spark.stage import BatchResult
 from gale.worker.spark.frames import SparkStageError
 
 #: DataFrameWriter formats that write files under a path

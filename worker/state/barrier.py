@@ -6,7 +6,7 @@ earlier arrivals are acked at once, the last one is the anchor of the forwarded 
 checkpoint's tuple tree completes only when every task downstream has acted. Checkpoints older than
 the last one acted on are stale (acked, ignored); after ROLLBACK(n) the last one is ``n - 1``.
 
-:class:`DeferredAcks` (Storm's ``StatefulBoltExecutor``): a stateful task's input acks are held.
+:class:`HeldAcks` (Storm's ``StatefulBoltExecutor``): a stateful task's input acks are held.
 ``pending`` — acked by the bolt since the last PREPARE; PREPARE moves them to ``prepared``; COMMIT
 releases ``prepared`` to the acker; ROLLBACK fails both (their effects left the state with the
 rollback, so their spout tuples replay).
@@ -14,7 +14,7 @@ rollback, so their spout tuples replay).
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Iterable
 
 from gale.worker.state.coordinator import ROLLBACK
 
@@ -47,31 +47,51 @@ class CheckpointBarrier:
         return PROCESS
 
 
-class DeferredAcks:
-    """Held acks as opaque items (the runtime holds ``root, value`` int pairs, see
-    ``executor.DeferringCollector``); ``pending`` may be appended to directly."""
+class HeldAcks:
+    """A stateful task's held acks, as the acker's arithmetic: root → the XOR of the ack values of
+    that tree's inputs the task acked (the collector XORs into :attr:`pending` directly, so a tree
+    whose inputs this task acked several times in one checkpoint interval is one entry). PREPARE
+    moves :attr:`pending` into :attr:`prepared` — except the trees of the checkpoint itself
+    (``release``: its roots), which are given back at once: a tuple anchored to a checkpoint (the
+    outputs of a persistent window, held until that checkpoint's PREPARE) is in the PREPARE's own
+    tree, which must complete for the checkpoint to commit, so its ack cannot wait for the commit
+    (the state holding its effect is prepared by then, and a failed PREPARE rolls both sides back).
+    COMMIT gives back :attr:`prepared`; ROLLBACK gives the roots of both to fail (their effects left
+    the state with the rollback, so their spout tuples replay)."""
 
     def __init__(self) -> None:
-        self.pending: list[Any] = []
-        self.prepared: list[Any] = []
+        self.pending: dict[int, int] = {}
+        self.prepared: dict[int, int] = {}
 
-    def acked(self, tup: Any) -> None:
-        self.pending.append(tup)
+    def acked(self, root: int, value: int) -> None:
+        self.pending[root] = self.pending.get(root, 0) ^ value
 
-    def prepare(self) -> None:
-        self.prepared.extend(self.pending)
-        self.pending = []
+    def prepare(self, release: Iterable[int] = ()) -> list[tuple[int, int]]:
+        """Move the pending acks into the checkpoint being prepared; returns the acks of the
+        ``release`` roots, to send now."""
+        pending, prepared = self.pending, self.prepared
+        now = []
+        for root in release:
+            value = pending.pop(root, 0) ^ prepared.pop(root, 0)
+            if value:
+                now.append((root, value))
+        for root, value in pending.items():
+            prepared[root] = prepared.get(root, 0) ^ value
+        pending.clear()  # in place: the task's collector holds this dict
+        return now
 
-    def commit(self) -> list[Any]:
-        """The tuples to really ack now."""
-        out, self.prepared = self.prepared, []
+    def commit(self) -> list[tuple[int, int]]:
+        """The acks to really send now."""
+        out = list(self.prepared.items())
+        self.prepared.clear()
         return out
 
-    def rollback(self) -> list[Any]:
-        """The tuples to fail now."""
-        out = self.prepared + self.pending
-        self.prepared, self.pending = [], []
-        return out
+    def rollback(self) -> list[int]:
+        """The roots to fail now."""
+        roots = sorted(set(self.pending) | set(self.prepared))
+        self.pending.clear()
+        self.prepared.clear()
+        return roots
 
     def __len__(self) -> int:
         return len(self.pending) + len(self.prepared)

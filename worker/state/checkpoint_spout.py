@@ -1,7 +1,7 @@
 """``$checkpointspout``: the shell of the checkpoint :class:`Coordinator`.
 
-It reads the recorded transaction state (the provider's meta record ``<topology>/__state``) in
-``open``, then feeds the coordinator the clock on every ``next_tuple`` and the acks and fails of its
+It reads the recorded transaction state (the provider's meta record ``<topology>/__state``) at its
+first ``next_tuple``, then feeds the coordinator the clock on every ``next_tuple`` and the acks and fails of its
 checkpoint tuples, and performs what comes out: :class:`Save` writes the record (before the emit
 that follows it), :class:`Emit` sends ``(txid, action)`` on ``$checkpoint`` with the message id
 ``(txid, action)``. A failed save counts as a failed step (recovery, retried with a delay).
@@ -83,6 +83,20 @@ class CheckpointSpout(CoordinatorShell, Spout):
         self._levels = collector._stats.extra
         self._opened = False
         self._retry_at = float("-inf")
+
+    def attach_control(self, send: Any) -> None:
+        """The way to the source tasks, ``send(task, payload)`` (exactly-once: its epochs go to them
+        as control messages; an at-least-once coordinator sends none)."""
+        eo = getattr(self, "_eo", None)
+        if eo is not None:
+            eo.attach_control(send)
+
+    def on_control(self, payload: tuple) -> None:
+        """A control message for this task: a source task's report (exactly-once only)."""
+        eo = getattr(self, "_eo", None)
+        if eo is None:
+            raise ValueError(f"control message {payload!r} for the checkpoint spout of an at-least-once topology")
+        eo.on_control(payload)
 
     def _start(self) -> None:
         now = self._now()

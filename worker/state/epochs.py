@@ -32,13 +32,28 @@ The record (the provider's meta ``<topology>/__state``)::
     COMMITTING(m, g)    PREPARE(m) acked: m *will* commit (the commit point); sources run again
     ROLLING_BACK(c, g)  generation g restores checkpoint c
 
-Each source task writes its :class:`Report` (``<topology>/__sources/<task>``).
+**Control in band.** The record is the only thing kept: the coordinator sends each epoch to every
+source task as a control message (:func:`epoch_message`, on the path of the acker's verdicts:
+``gale.worker.runtime.executor``, ``CONTROL``), at each change and again every second (a message
+lost with a dead worker, a source task that restarted); each source task answers with its
+:class:`Report` (:func:`report_message`) whenever it changes and to every epoch message it gets.
+A source task that (re)starts says hello (a report of no generation) and is sent the epoch at once.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+
+# the generation a root id carries in its top byte: the collectors stamp it, so the arithmetic is
+# the core's (re-exported here, where the protocol uses it)
+from gale.worker.runtime.anchoring import (  # noqa: F401
+    GENERATION_BITS,
+    generation_of,
+    generation_range,
+    is_current,
+    with_generation,
+)
 
 COMMITTED = "COMMITTED"
 PAUSING = "PAUSING"
@@ -50,49 +65,6 @@ PHASES = (COMMITTED, PAUSING, PREPARING, COMMITTING, ROLLING_BACK)
 PREPARE = "PREPARE"
 COMMIT = "COMMIT"
 ROLLBACK = "ROLLBACK"
-
-GENERATION_BITS = 8
-_GEN_SHIFT = 64 - GENERATION_BITS
-_GEN_MASK = (1 << GENERATION_BITS) - 1
-_LOW_MASK = (1 << _GEN_SHIFT) - 1
-
-
-def with_generation(root: int, generation: int, n_ackers: int = 1, acker_index: int = 0) -> int:
-    """A root id with ``generation`` (mod 256) in its top byte, random below it (from ``root``), and
-    ``result % n_ackers == acker_index`` (the acker the spout steers its roots to); never 0 or 1. The
-    generation must survive the steering exactly: a current tuple taken for a stale one would be
-    acked without effect — lost."""
-    base = (generation & _GEN_MASK) << _GEN_SHIFT
-    r = base | (root & _LOW_MASK)
-    if n_ackers == 1:  # one acker (local mode, a worker's own acker): no steering
-        return r if r >= 2 else r + 2
-    r = r - r % n_ackers + acker_index  # within n_ackers of where it was
-    while r < max(base, 2):
-        r += n_ackers
-    while r >= base + (1 << _GEN_SHIFT):
-        r -= n_ackers
-    return r
-
-
-def generation_of(root: int) -> int:
-    return (root >> _GEN_SHIFT) & _GEN_MASK
-
-
-def generation_range(generation: int) -> tuple[int, int]:
-    """``(lo, hi)``: the root ids of ``generation`` (mod 256) are exactly those with
-    ``lo <= root < hi`` (root ids are 64-bit: the generation is their top byte). One comparison per
-    root, for the stateful executors' per-tuple check (:func:`is_current` is defined by it)."""
-    lo = (generation & _GEN_MASK) << _GEN_SHIFT
-    return lo, lo + (1 << _GEN_SHIFT)
-
-
-def is_current(roots: Mapping[int, int] | None, generation: int) -> bool:
-    """Whether a tuple whose anchors are ``roots`` (root → edge) belongs to ``generation``. A tuple
-    without roots (emitted unanchored or without a message id) cannot be told apart: it counts as
-    current (exactly-once needs anchored emits from spouts with message ids; docs/state.md)."""
-    lo, hi = generation_range(generation)
-    return all(lo <= root < hi for root in roots) if roots else True
-
 
 @dataclass(frozen=True)
 class Epoch:
@@ -143,6 +115,47 @@ class Report:
                        bool(record.get("failed")))
         except (KeyError, TypeError, ValueError):
             raise ValueError(f"source report is malformed: {record!r}") from None
+
+
+# ------------------------------------------------------------------------------ control messages
+# Four unsigned 64-bit integers each: (kind, a, b, c).
+
+EPOCH_MESSAGE = 1  # coordinator → source task: (EPOCH_MESSAGE, txid, phase index, generation)
+REPORT_MESSAGE = 2  # source task → coordinator: (REPORT_MESSAGE, source task, generation, status)
+_NO_GENERATION = (1 << 64) - 1  # a hello: the task has no generation yet
+_FAILED, _REWOUND, _PAUSED_SHIFT = 1, 2, 2
+
+
+def epoch_message(epoch: Epoch) -> tuple[int, int, int, int]:
+    return (EPOCH_MESSAGE, epoch.txid, PHASES.index(epoch.phase), epoch.generation)
+
+
+def report_message(task: int, report: Report | None) -> tuple[int, int, int, int]:
+    """A source task's report (None: a hello — it has none yet)."""
+    if report is None:
+        return (REPORT_MESSAGE, task, _NO_GENERATION, 0)
+    status = (report.failed and _FAILED) | (report.rewound and _REWOUND)
+    if report.paused is not None:
+        status |= (report.paused + 1) << _PAUSED_SHIFT
+    return (REPORT_MESSAGE, task, report.generation, status)
+
+
+def read_control(payload: tuple) -> Epoch | tuple[int, Report | None]:
+    """The epoch, or the ``(source task, report)``, a control message carries; ValueError names
+    what is wrong with one that is not either."""
+    if not isinstance(payload, tuple) or len(payload) != 4 or not all(type(x) is int and x >= 0 for x in payload):
+        raise ValueError(f"not a control message of exactly-once checkpoints: {payload!r}")
+    kind, a, b, c = payload
+    if kind == EPOCH_MESSAGE:
+        if b >= len(PHASES):
+            raise ValueError(f"epoch message with an unknown phase {b}: {payload!r}")
+        return Epoch(a, PHASES[b], c)
+    if kind == REPORT_MESSAGE:
+        if b == _NO_GENERATION:
+            return a, None
+        paused = (c >> _PAUSED_SHIFT) - 1 if c >> _PAUSED_SHIFT else None
+        return a, Report(b, paused, bool(c & _REWOUND), bool(c & _FAILED))
+    raise ValueError(f"unknown kind {kind} of control message: {payload!r}")
 
 
 # ------------------------------------------------------------------------------ coordinator actions

@@ -8,8 +8,6 @@ from zlib import crc32
 from typing import Any
 
 from gale.stablehash import stable_hash
-from gale.topology.definition import GroupingDef
-from gale.topology.state import StatefulBolt
 from gale.topology.tuple import Fields
 from gale.worker.runtime.grouping import Grouper
 
@@ -49,11 +47,3 @@ class KeyGroupGrouper(Grouper):
     def key_group_of_str(self, v: str) -> int:
         """``key_group(v, groups)`` (``stable_hash`` of a str, inlined)."""
         return crc32(v.encode("utf-8", "surrogatepass")) % self._groups
-
-
-def keyed_grouper(runtime: Any, target: str, grouping: GroupingDef, fields: Fields) -> Grouper | None:
-    """The grouper for a fields grouping into a stateful bolt (None for any other subscription)."""
-    if grouping.type != "fields" or not issubclass(runtime.topology.component_class(target), StatefulBolt):
-        return None
-    groups = int(runtime.component_conf(target)["topology.state.key.groups"])
-    return KeyGroupGrouper(runtime.layout.component_tasks(target), fields, grouping.fields, groups)

@@ -1,9 +1,10 @@
-"""The executor of a windowed bolt: the thin shell around a window core per task.
+"""The body of a windowed bolt: the thin shell around a window core per task.
 
 Storm's ``WindowedBoltExecutor`` wraps the user's bolt; here each task's bolt is wrapped by a
-:class:`WindowRunner` that the ordinary :class:`~gale.worker.runtime.executor.BoltExecutor` loop
-calls like a bolt (``execute(tuple)``), so the hot loop, stats and error handling are the bolt
-executor's own. The runner:
+:class:`WindowRunner` that the executor core's hot loop (:meth:`BoltExecutor.run_task
+<gale.worker.runtime.executor.BoltExecutor.run_task>`) calls like a bolt (``execute(tuple)``), so the
+hot loop, stats and error handling are the core's own; :class:`WindowBody` puts the runners there.
+The runner:
 
 * gives every input tuple a timestamp (its timestamp field or extractor — event time — or the
   arrival time in epoch ms — processing time), feeds the watermark tracker and the core;
@@ -13,6 +14,12 @@ executor's own. The runner:
   all the window's tuples (to one tuple per spout tuple of the window: :func:`covering_anchors`; an
   exception is reported and fails those tuples, so their spout tuples replay); ``Expire`` → ack; ``Late`` → count ``late_tuples``, emit on the late-tuple stream (anchored)
   when there is one, ack.
+
+A window whose buffer outlives the task (``with_persistence()``) is the same runner over another
+store: the managed-state layer (``gale.worker.state.windows``) hands it the task's state as its
+store (:meth:`WindowRunner.restore`) at every (re)initialization, holds its outputs until the next
+checkpoint and its inputs' acks until their checkpoint commits. The runner itself only acks every
+tuple on arrival and does not anchor outputs to them (their trees are the checkpoints' then).
 """
 
 from __future__ import annotations
@@ -20,15 +27,15 @@ from __future__ import annotations
 from typing import Any
 
 from gale.errors import ConfigError
-from gale.topology.state import CHECKPOINT_STREAM
+from gale.topology.checkpointing import data_inputs
 from gale.topology.tuple import Tuple
 from gale.topology.windowing import LATE_TUPLE_FIELD, PERSISTENT, TupleWindow, WindowSpec, check_limits
 from gale.worker.runtime.collector import BoltOutputCollector
 from gale.worker.runtime.executor import BoltExecutor
-from gale.worker.runtime.windows.core import CountWindows, Expire, Fire, Late, SessionWindows, TimeWindows
-from gale.worker.runtime.windows.mixed import CountEveryDuration, DurationEveryCount
-from gale.worker.runtime.windows.store import Entry, InMemoryWindowStore, WindowStore
-from gale.worker.runtime.windows.watermark import WatermarkTracker
+from gale.worker.windows.core import CountWindows, Expire, Fire, Late, SessionWindows, TimeWindows
+from gale.worker.windows.mixed import CountEveryDuration, DurationEveryCount
+from gale.worker.windows.store import Entry, InMemoryWindowStore, WindowStore
+from gale.worker.windows.watermark import WatermarkTracker
 
 #: the component counters a windowed bolt shows (stats, nimbus status, /metrics)
 METRICS = ("late_tuples", "windows_fired", "window_updates", "window_timeout_resets")
@@ -65,11 +72,14 @@ def covering_anchors(tuples: list[Tuple]) -> list[Tuple]:
 class WindowRunner:
     """One task's window: looks like a bolt to the executor loop."""
 
-    def __init__(self, executor: WindowedBoltExecutor, bolt: Any, collector: BoltOutputCollector, spec: WindowSpec,
-                 input_tasks: list[int], store: WindowStore | None = None, conf: dict[str, Any] | None = None):
+    def __init__(self, executor: BoltExecutor, bolt: Any, collector: BoltOutputCollector, spec: WindowSpec,
+                 input_tasks: list[int], store: WindowStore | None = None, conf: dict[str, Any] | None = None,
+                 holder: Any = None):
         self.executor = executor
         self.bolt = bolt
         self.collector = collector
+        #: what holds the outputs of a firing until the next checkpoint (a persistent window's), or None
+        self.holder = holder
         self.spec = spec
         self.clock = executor.clock
         self.core = make_core(spec, store if store is not None else InMemoryWindowStore())
@@ -77,6 +87,7 @@ class WindowRunner:
         if len(self.core.store) or self.core.store.meta():  # a store that outlived the last task (managed state)
             self.core.restore()
             self.seq = self.core.next_seq()
+        self.restores = 0  # times restore() continued the window from a store
         self.component = executor.component
         self.event_time = spec.event_time
         self.extractor = getattr(bolt, "timestamp_extractor", None) if spec.timestamp_extractor else None
@@ -176,6 +187,32 @@ class WindowRunner:
     def cleanup(self) -> None:
         self.bolt.cleanup()
 
+    # --- a window that continues from a store (managed state: its load, or a rollback's reload)
+    def restore(self, store: WindowStore, latest: dict[int, int] | None = None) -> None:
+        """Continue from ``store`` (its entries and the core's metadata). ``latest``: the newest
+        timestamp per input task as of the store (event time), which the watermark tracker restarts
+        from: the inputs since then come again (a replay, or a rewind), and a watermark ahead of
+        them would make them late (the core's restored watermark keeps it from going back)."""
+        self.core = make_core(self.spec, store)
+        if len(store) or store.meta():
+            self.core.restore()
+        self.seq = self.core.next_seq()
+        self.reset_mark = self.seq
+        if self.tracker is not None:
+            tracker = WatermarkTracker(list(self.tracker.latest), self.spec.lag_ms, self.spec.idle_timeout_ms,
+                                       self._mono_ms())
+            for task, ts in (latest or {}).items():
+                if task in tracker.latest:
+                    tracker.latest[task] = ts
+            self.tracker = tracker
+        self.restores += 1
+
+    def latest_timestamps(self) -> dict[int, int]:
+        """The watermark tracker's newest timestamp per input task (event time; {} otherwise)."""
+        if self.tracker is None:
+            return {}
+        return {t: ts for t, ts in self.tracker.latest.items() if ts is not None}
+
     # --- performing the core's actions
     def perform(self, actions: list[Any]) -> None:
         collector = self.collector
@@ -196,6 +233,16 @@ class WindowRunner:
                 collector.ack(tup)
 
     def _fire(self, fire: Fire) -> None:
+        holder = self.holder
+        if holder is not None:
+            holder.holding = True
+        try:
+            self._run_window(fire)
+        finally:
+            if holder is not None:
+                holder.holding = False
+
+    def _run_window(self, fire: Fire) -> None:
         tuples = [e.item for e in fire.entries]
         anchors = None if self.persistent else covering_anchors(tuples)
         window = TupleWindow(tuples, [e.item for e in fire.new], [e.item for e in fire.expired],
@@ -219,41 +266,56 @@ class WindowRunner:
             collector.auto_anchor = previous
 
 
-class WindowedBoltExecutor(BoltExecutor):
-    """A :class:`BoltExecutor` whose tasks run :class:`WindowRunner` instead of the bare bolt."""
+class WindowBody:
+    """The body of a windowed bolt's executor: a :class:`WindowRunner` per task where the core's
+    hot loop calls ``execute``, its timer on the executor's, its buffered tuples as the executor's
+    pending. ``store_for(task, spec)`` gives a task's store (default: in memory);
+    ``holder_for(task, collector)`` the collector the user's bolt gets (one that holds outputs);
+    ``ready(task)``: whether the task's window runs yet (a persistent one waits for its state)."""
+
+    name = "window"
+
+    def __init__(self, executor: BoltExecutor, store_for: Any = None, holder_for: Any = None, ready: Any = None):
+        self.executor = executor
+        self.store_for = store_for
+        self.holder_for = holder_for
+        self.ready = ready
+
+    def attach(self) -> None:
+        ex = self.executor
+        ex.body_name = self.name
+        ex.body = self
+        ex.preparers.append(self.prepare)
+        ex.timers.append(self.on_timer)
+        ex.pendings.append(self.pending)
+        ex.closers.append(ex.cleanup_tasks)
 
     def prepare(self) -> None:
-        routes = self.runtime.routes_for(self.component)
-        defn = self.runtime.defn
+        ex = self.executor
+        runtime = ex.runtime
         # the data inputs: not the $checkpoint subscriptions of a topology with checkpoints (the
         # checkpoint spout sends no data and would hold the watermark back until its idle timeout)
-        inputs = [i for i in defn.components[self.component].inputs if i.stream != CHECKPOINT_STREAM]
-        input_tasks = sorted({t for inp in inputs for t in self.runtime.layout.component_tasks(inp.component)})
-        for task in self.tasks:
-            bolt = self.runtime.instantiate(self.component)
-            collector = BoltOutputCollector(self, task, routes)
-            conf = self.runtime.task_conf(self.component)
-            where = f"windowed bolt {self.component!r}"
-            spec = WindowSpec.from_conf(conf, where=where)
-            check_limits(spec, conf, where)
-            runner = WindowRunner(self, bolt, collector, spec, input_tasks, self.make_store(task, spec), conf)
-            self.bolts[task] = runner
-            self.collectors[task] = collector
-            self.basic[task] = False
-            collector.declare_metrics(METRICS)
-            bolt.prepare(conf, self.context(task), collector)
+        inputs = data_inputs(runtime.defn, ex.component)
+        input_tasks = sorted({t for inp in inputs for t in runtime.layout.component_tasks(inp.component)})
+        conf = runtime.task_conf(ex.component)
+        where = f"windowed bolt {ex.component!r}"
+        spec = WindowSpec.from_conf(conf, where=where)
+        check_limits(spec, conf, where)
 
-    def make_store(self, task: int, spec: WindowSpec) -> WindowStore:
-        """The buffer of ``task``'s window: in memory (a non-empty store would be restored into the
-        core, ``core.restore``). Persistent windows run ``gale.worker.state.windows``'s executor,
-        whose store is the task's managed state, restored at INITSTATE."""
-        return InMemoryWindowStore()
+        def runner(task: int, bolt: Any, collector: BoltOutputCollector, given: Any) -> WindowRunner:
+            store = self.store_for(task, spec) if self.store_for is not None else InMemoryWindowStore()
+            collector.declare_metrics(METRICS)
+            return WindowRunner(ex, bolt, collector, spec, input_tasks, store, conf,
+                                holder=given if given is not collector else None)
+
+        ex.prepare_tasks(make=runner, collector_for=self.holder_for)
 
     def on_timer(self, now: float) -> None:
-        super().on_timer(now)
-        for runner in self.bolts.values():
-            runner.on_timer()
+        ready = self.ready
+        for task, runner in self.executor.bolts.items():
+            if ready is None or ready(task):
+                runner.on_timer()
 
-    def pending_count(self) -> int:
+    def pending(self) -> int:
         """Tuples buffered in this executor's windows (shown as the executor's pending)."""
-        return sum(len(r.core) for r in self.bolts.values())
+        return sum(len(r.core) for r in self.executor.bolts.values())

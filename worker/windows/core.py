@@ -36,7 +36,7 @@ from collections.abc import Iterable
 from math import gcd
 from typing import Any
 
-from gale.worker.runtime.windows.store import Entry, InMemoryWindowStore, WindowStore
+from gale.worker.windows.store import Entry, InMemoryWindowStore, WindowStore
 
 #: a watermark beyond every timestamp: ``advance(FOREVER)`` fires and expires everything
 FOREVER = 2**62

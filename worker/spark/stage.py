@@ -1,7 +1,7 @@
-"""SparkBatchExecutor: runs Spark bolts and sinks in micro-batches, keeping the acker's guarantee.
+"""SparkStage: the body that runs Spark bolts and sinks in micro-batches, keeping the acker's guarantee.
 
 Threads. Everything that touches a collector (emit, ack, fail, reset_timeout) happens on the
-executor thread, in :meth:`run_batch` (and its periodic part). A batch's Spark work runs on a job
+executor thread, in the body's intake and poll (and its periodic part). A batch's Spark work runs on a job
 thread (one per task at most); its outcome is queued and applied by the executor thread.
 
 Flow per task: tuples move from the input deque into a :class:`~gale.worker.spark.batching.Batcher`
@@ -27,17 +27,15 @@ import uuid
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from gale.errors import TopologyError
+from gale.topology.checkpointing import data_inputs
 from gale.topology.tuple import SYSTEM_COMPONENT, TICK_STREAM
 from gale.worker.runtime.collector import BoltOutputCollector
 from gale.worker.runtime.executor import BoltExecutor, format_error
 from gale.worker.spark.arrow_batches import is_batch_stream, rows_in
 from gale.worker.spark.batching import Batcher, BatchPolicy
-
-if TYPE_CHECKING:  # pragma: no cover
-    from gale.worker.runtime.runtime import WorkerRuntime
 
 MAX_ERROR_CHARS = 4000
 PERIOD_SECS = 0.05
@@ -104,19 +102,21 @@ STAT_KEYS = (
 )
 
 
-class SparkBatchExecutor(BoltExecutor):
-    """The executor of a Spark component (named by its class as ``executor_class``)."""
+class SparkStage:
+    """The body of a Spark component's executor (a Spark bolt or sink: its class's ``body_kind``)."""
 
-    def __init__(self, runtime: WorkerRuntime, executor_id: tuple[int, int], component: str):
-        super().__init__(runtime, executor_id, component)
-        self.policy = BatchPolicy.from_conf(self.conf)
-        self.timeout = float(self.conf["topology.message.timeout.secs"])
-        self.timeouts_enabled = bool(self.conf["topology.enable.message.timeouts"])
-        self.start_timeout = float(self.conf.get("topology.spark.start.timeout.secs") or 300)
-        retry = self.conf.get("topology.spark.start.retry.secs")
-        self.start_retry = float(30 if retry is None else retry)
+    name = "spark"
+
+    def __init__(self, executor: BoltExecutor):
+        self.executor = executor
+        config = executor.config
+        self.policy = BatchPolicy.from_conf(executor.runtime.component_conf(executor.component))
+        self.timeout = float(config.topology_message_timeout_secs)
+        self.timeouts_enabled = bool(config.topology_enable_message_timeouts)
+        self.start_timeout = float(config.topology_spark_start_timeout_secs)
+        self.start_retry = float(config.topology_spark_start_retry_secs)
         self._attempt: Any = None  # the Spark start attempt (its Future) this executor last saw
-        self.batch_timeout = float(self.conf.get("topology.spark.batch.timeout.secs") or max(120.0, 4 * self.timeout))
+        self.batch_timeout = float(config.topology_spark_batch_timeout_secs or max(120.0, 4 * self.timeout))
         self.spark: Any = None
         self.states: dict[int, _Task] = {}
         self.outcomes: deque = deque()  # appended by job threads, popped by the executor thread
@@ -128,48 +128,64 @@ class SparkBatchExecutor(BoltExecutor):
         self.next_periodic = 0.0
         self.warned: set[str] = set()
         self.batch_input = False  # the subscribed stream is a batch stream (set in prepare)
-        self.stats.extra.update({k: 0.0 for k in STAT_KEYS})
+        self.polled = 0  # work done by this round's poll
+        executor.stats.extra.update({k: 0.0 for k in STAT_KEYS})
+
+    def attach(self) -> None:
+        ex = self.executor
+        ex.body_name = self.name
+        ex.body = self
+        ex.preparers.append(self.prepare)
+        ex.polls.append(self.poll)
+        ex.pendings.append(self.pending)
+        ex.work_checks.append(self.has_news)
+        ex.input_ready = self.input_ready
+        ex.closers.append(self.shutdown)
+        ex.closers.append(ex.cleanup_tasks)
 
     # ------------------------------------------------------------------ lifecycle
     def input_fields(self) -> list[str]:
-        """The fields of the subscribed stream(s); a Spark component takes one schema."""
-        defn = self.runtime.defn
+        """The fields of the subscribed stream(s) — the data ones: a topology's ``$checkpoint``
+        tuples never reach the body; a Spark component takes one schema."""
+        ex = self.executor
+        defn = ex.runtime.defn
         found: dict[tuple[str, ...], str] = {}
-        for inp in defn.components[self.component].inputs:
+        for inp in data_inputs(defn, ex.component):
             fields = tuple(defn.components[inp.component].streams[inp.stream].fields)
             found.setdefault(fields, f"{inp.component}:{inp.stream}")
         if len(found) != 1:
             shown = "; ".join(f"{src} has {list(f)}" for f, src in found.items())
             raise TopologyError(
-                f"Spark component {self.component!r} subscribes to streams with different fields ({shown}); "
+                f"Spark component {ex.component!r} subscribes to streams with different fields ({shown}); "
                 "a micro-batch is one DataFrame with one schema"
             )
         return list(next(iter(found)))
 
     def prepare(self) -> None:
+        ex = self.executor
+        runtime = ex.runtime
         fields = self.input_fields()
         self.batch_input = is_batch_stream(fields)
-        routes = self.runtime.routes_for(self.component)
-        for task in self.tasks:
-            bolt = self.runtime.instantiate(self.component)
+
+        def check(task: int, bolt: Any, collector: BoltOutputCollector, given: Any) -> Any:
             if not callable(getattr(bolt, "spark_job", None)):
-                raise TopologyError(f"component {self.component!r}: {type(bolt).__name__} is not a Spark component")
+                raise TopologyError(f"component {ex.component!r}: {type(bolt).__name__} is not a Spark component")
             bolt.input_fields = list(fields)
             bolt.batch_input = self.batch_input
-            collector = BoltOutputCollector(self, task, routes)
-            self.bolts[task] = bolt
-            self.collectors[task] = collector
-            self.basic[task] = False
-            bolt.prepare(self.runtime.task_conf(self.component), self.context(task), collector)
             self.states[task] = _Task(task, bolt, collector, self.policy)
-        self.spark = self.runtime.resources.get("spark")
+            return bolt
+
+        ex.prepare_tasks(make=check)
+        for task in ex.tasks:
+            ex.intake[task] = self.intake
+        self.spark = runtime.resources.get("spark")
         if self.spark is None:  # a definition that did not flag the component as Spark
             from gale.worker.spark.session import start_spark_for
 
-            self.spark = self.runtime.resources["spark"] = start_spark_for(self.runtime)
-        self.pool = ThreadPoolExecutor(max_workers=len(self.tasks), thread_name_prefix=f"spark-{self.component}")
-        self.next_reset = self.clock.monotonic() + self.timeout / 2
-        self._follow_attempt(self.clock.monotonic())
+            self.spark = runtime.resources["spark"] = start_spark_for(runtime)
+        self.pool = ThreadPoolExecutor(max_workers=len(ex.tasks), thread_name_prefix=f"spark-{ex.component}")
+        self.next_reset = ex.clock.monotonic() + self.timeout / 2
+        self._follow_attempt(ex.clock.monotonic())
 
     def _follow_attempt(self, now: float) -> None:
         """Track the handle's current start attempt: the start timeout counts from when this
@@ -178,7 +194,7 @@ class SparkBatchExecutor(BoltExecutor):
         if future is not self._attempt:
             self._attempt = future
             self.prepared_at = now
-            future.add_done_callback(lambda _f: self._wake())
+            future.add_done_callback(lambda _f: self.executor.wake())
 
     def shutdown(self) -> None:
         self.closing = True
@@ -187,28 +203,30 @@ class SparkBatchExecutor(BoltExecutor):
                 self._interrupt(st.tag)
         if self.pool is not None:
             self.pool.shutdown(wait=False, cancel_futures=True)
-        super().shutdown()
-
-    def _wake(self) -> None:
-        thread = self.thread
-        if thread is not None and thread.sleeping:
-            thread.wake()
 
     # ------------------------------------------------------------------ executor thread
-    def run_batch(self, budget: int) -> int:
-        now = self.clock.monotonic()
+    def poll(self, now: float) -> int:
+        """Each round: the periodic checks, the finished jobs' results, due batches launched."""
         if now >= self.next_periodic and self.spark is not None:
             self._periodic(now)
-        work = self._apply_outcomes(budget)
-        executed = self.stats.executed
-        for task, queue in self.queues.items():
-            st = self.states[task]
-            batcher = st.batcher
-            if self.batch_input:
-                work += self._take_batch_tuples(queue, batcher, budget, now)
-                n = 0
-            else:
-                n = min(len(queue), batcher.room(), budget)
+        work = self._apply_outcomes(self.executor.budget)
+        for st in self.states.values():
+            if st.running is None and st.batcher.due(now):
+                work += self._launch(st, now)
+        self.polled = work
+        return work
+
+    def intake(self, task: int, queue: deque, budget: int) -> int:
+        """Move the task's input tuples into its batch (as many as it has room for)."""
+        ex = self.executor
+        now = ex.clock.monotonic()
+        st = self.states[task]
+        batcher = st.batcher
+        executed = ex.stats.executed
+        if self.batch_input:
+            work = self._take_batch_tuples(queue, batcher, budget, now)
+        else:
+            work = n = min(len(queue), batcher.room(), budget)
             if n > 0:
                 pop = queue.popleft
                 items = [pop() for _ in range(n)]
@@ -223,16 +241,15 @@ class SparkBatchExecutor(BoltExecutor):
                     for t in items:
                         executed[t.fields.source_key] += 1
                 batcher.extend(items, now)
-                work += n
-            if st.running is None and batcher.due(now):
-                work += self._launch(st, now)
-        if not work and any(self.queue_list):
+        if st.running is None and batcher.due(now):
+            self._launch(st, now)
+        if not work and not self.polled:
             self._idle_while_holding()
         return work
 
     def _take_batch_tuples(self, queue: deque, batcher: Batcher, budget: int, now: float) -> int:
         """Batch streams: move batch tuples into the batch until it holds ``batch.size`` rows."""
-        executed = self.stats.executed
+        executed = self.executor.stats.executed
         taken = 0
         while queue and taken < budget and batcher.room() > 0:
             tup = queue.popleft()
@@ -243,34 +260,32 @@ class SparkBatchExecutor(BoltExecutor):
             batcher.add(tup, now, rows_in(tup.values[0]) if tup.values else 1)
         return taken
 
-    def has_work(self) -> bool:
+    def input_ready(self) -> bool:
         """Input this executor can take now (not tuples it leaves queued for backpressure)."""
-        return bool(self.outcomes) or self.emitting is not None or any(
-            q and self.states[t].batcher.room() > 0 for t, q in self.queues.items()
-        )
+        return any(q and self.states[t].batcher.room() > 0 for t, q in self.executor.queues.items())
+
+    def has_news(self) -> bool:
+        return bool(self.outcomes) or self.emitting is not None
 
     def _idle_while_holding(self) -> None:
         # Tuples left in the input deque (backpressure) make the executor thread think there is
         # work and skip its idle wait; when no other executor of the thread has input either,
         # wait here as the thread would, instead of spinning a core while Spark starts or runs.
         # (A spout of the same thread emits at most one budget per wait meanwhile.)
-        thread = self.thread
-        if thread is None or any(ex.has_work() for ex in thread.executors if ex is not self):
+        me = self.executor
+        thread = me.thread
+        if thread is None or any(ex.has_work() for ex in thread.executors if ex is not me):
             return
-        time.sleep(self.runtime.idle_wait)
-
-    def on_timer(self, now: float) -> None:
-        """Nothing here: the runtime may fire timers from another executor thread, and this
-        executor's periodic work touches collectors, so it runs in :meth:`_periodic` instead."""
+        time.sleep(me.runtime.idle_wait)
 
     def _periodic(self, now: float) -> None:
         """Every ``PERIOD_SECS`` on the executor thread: time-based launches, hung batches,
         timeout resets of held tuples, Spark status in the stats."""
         self.next_periodic = now + PERIOD_SECS
-        extra = self.stats.extra
+        extra = self.executor.stats.extra
         spark = self.spark
         if spark.failed() and spark.restart_if_due(self.start_retry):
-            self.log.warning("spark-restarting", attempt=spark.attempts)
+            self.executor.log.warning("spark-restarting", attempt=spark.attempts)
         self._follow_attempt(now)
         if spark.future.done():
             extra["spark_ready"] = 1.0 if spark.ready() else 0.0
@@ -282,16 +297,13 @@ class SparkBatchExecutor(BoltExecutor):
                     self._launch(st, now)
             elif now - st.started_at > self.batch_timeout:
                 self._abandon(st, now)
+        extra["spark_held_tuples"] = float(self.pending())
         if self.timeouts_enabled and now >= self.next_reset:
             self.next_reset = now + self.timeout / 2
-            if self.pending_count():
+            if self.pending():
                 self._reset_timeouts()
 
-    def stats_record(self):
-        self.stats.extra["spark_held_tuples"] = float(self.pending_count())
-        return super().stats_record()
-
-    def pending_count(self) -> int:
+    def pending(self) -> int:
         held = sum(len(st.batcher) + len(st.running or ()) for st in self.states.values())
         if self.emitting is not None:
             held += len(self.emitting.batch)
@@ -325,7 +337,7 @@ class SparkBatchExecutor(BoltExecutor):
             st.running = batch
             st.generation += 1
             st.started_at = now
-            st.tag = f"gale-{self.component}-{st.task}-{uuid.uuid4().hex[:12]}"
+            st.tag = f"gale-{self.executor.component}-{st.task}-{uuid.uuid4().hex[:12]}"
             self.pool.submit(self._job, st, st.generation, st.tag, batch)
             return len(batch)
         batch = st.batcher.take()
@@ -345,7 +357,7 @@ class SparkBatchExecutor(BoltExecutor):
             if self.spark is not None and self.spark.ready():
                 self.spark.session.interruptTag(tag)
         except Exception:  # noqa: BLE001 - best effort
-            self.log.debug("spark-interrupt-failed", tag=tag)
+            self.executor.log.debug("spark-interrupt-failed", tag=tag)
 
     # ------------------------------------------------------------------ job thread
     def _job(self, st: _Task, generation: int, tag: str, batch: list) -> None:
@@ -362,7 +374,7 @@ class SparkBatchExecutor(BoltExecutor):
         except BaseException as exc:  # noqa: BLE001 - the batch's outcome
             error = _rendered(exc)  # py4j errors render by asking the JVM: do it while it is up
         self.outcomes.append((st, generation, batch, result, error, (time.perf_counter() - t0) * 1000.0))
-        self._wake()
+        self.executor.wake()
 
     # ------------------------------------------------------------------ outcomes (executor thread)
     def _apply_outcomes(self, budget: int) -> int:
@@ -430,16 +442,16 @@ class SparkBatchExecutor(BoltExecutor):
         fail = st.collector.fail
         for tup in batch:
             fail(tup)
-        self.stats.extra["spark_batches_failed"] += 1
+        self.executor.stats.extra["spark_batches_failed"] += 1
         what = what or "the Spark batch failed"
         text = error if isinstance(error, str) else _rendered(error)
         if len(text) > MAX_ERROR_CHARS:
             text = text[:MAX_ERROR_CHARS // 2] + "\n...\n" + text[-MAX_ERROR_CHARS // 2:]
-        self.report_error(f"component {self.component!r} task {st.task}: {what}; failed its {len(batch)} "
+        self.executor.report_error(f"component {self.executor.component!r} task {st.task}: {what}; failed its {len(batch)} "
                           f"tuple(s) (they replay from their spouts):\n{text}")
 
     def _record_latency(self, n_in: int, latency_ms: float) -> None:
-        extra = self.stats.extra
+        extra = self.executor.stats.extra
         extra["spark_batches"] += 1
         extra["spark_batch_rows_in"] += n_in
         extra["spark_batch_latency_ms_sum"] += latency_ms
@@ -448,7 +460,7 @@ class SparkBatchExecutor(BoltExecutor):
         extra["spark_batch_size_avg"] = round(extra["spark_batch_rows_in"] / extra["spark_batches"], 3)
 
     def _record_result(self, st: _Task, result: BatchResult) -> None:
-        extra = self.stats.extra
+        extra = self.executor.stats.extra
         extra["spark_batch_rows_out"] += len(result.values) if result.rows_out is None else result.rows_out
         extra["spark_sink_rows_written"] += result.written
         extra["spark_sink_rows_deduped"] += result.deduped
@@ -460,7 +472,7 @@ class SparkBatchExecutor(BoltExecutor):
             extra["spark_lineage_fallback_rows"] += result.anchoring.fallback_rows
             if lineage is not None and lineage.mode not in self.warned:
                 self.warned.add(lineage.mode)
-                self.log.warning(
+                self.executor.log.warning(
                     "spark-lineage-lost", task=st.task, mode=lineage.mode, rows=result.anchoring.fallback_rows,
                     reason=lineage.reason or "some output rows have no resolvable row ids or keys",
                     effect="those rows are anchored to their whole batch (a failure replays the batch)",

@@ -1,11 +1,14 @@
-"""The executors of shell components: a subprocess per task, driven from the executor thread.
+"""The bodies of shell components: a subprocess per task, driven from the executor thread.
 
 Per task a :class:`Shell` holds the protocol session (:mod:`gale.worker.multilang.protocol`), the
 child process (:mod:`gale.worker.multilang.process`) and an inbox. The child's reader thread only
 appends decoded messages to the inbox and wakes the executor thread; everything else — emits,
-acks, fails, task-id replies, heartbeats, timeouts, restarts — happens in :meth:`run_batch` on the
-executor thread, which owns the task. Messages to the child are collected during a round and
-written as one batch (non-blocking; what the pipe does not take waits for the next round).
+acks, fails, task-id replies, heartbeats, timeouts, restarts — happens on the executor thread,
+which owns the task: :class:`ShellBoltBody` forwards a task's input tuples to its child (its
+intake) and applies the child's commands each round (a poll); :class:`ShellSpoutBody` does the
+latter for a spout executor, whose own loop asks for tuples (``next`` commands). Messages to the
+child are collected and written in batches (non-blocking; what the pipe does not take waits for the
+next round). The child sees data only: the executor's layers (checkpoints, ticks) are the core's.
 
 A child that exits, stays silent past ``topology.subprocess.timeout.secs`` (falling back to
 ``supervisor.worker.timeout.secs``), writes what is not the protocol (a ``print`` to stdout) or
@@ -24,15 +27,12 @@ import tempfile
 import time
 from collections import deque
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from gale.worker.multilang import protocol as p
 from gale.worker.multilang.codec import Codec, ProtocolError, codec_for
 from gale.worker.multilang.process import ChildProcess, Exited, child_env, resolve_command, stop_children
-from gale.worker.runtime.executor import BoltExecutor, SpoutExecutor
-
-if TYPE_CHECKING:  # pragma: no cover
-    from gale.worker.runtime.runtime import WorkerRuntime
+from gale.worker.runtime.executor import BoltExecutor, Executor, SpoutExecutor
 
 STOP_GRACE_SECS = 0.5
 STDERR_DRAIN_SECS = 1.0  # how long a dead child's last stderr lines are awaited for its error report
@@ -41,10 +41,10 @@ CREDENTIAL_KEYS = ("topology.secret", "storm.zookeeper.auth.payload", "nimbus.ap
 _LOG_METHODS = {"debug": "debug", "info": "info", "warning": "warning", "error": "error"}
 
 
-def subprocess_timeout(conf: dict[str, Any]) -> float:
+def subprocess_timeout(config: Any) -> float:
     """``topology.subprocess.timeout.secs``, falling back to ``supervisor.worker.timeout.secs``."""
-    value = conf.get("topology.subprocess.timeout.secs")
-    return float(value if value is not None else conf.get("supervisor.worker.timeout.secs", 30))
+    value = config.topology_subprocess_timeout_secs
+    return float(value if value is not None else config.supervisor_worker_timeout_secs)
 
 
 def _plain(value: Any) -> Any:
@@ -55,8 +55,8 @@ def _plain(value: Any) -> Any:
 class Shell:
     """One task's subprocess and protocol session (owned by the executor thread)."""
 
-    def __init__(self, executor: _ShellExecutor, task: int, component: Any, collector: Any):
-        self.executor = executor
+    def __init__(self, body: ShellBody, task: int, component: Any, collector: Any):
+        self.body = body
         self.task = task
         self.component = component  # the ShellBolt/ShellSpout instance (its configuration)
         self.collector = collector
@@ -67,8 +67,8 @@ class Shell:
         self.outbox: list[Any] = []  # messages for the child, written at the end of the round
         self.unwritten = 0  # tuple messages in the child's write backlog
         self.restart_at: float | None = None
-        self.restarts = p.Restarts(float(executor.conf.get("topology.multilang.restart.secs") or 1))
-        self.name = f"{executor.component}-{task}"
+        self.restarts = p.Restarts(float(body.executor.config.topology_multilang_restart_secs or 1))
+        self.name = f"{body.executor.component}-{task}"
         self.closing = False
 
     # ------------------------------------------------------------------ commands (executor thread)
@@ -78,13 +78,13 @@ class Shell:
     def command(self, name: str, msg_id: Any = "") -> None:
         """A spout command (ack/fail/activate/deactivate); dropped while no child runs."""
         if self.child is not None and self.session is not None:
-            self.send(self.session.command(name, self.executor.clock.monotonic(), msg_id))
+            self.send(self.session.command(name, self.body.executor.clock.monotonic(), msg_id))
 
     def request_next(self) -> None:
         """``next`` unless one is unanswered (one at a time, as Storm asks)."""
         s = self.session
         if self.child is not None and s is not None and s.started and not s.next_outstanding:
-            self.send(s.command("next", self.executor.clock.monotonic()))
+            self.send(s.command("next", self.body.executor.clock.monotonic()))
 
     def close(self) -> None:
         self.closing = True
@@ -96,7 +96,7 @@ class Shell:
             return
         if self.outbox:
             msgs, self.outbox = self.outbox, []
-            child.write(self.executor.codec.encode_many(msgs))
+            child.write(self.body.codec.encode_many(msgs))
         elif child.backlog:
             child.flush()
         if not child.backlog:
@@ -105,27 +105,24 @@ class Shell:
     def deliver(self, generation: int, item: Any) -> None:
         """Called by the reader thread: queue for the executor thread and wake it."""
         self.inbox.append((generation, item))
-        self.executor.wake()
+        self.body.executor.wake()
 
 
-class _ShellExecutor:
-    """Mixed into the bolt and spout executors: starting, reading, checking and restarting children."""
+class ShellBody:
+    """What the bodies of shell bolts and spouts share: starting, reading, checking and restarting
+    each task's child, on its executor's thread."""
 
-    shells: dict[int, Shell]
-    kind: str
+    kind = "bolt"
+    name = "shell"
 
-    def _init_shell(self) -> None:
-        serializer = self.conf.get("topology.multilang.serializer") or "json"
-        self.codec: Codec = codec_for(serializer)
-        self.timeout = subprocess_timeout(self.conf)
-        self.shells = {}
+    def __init__(self, executor: Executor):
+        self.executor = executor
+        config = executor.config
+        self.codec: Codec = codec_for(config.topology_multilang_serializer or "json")
+        self.timeout = subprocess_timeout(config)
+        self.shells: dict[int, Shell] = {}
         self._ids = itertools.count(1)
         self.pid_dir = ""
-
-    def wake(self) -> None:
-        thread = self.thread
-        if thread is not None and thread.sleeping:
-            thread.wake()
 
     def _new_id(self) -> str:
         return str(next(self._ids))
@@ -135,7 +132,7 @@ class _ShellExecutor:
         component._shell = shell
         self.shells[task] = shell
         if not self.pid_dir:
-            local = self.runtime.local_dir
+            local = self.executor.runtime.local_dir
             if local:
                 self.pid_dir = str(Path(local) / "pids")
                 os.makedirs(self.pid_dir, exist_ok=True)
@@ -144,30 +141,31 @@ class _ShellExecutor:
         return shell
 
     def _cwd(self, shell: Shell) -> str:
-        base = self.runtime.code_dir or os.getcwd()
+        base = self.executor.runtime.code_dir or os.getcwd()
         return os.path.normpath(os.path.join(base, shell.component.cwd))
 
     def _start(self, shell: Shell, now: float) -> None:
+        ex = self.executor
+        runtime = ex.runtime
         shell.generation += 1
         generation = shell.generation
         shell.restart_at = None
         shell.outbox = []
         shell.unwritten = 0
         if self.kind == "bolt":
-            session: Any = p.BoltSession(self.component, shell.task, now, self.timeout, self._new_id)
+            session: Any = p.BoltSession(ex.component, shell.task, now, self.timeout, self._new_id)
         else:
-            session = p.SpoutSession(self.component, shell.task, now, self.timeout)
+            session = p.SpoutSession(ex.component, shell.task, now, self.timeout)
         cwd = self._cwd(shell)
         argv = resolve_command(shell.component.command, cwd)
         child = ChildProcess(argv, cwd, child_env(shell.component.env), self.codec,
                              lambda item: shell.deliver(generation, item), shell.name)
-        conf = self.runtime.task_conf(self.component)
+        conf = runtime.task_conf(ex.component)
         for key in CREDENTIAL_KEYS:
             conf.pop(key, None)
         if not conf.get("topology.name"):
-            conf["topology.name"] = self.runtime.defn.name or self.runtime.topology_id
-        context = p.storm_context(self.runtime.defn, self.runtime.layout.task_to_component, self.component,
-                                  shell.task)
+            conf["topology.name"] = runtime.defn.name or runtime.topology_id
+        context = p.storm_context(runtime.defn, runtime.layout.task_to_component, ex.component, shell.task)
         hello = session.handshake(_plain(conf), context, self.pid_dir, now)
         try:
             if not os.path.isdir(cwd):
@@ -179,10 +177,10 @@ class _ShellExecutor:
             return
         shell.session, shell.child = session, child
         child.write(self.codec.encode(hello))
-        self.log.info("subprocess-started", task=shell.task, pid=child.pid, command=argv, cwd=cwd)
+        ex.log.info("subprocess-started", task=shell.task, pid=child.pid, command=argv, cwd=cwd)
 
     def _report(self, shell: Shell, text: str) -> None:
-        self.report_error(f"shell {self.kind} {self.component!r} task {shell.task}: {text}")
+        self.executor.report_error(f"shell {self.kind} {self.executor.component!r} task {shell.task}: {text}")
 
     def _child_failed(self, shell: Shell, reason: str, now: float, last_line: str = "") -> None:
         """Kill the child, report why, fail what it held, schedule its restart."""
@@ -214,7 +212,7 @@ class _ShellExecutor:
         if shell.child is None:
             if shell.restart_at is not None and now >= shell.restart_at and not shell.closing:
                 self._start(shell, now)
-                if shell.child is not None and self.kind == "spout" and self.active:
+                if shell.child is not None and self.kind == "spout" and self.executor.active:
                     shell.command("activate")
             return
         session = shell.session
@@ -246,7 +244,7 @@ class _ShellExecutor:
                     self._child_failed(shell, f"broke the protocol: {exc.reason}", now, exc.last_line)
                     return n
                 except Exception as exc:  # noqa: BLE001 - never let one child's message stop the executor thread
-                    self.log.exception("subprocess-message-failed", task=shell.task)
+                    self.executor.log.exception("subprocess-message-failed", task=shell.task)
                     self._child_failed(shell, f"sent a message Gale could not apply ({type(exc).__name__}: {exc})",
                                        now)
                     return n
@@ -263,11 +261,14 @@ class _ShellExecutor:
                 return n
         return n
 
+    def _apply(self, shell: Shell, cmd: Any, now: float) -> None:  # pragma: no cover - each body's own
+        raise NotImplementedError
+
     def _apply_common(self, shell: Shell, cmd: Any, now: float) -> bool:
         """Commands both kinds handle; False when ``cmd`` is kind-specific."""
         cls = cmd.__class__
         if cls is p.Log:
-            getattr(self.log, _LOG_METHODS.get(cmd.level, "info"))(
+            getattr(self.executor.log, _LOG_METHODS.get(cmd.level, "info"))(
                 "subprocess-log", task=shell.task, pid=shell.session.pid, msg=cmd.text)
         elif cls is p.ReportError:
             self._report(shell, f"Shell Process Exception: {cmd.text}")
@@ -288,20 +289,34 @@ class _ShellExecutor:
             if not pid_file.exists():
                 raise ProtocolError(f"did not create its pid file {pid_file} (the handshake asks for it)")
             shell.restarts.started(now)
-            self.log.info("subprocess-ready", task=shell.task, pid=cmd.pid)
+            self.executor.log.info("subprocess-ready", task=shell.task, pid=cmd.pid)
         elif cls is p.Sync:
             pass
         else:
             return False
         return True
 
-    def _stop_children(self) -> None:
+    def poll(self, now: float) -> int:
+        """Each round: apply what the children sent, check them, write what is due."""
+        work = 0
+        for shell in self.shells.values():
+            if shell.inbox:
+                work += self._drain(shell, now)
+            self._check(shell, now)
+            if shell.child is not None and (shell.outbox or shell.child.backlog):
+                shell.flush()
+        return work
+
+    def has_news(self) -> bool:
+        return any(s.inbox for s in self.shells.values())
+
+    def stop_children(self) -> None:
         children = [s.child for s in self.shells.values() if s.child is not None]
         for s in self.shells.values():
             s.closing = True
             s.flush()
-        stop_children(children, STOP_GRACE_SECS, self.clock)
-        if self.pid_dir and not self.runtime.local_dir:
+        stop_children(children, STOP_GRACE_SECS, self.executor.clock)
+        if self.pid_dir and not self.executor.runtime.local_dir:
             for f in Path(self.pid_dir).glob("*"):
                 f.unlink(missing_ok=True)
             try:
@@ -310,54 +325,63 @@ class _ShellExecutor:
                 pass
 
 
-class ShellBoltExecutor(_ShellExecutor, BoltExecutor):
-    """The executor of a :class:`~gale.worker.multilang.components.ShellBolt`."""
+class ShellBoltBody(ShellBody):
+    """The body of a :class:`~gale.worker.multilang.components.ShellBolt`'s executor: each task's
+    intake writes its input tuples to the child (at most ``topology.shellbolt.max.pending`` unwritten)."""
 
     kind = "bolt"
 
-    def __init__(self, runtime: WorkerRuntime, executor_id: tuple[int, int], component: str):
-        super().__init__(runtime, executor_id, component)
-        self._init_shell()
-        self.max_pending = int(self.conf.get("topology.shellbolt.max.pending") or 100)
+    def __init__(self, executor: BoltExecutor):
+        super().__init__(executor)
+        self.max_pending = int(executor.config.topology_shellbolt_max_pending or 100)
+
+    def attach(self) -> None:
+        ex = self.executor
+        ex.body_name = self.name
+        ex.body = self
+        ex.preparers.append(self.prepare)
+        ex.polls.append(self.poll)
+        ex.pendings.append(self.pending)
+        ex.work_checks.append(self.has_news)
+        ex.input_ready = self.input_ready
+        ex.closers.append(self.stop_children)
+        ex.closers.append(ex.cleanup_tasks)
 
     def prepare(self) -> None:
-        super().prepare()  # instances (the configuration), collectors, prepare()
-        now = self.clock.monotonic()
-        for task, bolt in self.bolts.items():
-            self.basic[task] = False
-            self._start(self._attach(task, bolt, self.collectors[task]), now)
+        ex = self.executor
+        ex.prepare_tasks()  # instances (the configuration), collectors, prepare()
+        now = ex.clock.monotonic()
+        for task, bolt in ex.bolts.items():
+            ex.intake[task] = self.intake
+            self._start(self._attach(task, bolt, ex.collectors[task]), now)
 
-    def has_work(self) -> bool:
+    def input_ready(self) -> bool:
+        """Input the children can take now (not tuples left queued while a child's backlog is full)."""
         for task, shell in self.shells.items():
-            if shell.inbox:
-                return True
-            if self.queues[task] and shell.child is not None and shell.unwritten < self.max_pending:
+            if self.executor.queues[task] and shell.child is not None and shell.unwritten < self.max_pending:
                 return True
         return False
 
-    def run_batch(self, budget: int) -> int:
-        now = self.clock.monotonic()
-        work = 0
-        for task, shell in self.shells.items():
-            if shell.inbox:
-                work += self._drain(shell, now)
-            self._check(shell, now)
-            queue = self.queues[task]
-            if queue and shell.child is not None:
-                room = min(len(queue), budget - work if budget > work else 0, self.max_pending - shell.unwritten)
-                if room > 0:
-                    work += self._forward(shell, queue, room)
-            if shell.child is not None and (shell.outbox or shell.child.backlog):
-                shell.flush()
-        return work
+    def intake(self, task: int, queue: deque, budget: int) -> int:
+        shell = self.shells[task]
+        if shell.child is None:
+            return 0
+        room = min(len(queue), budget, self.max_pending - shell.unwritten)
+        if room <= 0:
+            return 0
+        self._forward(shell, queue, room)
+        if shell.outbox or shell.child.backlog:
+            shell.flush()
+        return room
 
     def _forward(self, shell: Shell, queue: deque, n: int) -> int:
         """Write ``n`` input tuples to the child (one batch)."""
+        ex = self.executor
         session = shell.session
         message = session.tuple_message
-        executed = self.stats.executed
-        sample_every = self.sample_every
-        countdown = self._sample_n or sample_every
+        executed = ex.stats.executed
+        sample_every = ex.sample_every
+        countdown = ex._sample_n or sample_every
         perf = time.perf_counter
         pop = queue.popleft
         out = shell.outbox
@@ -371,7 +395,7 @@ class ShellBoltExecutor(_ShellExecutor, BoltExecutor):
                     countdown = sample_every
                     tup._st = perf()
             out.append(message(tup))
-        self._sample_n = countdown
+        ex._sample_n = countdown
         try:
             data = self.codec.encode_many(out)
         except (TypeError, ValueError, OverflowError):
@@ -426,8 +450,9 @@ class ShellBoltExecutor(_ShellExecutor, BoltExecutor):
             collector.ack(tup)
             if st > 0:  # sampled: the subprocess round trip is this bolt's execute latency
                 key = tup.fields.source_key
-                self.stats.execute_ms[key] += (time.perf_counter() - st) * 1000.0
-                self.stats.execute_n[key] += 1
+                stats = self.executor.stats
+                stats.execute_ms[key] += (time.perf_counter() - st) * 1000.0
+                stats.execute_n[key] += 1
         elif cls is p.Fail:
             collector.fail(cmd.tup)
         elif cls is p.ResetTimeout:
@@ -435,46 +460,39 @@ class ShellBoltExecutor(_ShellExecutor, BoltExecutor):
         elif not self._apply_common(shell, cmd, now):
             self._report(shell, f"unexpected message for a bolt: {cmd!r}")
 
-    def pending_count(self) -> int:
+    def pending(self) -> int:
         return sum(len(s.session.pending) for s in self.shells.values() if s.session is not None)
 
-    def shutdown(self) -> None:
-        self._stop_children()
-        super().shutdown()
 
-
-class ShellSpoutExecutor(_ShellExecutor, SpoutExecutor):
-    """The executor of a :class:`~gale.worker.multilang.components.ShellSpout`. The spout
+class ShellSpoutBody(ShellBody):
+    """The body of a :class:`~gale.worker.multilang.components.ShellSpout`'s executor: the spout
     executor's own loop asks for tuples (``next_tuple`` → a ``next`` command) and hands it acks and
-    fails; this class applies the child's answers and keeps it alive."""
+    fails; this body applies the child's answers and keeps it alive."""
 
     kind = "spout"
 
-    def __init__(self, runtime: WorkerRuntime, executor_id: tuple[int, int], component: str):
-        super().__init__(runtime, executor_id, component)
-        self._init_shell()
+    def attach(self) -> None:
+        ex = self.executor
+        ex.body_name = self.name
+        ex.body = self
+        ex.preparers.append(self.prepare)
+        ex.polls.append(self.poll)
+        ex.afters.append(self.flush)
+        ex.work_checks.append(self.has_news)
+        ex.closers.append(ex.close_tasks)  # deactivate and close (commands), then stop the children
+        ex.closers.append(self.stop_children)
 
     def prepare(self) -> None:
-        super().prepare()
-        now = self.clock.monotonic()
-        for task, spout in self.spouts.items():
-            self._start(self._attach(task, spout, self.collectors[task]), now)
+        ex = self.executor
+        ex.open_tasks()
+        now = ex.clock.monotonic()
+        for task, spout in ex.spouts.items():
+            self._start(self._attach(task, spout, ex.collectors[task]), now)
 
-    def has_work(self) -> bool:
-        return any(s.inbox for s in self.shells.values()) or super().has_work()
-
-    def run_batch(self, budget: int) -> int:
-        now = self.clock.monotonic()
-        work = 0
-        for shell in self.shells.values():
-            if shell.inbox:
-                work += self._drain(shell, now)
-            self._check(shell, now)
-        work += super().run_batch(budget)
+    def flush(self) -> None:
         for shell in self.shells.values():
             if shell.child is not None and (shell.outbox or shell.child.backlog):
                 shell.flush()
-        return work
 
     def _apply(self, shell: Shell, cmd: Any, now: float) -> None:
         if cmd.__class__ is p.SpoutEmit:
@@ -492,7 +510,3 @@ class ShellSpoutExecutor(_ShellExecutor, SpoutExecutor):
                 shell.send(targets)
         elif not self._apply_common(shell, cmd, now):
             self._report(shell, f"unexpected message for a spout: {cmd!r}")
-
-    def shutdown(self) -> None:
-        super().shutdown()  # deactivate and close (commands), then stop the children
-        self._stop_children()

@@ -19,8 +19,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from gale.worker.runtime.windows.core import Expire, Fire, _diff, _Entering
-from gale.worker.runtime.windows.store import Entry, WindowStore
+from gale.worker.windows.core import Expire, Fire, _diff, _Entering
+from gale.worker.windows.store import Entry, WindowStore
 
 
 class CountEveryDuration(_Entering):

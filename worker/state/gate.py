@@ -1,0 +1,181 @@
+"""The checkpoint layer of a bolt executor: every bolt of a topology with checkpoints has it, whatever
+its body (a Python bolt, a window, a subprocess, a Spark stage).
+
+It sits between each task's input queue and the task's intake (``BoltExecutor.intake``) and takes
+the ``$checkpoint`` tuples out of the data (Storm's ``CheckpointTupleForwarder``): a checkpoint
+``(txid, action)`` is counted by the task's :class:`~gale.worker.state.barrier.CheckpointBarrier`
+and, once it has arrived from every task that sends this one checkpoints, *acted on* — each
+participant's ``act(task, txid, action, tuple)`` in order (the managed state prepares, commits, rolls
+back or loads; held acks and held outputs follow it) — then forwarded on the bolt's own
+``$checkpoint`` stream anchored to it, and acked. A participant that raises fails the checkpoint
+tuple (the coordinator rolls back and retries); the error is reported on the component. Checkpoint
+tuples never reach the body: a shell bolt's subprocess or a Spark stage sees data only.
+
+The data between checkpoints goes to the body in runs (what the body cannot take now — a
+subprocess's backlog, a full Spark batch — goes back to the front of the queue, in order, so a
+checkpoint is acted on only after everything before it was taken). Two options, for stateful tasks:
+
+* ``hold``: until the task's state is loaded (``set_ready``), data tuples are held and given back
+  in order then (Storm's stateful bolts wait for INITSTATE);
+* ``generations`` (exactly-once): a data tuple of an older generation than the task's — sent before
+  the last rollback, which rewound its source — is acked without being executed; a ROLLBACK sets
+  the task's generation from its own root (the checkpoint spout stamps it, like every root id).
+
+On the per-tuple path of checkpointed topologies: compiled with the core (``gale.compiled``).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+from gale.topology.checkpointing import checkpoint_inputs
+from gale.topology.state import CHECKPOINT_STREAM
+from gale.worker.runtime.anchoring import generation_of, generation_range
+from gale.worker.runtime.collector import BoltOutputCollector
+from gale.worker.state.barrier import PROCESS, CheckpointBarrier
+from gale.worker.state.coordinator import ROLLBACK
+
+#: what an act may raise: the participants' errors (user hooks, the provider) fail the checkpoint
+Participant = Any
+
+
+class Checkpointing:
+    """See the module docstring. ``participants``: objects with ``act(task, txid, action, tup)``."""
+
+    name = "checkpoint"
+
+    def __init__(self, executor: Any, participants: list[Participant], hold: bool = False, generations: bool = False):
+        self.executor = executor
+        self.participants = participants
+        self.hold = hold
+        self.generations = generations
+        self.inner: dict[int, Callable[[int, deque, int], int]] = {}
+        self.barriers: dict[int, CheckpointBarrier] = {}
+        #: per task: acks checkpoint tuples and emits the forwarded ones (the thread's ack buffer,
+        #: even when the task's own collector holds its acks)
+        self.forwarders: dict[int, BoltOutputCollector] = {}
+        self.ready: dict[int, bool] = {}
+        self.held: dict[int, list] = {}
+        #: per task: the root ids of its generation are ``lo <= root < hi`` (exactly-once)
+        self.range: dict[int, tuple[int, int]] = {}
+        self.generation: dict[int, int | None] = {}
+        self._run: deque = deque()  # a run of data tuples handed to the body, empty between calls
+        self.stale = 0
+
+    def attach(self) -> None:
+        ex = self.executor
+        ex.preparers.append(self.prepare)
+        ex.pendings.append(self.held_count)
+        ex.layers[self.name] = self
+        if self.generations:
+            ex.stats.extra.setdefault("state_stale_tuples", 0)
+
+    def prepare(self) -> None:
+        """After the body's set-up: put the barrier in front of every task's intake."""
+        ex = self.executor
+        runtime = ex.runtime
+        n_inputs = sum(len(runtime.layout.component_tasks(c)) for c in checkpoint_inputs(runtime.defn, ex.component))
+        for task in ex.tasks:
+            self.inner[task] = ex.intake.get(task, ex.run_task)
+            ex.intake[task] = self.intake
+            self.barriers[task] = CheckpointBarrier(n_inputs)
+            own = ex.collectors[task]
+            self.forwarders[task] = BoltOutputCollector(ex, task, own._routes)
+            self.ready[task] = not self.hold
+            self.held[task] = []
+            self.generation[task] = None
+            self.range[task] = (0, 1 << 64)
+
+    def held_count(self) -> int:
+        return sum(len(h) for h in self.held.values())
+
+    def set_ready(self, task: int) -> None:
+        """The task's state is loaded: the data tuples held until now go back to its queue, first."""
+        self.ready[task] = True
+        held = self.held[task]
+        if held:
+            self.executor.queues[task].extendleft(reversed(held))
+            self.held[task] = []
+
+    def intake(self, task: int, queue: deque, budget: int) -> int:
+        # the transfer receiver appends to ``queue`` from another thread: only popleft, [0] and
+        # extendleft here (iterating a deque that another thread appends to raises)
+        done = 0
+        inner = self.inner[task]
+        run = self._run
+        pop = queue.popleft
+        generations = self.generations
+        lo, hi = self.range[task]
+        stale = 0
+        ack = self.forwarders[task].ack
+        while queue and done < budget:
+            head = queue[0]
+            if head.fields.stream == CHECKPOINT_STREAM:
+                pop()
+                done += 1
+                self.on_checkpoint(task, head)
+                lo, hi = self.range[task]
+                continue
+            if not self.ready[task]:
+                self.held[task].append(pop())  # before the task's state is loaded
+                done += 1
+                continue
+            limit = budget - done
+            while len(run) < limit and queue:
+                tup = queue[0]
+                if tup.fields.stream == CHECKPOINT_STREAM:
+                    break
+                pop()
+                if generations:
+                    roots = tup.message_id
+                    if roots:
+                        current = True
+                        for root in roots:
+                            if not lo <= root < hi:
+                                current = False
+                                break
+                        if not current:
+                            ack(tup)  # sent before the last rollback: its effect would be counted twice
+                            stale += 1
+                            limit -= 1
+                            done += 1
+                            continue
+                run.append(tup)
+            if run:
+                done += inner(task, run, len(run))
+                if run:  # the body is full: the rest goes back first, in order
+                    queue.extendleft(reversed(run))
+                    run.clear()
+                    break
+        if stale:
+            self.stale += stale
+            self.executor.stats.extra["state_stale_tuples"] += stale
+        return done
+
+    def on_checkpoint(self, task: int, tup: Any) -> None:
+        txid, action = tup.values[0], tup.values[1]
+        forwarder = self.forwarders[task]
+        if self.barriers[task].arrive(txid, action) != PROCESS:
+            forwarder.ack(tup)
+            return
+        ex = self.executor
+        try:
+            for participant in self.participants:
+                participant.act(task, txid, action, tup)
+        except Exception as exc:  # noqa: BLE001 - user hooks and the provider: the checkpoint fails
+            ex.report_error(exc)
+            extra = ex.stats.extra
+            if "state_checkpoint_failures" in extra:
+                extra["state_checkpoint_failures"] += 1
+            forwarder.fail(tup)
+            return
+        if self.generations and action == ROLLBACK:
+            roots = tup.message_id
+            if roots:
+                generation = generation_of(next(iter(roots)))
+                self.generation[task] = generation
+                self.range[task] = generation_range(generation)
+        forwarder.emit([txid, action], anchors=tup, stream=CHECKPOINT_STREAM)
+        forwarder.ack(tup)
