@@ -18,7 +18,7 @@ from typing import Any
 from gale import config as gconfig
 from gale.bundle import BundleError, read_bundle
 from gale.errors import ConfigError, TopologyError
-from gale.topology.checkpointing import validate_checkpointing
+from gale.topology.composition import validate_composition
 from gale.topology.definition import TopologyDef
 from gale.topology.windowing import validate_windows
 
@@ -65,5 +65,5 @@ def check_submission(name: str, bundle: bytes, cluster_conf: Mapping[str, Any]) 
         gconfig.check_bounds(conf)
     except ConfigError as exc:
         raise TopologyError(str(exc)) from None
-    validate_checkpointing(defn, conf)
+    validate_composition(defn, conf)
     return Submission(name, defn, definition_json, stored_conf, conf)

@@ -84,9 +84,21 @@ def _assert_ge(a, b):
     return a
 
 
-def test_a_spout_that_cannot_rewind_is_reported_and_emits_nothing():
+def test_a_spout_that_cannot_rewind_is_refused_at_submit_naming_it():
     conf = {**EO, "test.sentences": 20, "topology.state.checkpoint.interval.ms": 50}
-    topo = word_count(spout=NumberedSentences).create_topology("eo", conf)
+    with pytest.raises(TopologyError, match=r"spout 'sentences' \(NumberedSentences\) cannot rewind.*position\(\) "
+                                            r"and rewind\(\)"):
+        word_count(spout=NumberedSentences).create_topology("eo", conf)
+
+
+def test_a_definition_that_does_not_say_whether_its_spout_rewinds_is_guarded_in_the_worker():
+    """A definition from before spouts recorded ``rewindable``: the worker reports the spout and it
+    emits nothing (exactly-once could not hold)."""
+    conf = {**EO, "test.sentences": 20, "topology.state.checkpoint.interval.ms": 50}
+    topo = word_count().create_topology("eo", conf)
+    topo.definition.components["sentences"].class_path = "tests.state_topologies:NumberedSentences"
+    topo.definition.components["sentences"].rewindable = None
+    topo.classes["sentences"] = NumberedSentences
     with LocalCluster() as cluster:
         running = cluster.submit_topology("eo-norewind", {}, topo)
 
@@ -98,7 +110,8 @@ def test_a_spout_that_cannot_rewind_is_reported_and_emits_nothing():
         # a positive marker that the topology got past the point where the spout would emit: the
         # start-up rollback reached the stateful tasks (they are initialized), the sources never rewind
         counters = [ex for ex in running.runtime.executors.values() if ex.component == "count"]
-        eventually(lambda: _assert_ge(sum(all(ex.layers["checkpoint"].ready.values()) for ex in counters), len(counters)), timeout=30)
+        eventually(lambda: _assert_ge(sum(all(ex.layers["checkpoint"].ready.values()) for ex in counters),
+                                      len(counters)), timeout=30)
         stats = running.component_stats()
     assert stats["sentences"]["emitted"] == 0
 

@@ -172,3 +172,60 @@ def test_facades_import_lazily(facade):
             "print(sorted(m for m in sys.modules if m.startswith(('gale.worker', 'gale.nimbus', 'gale.supervisor'))))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd="/", check=True)
     assert out.stdout.strip() == "[]"
+
+
+# ---------------------------------------------------------------------- the executor core and its capabilities
+
+CORE = "gale.worker.runtime"
+#: the worker's capabilities: each adds a body or layers to the executor core (gale.worker.assembly
+#: composes them); the core imports none of them
+CAPABILITIES = ("gale.worker.state", "gale.worker.windows", "gale.worker.spark", "gale.worker.multilang",
+                "gale.worker.connectors")
+ASSEMBLY = "gale.worker.assembly"
+
+
+def _package(name: str) -> str | None:
+    for package in (CORE, *CAPABILITIES, ASSEMBLY):
+        if within(name, package):
+            return package
+    return None
+
+
+def test_the_executor_core_imports_no_capability():
+    """``gale.worker.runtime`` (executors, collectors, groupings, acker, runtime) imports nothing of
+    state, windows, Spark, multi-lang, connectors or the assembly — not even lazily."""
+    bad = [str(imp) for imp in ALL if within(imp.module, CORE)
+           and any(within(imp.target, p) for p in (*CAPABILITIES, ASSEMBLY))]
+    assert bad == []
+
+
+def test_no_import_circle_joins_the_core_and_the_capabilities():
+    """The worker's packages (core, capabilities, assembly) import each other without a circle:
+    the core at the bottom, the assembly at the top."""
+    edges: dict[str, set[str]] = {}
+    for imp in ALL:
+        src, dst = _package(imp.module), _package(imp.target)
+        if src and dst and src != dst:
+            edges.setdefault(src, set()).add(dst)
+    assert ASSEMBLY not in {d for targets in edges.values() for d in targets}
+    # depth-first search for a cycle
+    state: dict[str, int] = {}
+
+    def cycle_from(node: str, path: list[str]) -> list[str] | None:
+        state[node] = 1
+        for nxt in sorted(edges.get(node, ())):
+            if state.get(nxt) == 1:
+                return path + [node, nxt]
+            if state.get(nxt) is None:
+                found = cycle_from(nxt, path + [node])
+                if found:
+                    return found
+        state[node] = 2
+        return None
+
+    for node in sorted(edges):
+        if state.get(node) is None:
+            found = cycle_from(node, [])
+            assert found is None, " -> ".join(found)
+    assert edges.get(CORE, set()) == set()
+    assert CORE in edges[ASSEMBLY] and {"gale.worker.state", "gale.worker.windows"} <= edges[ASSEMBLY]

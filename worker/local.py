@@ -25,7 +25,7 @@ from gale.clock import REAL_CLOCK
 from gale.errors import GaleError
 from gale.records import ExecutorStats
 from gale.stats_summary import component_summary
-from gale.topology.checkpointing import validate_checkpointing
+from gale.topology.composition import validate_composition
 from gale.topology.definition import Topology, TopologyDef, TopologyTasks
 from gale.topology.components import Spout
 from gale.worker.assembly import Assembly
@@ -35,7 +35,7 @@ from gale.worker.runtime.runtime import WorkerRuntime
 def local_conf(topology: Topology, overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Defaults ← topology conf ← overrides, validated."""
     conf = gconfig.topology_config(gconfig.defaults(), {**topology.conf, **(overrides or {})})
-    validate_checkpointing(topology.definition, conf)
+    validate_composition(topology.definition, conf)
     return conf
 
 

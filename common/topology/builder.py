@@ -22,7 +22,8 @@ from typing import Any
 
 from gale import config as gconfig
 from gale.errors import TopologyError
-from gale.topology.checkpointing import add_checkpointing, validate_checkpointing
+from gale.topology.checkpointing import add_checkpointing
+from gale.topology.composition import validate_composition
 from gale.topology.components import Bolt, Component, OutputFieldsDeclarer, Spout, can_rewind
 from gale.topology.definition import (
     ComponentDef,
@@ -193,7 +194,7 @@ class TopologyBuilder:
             add_checkpointing(components)
         defn = TopologyDef(name=name, conf=conf, components=components)
         validate(defn)
-        validate_checkpointing(defn, {**gconfig.defaults(), **conf})
+        validate_composition(defn, {**gconfig.defaults(), **conf})
         return Topology(defn, {cid: spec.cls for cid, spec in self._specs.items()})
 
     @staticmethod

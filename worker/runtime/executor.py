@@ -403,12 +403,11 @@ class SpoutExecutor(Executor):
             if outcome == RESET_TIMEOUT:
                 self.pending.touch(root)
                 continue
-            if outcome == CONTROL:
-                self._control(task, root)
-                continue
             info = pending_pop(root)
             if info is None:
-                continue  # timed out already (the spout was told fail then)
+                if outcome == CONTROL:  # its payload is no root: checked here, off the path of acks
+                    self._control(task, root)
+                continue  # or timed out already (the spout was told fail then)
             spout_task, msg_id, stream, t_emit = info
             if outcome == ACKED:
                 acked[stream] += 1
