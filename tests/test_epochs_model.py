@@ -1,10 +1,13 @@
 """The exactly-once protocol (gale.worker.state.epochs) checked on a model of a whole topology.
 
 A discrete-event model, no I/O: source tasks reading fixed sequences of keys, bolt tasks keeping a
-count per key, the checkpoint coordinator, a durable provider (committed and staged values, meta
-records), and a network that delivers messages in any order (not even per channel), loses some,
-and times trees out. Tasks and the coordinator are killed at random (a killed task loses its
-memory; the provider survives). The checks:
+count per key, the checkpoint coordinator, a durable provider (committed and staged values, the
+coordinator's record), and a network that delivers messages in any order (not even per channel),
+loses some, and times trees out. The control travels in band, as in Gale: the coordinator sends
+each epoch to every source task over that network at each change and again periodically, the
+sources answer with their reports over it, a restarted source says hello, and a ROLLBACK carries
+its generation (in Gale, in its root id). Tasks and the coordinator are killed at random (a killed
+task loses its memory; the provider survives). The checks:
 
 * **consistency** — whenever the record says COMMITTED, the committed counts are exactly the counts
   of the keys before the committed source positions: nothing lost, nothing counted twice;
@@ -37,7 +40,9 @@ from gale.worker.state.epochs import (
     SourceTask,
     StagePosition,
     WriteReport,
+    epoch_order,
     generation_of,
+    newer_report,
     generation_range,
     is_current,
     with_generation,
@@ -45,6 +50,7 @@ from gale.worker.state.epochs import (
 
 TIMEOUT = 0.5  # a tree's message timeout (model seconds)
 STEP = 0.001
+REBROADCAST = 0.1  # the coordinator sends the epoch to every source again this often
 
 
 @dataclass
@@ -79,6 +85,7 @@ class Source:
     core: SourceTask = field(default_factory=SourceTask)
     pos: int = 0
     pending: dict = field(default_factory=dict)  # root -> (pos, emitted at)
+    epoch: Epoch | None = None  # the newest epoch received
 
     @property
     def ns(self):
@@ -112,18 +119,37 @@ class Model:
         self.commits = 0
         self.rollbacks = 0
         self.checks = 0
+        self.reports: dict = {}
+        self.next_broadcast = 0.0
+        self.trees = 0
         self.coordinator = self._new_coordinator()
+        for src in self.sources:
+            self.net.append(("report", src.task, None))  # hello
 
     # ------------------------------------------------------------------ coordinator shell
 
     def _new_coordinator(self):
         c = EpochCoordinator(interval=0.05, pause_timeout=TIMEOUT * 2, retry_secs=0.02)
+        self.reports = {s.task: None for s in self.sources}  # a new coordinator knows no report
         self._perform(c.start(Epoch.from_record(self.provider.meta.get("__state")), self.now), c)
         return c
 
-    def _reports(self):
-        return {s.task: Report.from_record(self.provider.meta.get(f"__sources/{s.task}")) for s in self.sources}
+    def _broadcast(self, epoch):
+        self.next_broadcast = self.now + REBROADCAST
+        for s in self.sources:
+            self.net.append(("epoch", s.task, epoch))
 
+    def coordinator_turn(self):
+        self._perform(self.coordinator.tick(self.now, self.reports))
+        if self.now >= self.next_broadcast:
+            self._broadcast(self.coordinator.epoch)
+
+    def coordinator_report(self, task, report):
+        if newer_report(report, self.reports[task]):
+            self.reports[task] = report
+        c = self.coordinator
+        if c.started and (report is None or report.generation != c.epoch.generation):
+            self.net.append(("epoch", task, c.epoch))
     def _perform(self, actions, coordinator=None):
         c = coordinator or self.coordinator
         while actions:
@@ -135,6 +161,7 @@ class Model:
                 self.provider.meta["__state"] = a.epoch.to_record()
                 if a.epoch.phase == COMMITTED:
                     self.check_consistent()
+                self._broadcast(a.epoch)
             elif isinstance(a, CommitSources):
                 if self.provider.down:
                     actions = c.action_failed(self.now)  # the COMMIT after it is not sent either
@@ -142,10 +169,13 @@ class Model:
                 for s in self.sources:
                     self.provider.commit(s.ns, a.txid)
             elif isinstance(a, Emit):
+                # a tuple tree: its root (``tree``) tells its acks from those of an older tree with the
+                # same (txid, action) — a coordinator's restart, a re-sent ROLLBACK — and carries the generation
+                self.trees += 1
                 self.ckpt = {"txid": a.txid, "action": a.action, "waiting": {b.task for b in self.bolts},
-                             "failed": False, "sent": self.now}
+                             "failed": False, "sent": self.now, "tree": self.trees}
                 for b in self.bolts:
-                    self.net.append(("ckpt", b.task, a.txid, a.action))
+                    self.net.append(("ckpt", b.task, a.txid, a.action, c.epoch.generation, self.trees))
             elif isinstance(a, Committed):
                 self.commits += 1
             elif isinstance(a, RolledBack):
@@ -161,10 +191,17 @@ class Model:
 
     # ------------------------------------------------------------------ source shell
 
-    def source_turn(self, s: Source):
-        raw = self.provider.meta.get("__state")
-        epoch = Epoch.from_record(raw)
-        for a in s.core.observe(epoch, len(s.pending)):
+    def source_epoch(self, s: Source, epoch: Epoch):
+        """An epoch message reached a source task: it observes the newest it has, and answers."""
+        if s.epoch is None or epoch_order(epoch) > epoch_order(s.epoch):
+            s.epoch = epoch
+        if not self.source_observe(s) and s.core.report is not None:
+            self.net.append(("report", s.task, s.core.report))  # again: the last one may have been lost
+
+    def source_observe(self, s: Source) -> bool:
+        """Returns whether it sent a report."""
+        wrote = False
+        for a in s.core.observe(s.epoch, len(s.pending)):
             try:
                 if isinstance(a, Rewind):
                     self.provider.check()
@@ -173,11 +210,16 @@ class Model:
                 elif isinstance(a, StagePosition):
                     self.provider.stage(s.ns, a.txid, s.pos)
                 elif isinstance(a, WriteReport):
-                    self.provider.check()
-                    self.provider.meta[f"__sources/{s.task}"] = a.report.to_record()
+                    self.net.append(("report", s.task, a.report))
+                    wrote = True
             except ConnectionError:
                 s.core.action_failed()
                 break
+        return wrote
+
+    def source_turn(self, s: Source):
+        if s.epoch is not None:
+            self.source_observe(s)  # a drained pause, a failed tree: reported at its next round
         if s.core.emitting and s.pos < len(s.data) and len(s.pending) < 8:
             root = with_generation(self.rng.getrandbits(64), s.core.generation)
             key = s.data[s.pos]
@@ -195,8 +237,12 @@ class Model:
             b.counts[key] += 1
         self.net.append(("ack", src, root))
 
-    def bolt_ckpt(self, b: BoltTask, txid, action):
+    def bolt_ckpt(self, b: BoltTask, txid, action, generation, tree):
         ok = True
+        if b.generation is not None and generation < b.generation:
+            # a late copy of a checkpoint of an older generation: nothing to do (Gale's gate acks it)
+            self.net.append(("ckpt_ack", b.task, tree, True))
+            return
         try:
             if action == PREPARE:
                 if not b.initialized:
@@ -208,11 +254,11 @@ class Model:
             elif action == ROLLBACK:
                 self.provider.rollback(b.ns)
                 b.counts = Counter(self.provider.committed.get(b.ns, Counter()))
-                b.generation = Epoch.from_record(self.provider.meta.get("__state")).generation
+                b.generation = generation
                 b.initialized = True
         except ConnectionError:
             ok = False
-        self.net.append(("ckpt_ack", b.task, txid, action, ok))
+        self.net.append(("ckpt_ack", b.task, tree, ok))
 
     # ------------------------------------------------------------------ the world
 
@@ -228,10 +274,14 @@ class Model:
                     s.core.tree_failed()
         elif kind == "ckpt":
             self.bolt_ckpt(self.bolts[msg[1]], *msg[2:])
+        elif kind == "epoch":
+            self.source_epoch(self.sources[msg[1]], msg[2])
+        elif kind == "report":
+            self.coordinator_report(msg[1], msg[2])
         elif kind == "ckpt_ack":
-            _, b, txid, action, ok = msg
+            _, b, tree, ok = msg
             ck = self.ckpt
-            if ck is None or (ck["txid"], ck["action"]) != (txid, action) or b not in ck["waiting"]:
+            if ck is None or ck["tree"] != tree or b not in ck["waiting"]:
                 return
             if not ok:
                 self._ckpt_done(False)
@@ -259,6 +309,7 @@ class Model:
         elif r < 0.6:
             s = self.rng.choice(self.sources)  # kill -9 of a source task
             self.sources[s.task] = Source(s.task, s.data)
+            self.net.append(("report", s.task, None))  # hello
         elif r < 0.75:
             self.ckpt = None  # the coordinator's worker restarted: its tree is forgotten
             self.coordinator = self._new_coordinator()
@@ -277,7 +328,7 @@ class Model:
         elif r < 0.85:
             self.source_turn(self.rng.choice(self.sources))
         else:
-            self._perform(self.coordinator.tick(self.now, self._reports()))
+            self.coordinator_turn()
         self.timeouts()
 
     # ------------------------------------------------------------------ the checks

@@ -123,8 +123,8 @@ class Assembly:
         if checkpointing:
             from gale.worker.state.gate import Checkpointing
 
-            gate = Checkpointing(ex, participants, hold=stateful or persistent,
-                                 generations=exactly_once and (stateful or persistent))
+            gate = Checkpointing(ex, participants, hold=stateful or persistent, exactly_once=exactly_once,
+                                 filter_data=exactly_once and (stateful or persistent))
         if body == "window":
             self._window(ex, gate, participants, persistent, exactly_once)
         elif body == "shell":

@@ -28,11 +28,14 @@ class CheckpointBarrier:
         if input_tasks < 1:
             raise ValueError("a task taking part in checkpoints has at least one checkpoint input task")
         self.input_tasks = input_tasks
-        self.counts: dict[tuple[int, str], int] = {}
+        self.counts: dict[tuple[int, str, int], int] = {}
         self.last_txid: int | None = None
 
-    def arrive(self, txid: int, action: str) -> str:
-        key = (txid, action)
+    def arrive(self, txid: int, action: str, generation: int = 0) -> str:
+        """``generation`` (exactly-once): copies of one action of one checkpoint are counted apart by
+        generation — a late copy of an older generation's ROLLBACK (the same txid) must not complete
+        a newer one's."""
+        key = (txid, action, generation)
         count = self.counts.get(key, 0) + 1
         if count < self.input_tasks:
             self.counts[key] = count

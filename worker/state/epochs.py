@@ -126,6 +126,26 @@ _NO_GENERATION = (1 << 64) - 1  # a hello: the task has no generation yet
 _FAILED, _REWOUND, _PAUSED_SHIFT = 1, 2, 2
 
 
+#: a phase's place within one (generation, txid): the epochs the coordinator records only move forward
+#: in (generation, txid, rank), so a copy of an older one that arrives late can be told apart
+_RANK = {ROLLING_BACK: 0, PAUSING: 1, PREPARING: 2, COMMITTING: 3, COMMITTED: 4}
+
+
+def epoch_order(epoch: Epoch) -> tuple[int, int, int]:
+    return (epoch.generation, epoch.txid, _RANK[epoch.phase])
+
+
+def report_order(report: Report) -> tuple[int, int, int]:
+    """A source task's reports only move forward in this order within one run of the task: a
+    generation's "rewound", then "paused at" each checkpoint, or "failed" for good."""
+    return (report.generation, int(report.failed), -1 if report.paused is None else report.paused)
+
+
+def newer_report(new: Report | None, old: Report | None) -> bool:
+    """Whether ``new`` supersedes ``old`` (a hello — None — always does: the task restarted)."""
+    return new is None or old is None or report_order(new) >= report_order(old)
+
+
 def epoch_message(epoch: Epoch) -> tuple[int, int, int, int]:
     return (EPOCH_MESSAGE, epoch.txid, PHASES.index(epoch.phase), epoch.generation)
 

@@ -37,6 +37,7 @@ from gale.worker.state.epochs import (
     RolledBack,
     Save,
     epoch_message,
+    newer_report,
     read_control,
 )
 
@@ -145,7 +146,8 @@ class ExactlyOnceCheckpointer(CoordinatorShell):
         task, report = message
         if task not in self.sources:
             raise ValueError(f"report from task {task}, which is not a source of this topology")
-        self.reports[task] = report
+        if newer_report(report, self.reports[task]):
+            self.reports[task] = report
         if self.started and (report is None or report.generation != self.coordinator.epoch.generation):
             self._send_epoch(task)  # a task behind the current epoch: tell it now, not at the next broadcast
 

@@ -17,9 +17,13 @@ checkpoint is acted on only after everything before it was taken). Two options, 
 
 * ``hold``: until the task's state is loaded (``set_ready``), data tuples are held and given back
   in order then (Storm's stateful bolts wait for INITSTATE);
-* ``generations`` (exactly-once): a data tuple of an older generation than the task's — sent before
-  the last rollback, which rewound its source — is acked without being executed; a ROLLBACK sets
-  the task's generation from its own root (the checkpoint spout stamps it, like every root id).
+* ``filter_data`` (exactly-once, stateful tasks): a data tuple of an older generation than the task's
+  — sent before the last rollback, which rewound its source — is acked without being executed.
+
+In an exactly-once topology (``exactly_once``) every checkpoint tuple carries its generation in its
+root (the checkpoint spout stamps it, like every root id): a ROLLBACK sets the task's generation, a
+checkpoint of an older generation (a late copy, from before a rollback or a coordinator's restart)
+is acked and ignored, and copies of one action are counted per generation.
 
 On the per-tuple path of checkpointed topologies: compiled with the core (``gale.compiled``).
 """
@@ -46,11 +50,13 @@ class Checkpointing:
 
     name = "checkpoint"
 
-    def __init__(self, executor: Any, participants: list[Participant], hold: bool = False, generations: bool = False):
+    def __init__(self, executor: Any, participants: list[Participant], hold: bool = False,
+                 exactly_once: bool = False, filter_data: bool = False):
         self.executor = executor
         self.participants = participants
         self.hold = hold
-        self.generations = generations
+        self.exactly_once = exactly_once
+        self.generations = filter_data
         self.inner: dict[int, Callable[[int, deque, int], int]] = {}
         self.barriers: dict[int, CheckpointBarrier] = {}
         #: per task: acks checkpoint tuples and emits the forwarded ones (the thread's ack buffer,
@@ -69,7 +75,7 @@ class Checkpointing:
         ex.preparers.append(self.prepare)
         ex.pendings.append(self.held_count)
         ex.layers[self.name] = self
-        if self.generations:
+        if self.exactly_once:
             ex.stats.extra.setdefault("state_stale_tuples", 0)
 
     def prepare(self) -> None:
@@ -157,7 +163,16 @@ class Checkpointing:
     def on_checkpoint(self, task: int, tup: Any) -> None:
         txid, action = tup.values[0], tup.values[1]
         forwarder = self.forwarders[task]
-        if self.barriers[task].arrive(txid, action) != PROCESS:
+        generation = 0
+        if self.exactly_once:
+            roots = tup.message_id
+            generation = generation_of(next(iter(roots))) if roots else 0
+            current = self.generation[task]
+            if current is not None and 0 < (current - generation) % 256 < 128:
+                forwarder.ack(tup)  # a checkpoint of an older generation: nothing to do
+                self.executor.stats.extra["state_stale_tuples"] += 1
+                return
+        if self.barriers[task].arrive(txid, action, generation) != PROCESS:
             forwarder.ack(tup)
             return
         ex = self.executor
@@ -171,11 +186,9 @@ class Checkpointing:
                 extra["state_checkpoint_failures"] += 1
             forwarder.fail(tup)
             return
-        if self.generations and action == ROLLBACK:
-            roots = tup.message_id
-            if roots:
-                generation = generation_of(next(iter(roots)))
-                self.generation[task] = generation
+        if self.exactly_once and action == ROLLBACK:
+            self.generation[task] = generation
+            if self.generations:
                 self.range[task] = generation_range(generation)
         forwarder.emit([txid, action], anchors=tup, stream=CHECKPOINT_STREAM)
         forwarder.ack(tup)

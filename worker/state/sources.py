@@ -27,6 +27,7 @@ from gale.topology.state import CHECKPOINT_COMPONENT
 from gale.worker.state.epochs import (
     PAUSING,
     Epoch,
+    epoch_order,
     Report,
     Rewind,
     SourceTask,
@@ -95,7 +96,8 @@ class ExactlyOnceSource:
             raise ValueError(f"source task {task} was sent a report: {payload!r}")
         if self.cannot_rewind:
             return
-        self.epoch = epoch
+        if self.epoch is None or epoch_order(epoch) > epoch_order(self.epoch):
+            self.epoch = epoch  # (a late copy of an older epoch is not taken back to)
         self._observe(task, resend=True)
 
     def _send_report(self, task: int, report: Report | None) -> None:
