@@ -698,7 +698,7 @@ def committed(running, component: str) -> dict[Any, Any]:
     from gale.worker.state.inspect import read_committed
 
     provider = running.runtime.resources["state"]
-    return read_committed(provider, running.runtime.state_prefix, component, key_groups=128)
+    return read_committed(provider, running.runtime.resources["state_prefix"], component, key_groups=128)
 
 
 def checkpoint_extra(running) -> dict[str, Any]:
@@ -756,7 +756,7 @@ def diagnosis(running) -> str:
     if extra:
         keys = ("checkpoints_committed", "checkpoint_failures", "checkpoint_rollbacks", "checkpoint_txid_max")
         figures = {k.removeprefix("checkpoint_"): extra[k] for k in sorted(extra) if k in keys}
-        record = running.runtime.resources["state"].get_meta(f"{running.runtime.state_prefix}/__state")
+        record = running.runtime.resources["state"].get_meta(f"{running.runtime.resources['state_prefix']}/__state")
         lines.append(f"checkpoints {figures}; record {record.decode() if record else None}")
     lines.append("tuples (emitted/acked/failed): " + ", ".join(
         f"{cid} {int(s.get('emitted', 0))}/{int(s.get('acked', 0))}/{int(s.get('failed', 0))}"

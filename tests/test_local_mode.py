@@ -389,3 +389,20 @@ def test_a_bolt_stuck_in_execute_is_seen_with_its_tuple_and_for_how_long():
         finally:
             _Blocking.RELEASE.set()
         until(lambda: ex.current is None and ex.busy_secs() == 0.0, 30, "the call returned and the batch ended")
+
+
+def test_a_topology_s_own_configuration_wins_over_the_local_cluster_s_and_a_submit_s_over_both():
+    """As with nimbus: cluster configuration ← the topology's ← the submit's."""
+    from gale import config as gconfig
+
+    b = TopologyBuilder()
+    b.set_spout("src", ListSpout, 1, args=[["a"]])
+    b.set_bolt("sink", Sink, 1).shuffle_grouping("src")
+    topo = b.create_topology("prec", {"topology.max.spout.pending": 7, "topology.message.timeout.secs": 11})
+    cluster_conf = {**gconfig.defaults(), "topology.max.spout.pending": 99, "topology.tick.tuple.freq.secs": 3}
+    with LocalCluster(cluster_conf) as cluster:
+        running = cluster.submit_topology("prec", {"topology.message.timeout.secs": 12}, topo)
+        conf = running.conf
+    assert conf["topology.max.spout.pending"] == 7  # the topology's, not the cluster's
+    assert conf["topology.message.timeout.secs"] == 12  # the submit's
+    assert conf["topology.tick.tuple.freq.secs"] == 3  # the cluster's, where the topology says nothing

@@ -32,9 +32,12 @@ from gale.worker.assembly import Assembly
 from gale.worker.runtime.runtime import WorkerRuntime
 
 
-def local_conf(topology: Topology, overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """Defaults ← topology conf ← overrides, validated."""
-    conf = gconfig.topology_config(gconfig.defaults(), {**topology.conf, **(overrides or {})})
+def local_conf(topology: Topology, overrides: Mapping[str, Any] | None = None,
+               cluster: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """Defaults ← the cluster's configuration ← the topology's ← ``overrides`` (a submit's), validated:
+    nimbus's order (a topology's own keys win over the cluster's)."""
+    base = {**gconfig.defaults(), **(cluster or {})}
+    conf = gconfig.topology_config(base, {**topology.conf, **(overrides or {})})
     validate_composition(topology.definition, conf)
     return conf
 
@@ -86,7 +89,9 @@ class LocalTopology:
 
 
 class LocalCluster:
-    """Run topologies in this process; kill them or shut everything down when done."""
+    """Run topologies in this process; kill them or shut everything down when done. ``conf`` is the
+    cluster's configuration (a daemon config): a topology's own keys override it, and the ``conf``
+    given to :meth:`submit_topology` overrides both, as with nimbus."""
 
     def __init__(self, conf: Mapping[str, Any] | None = None, clock: Any = REAL_CLOCK):
         self.conf = dict(conf or {})
@@ -97,7 +102,7 @@ class LocalCluster:
                         threads: int | None = None) -> LocalTopology:
         if name in self.topologies:
             raise GaleError(f"topology {name!r} is already running in this local cluster")
-        effective = local_conf(topology, {**self.conf, **(conf or {})})
+        effective = local_conf(topology, conf, cluster=self.conf)
         running = LocalTopology(name, topology, effective, self.clock, threads=threads)
         self.topologies[name] = running
         return running
