@@ -46,7 +46,8 @@ class LocalTopology:
     """One topology running in this process."""
 
     def __init__(self, name: str, topology: Topology, conf: dict[str, Any], clock: Any = REAL_CLOCK,
-                 capture: Any = None, threads: int | None = None, start: bool = True, spawn: bool = True):
+                 capture: Any = None, threads: int | None = None, start: bool = True, spawn: bool = True,
+                 factory: Any = None):
         self.name = name
         self.topology = topology
         self.conf = conf
@@ -61,7 +62,7 @@ class LocalTopology:
             clock=clock,
             capture=capture,
             code_dir=topology.code_dir or "",
-            factory=Assembly(),
+            factory=factory if factory is not None else Assembly(),
         )
         self.started = time.monotonic()
         if start:

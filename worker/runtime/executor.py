@@ -188,7 +188,17 @@ class Executor:
 
     def on_timer(self, now: float) -> None:
         for timer in self.timers:
-            timer(now)
+            try:
+                timer(now)
+            except Exception as exc:  # noqa: BLE001 - a layer's bug: reported, the worker goes on
+                self.hook_failed(timer, exc)
+
+    def hook_failed(self, hook: Any, exc: BaseException) -> None:
+        """A body's or layer's hook raised (not user code, which is caught where it is called):
+        reported on the component; the executor goes on (what the hook held times out and replays)."""
+        name = getattr(hook, "__qualname__", None) or repr(hook)
+        self.stats.extra["layer_errors"] = self.stats.extra.get("layer_errors", 0) + 1
+        self.report_error(f"{name} failed in {self.body_name} executor of {self.component!r}: {format_error(exc)}")
 
     def _queues_hold_work(self) -> bool:
         return any(self.queue_list)
@@ -346,7 +356,10 @@ class SpoutExecutor(Executor):
     def run_batch(self, budget: int) -> int:
         work = 0
         for poll in self.polls:
-            work += poll(self.clock.monotonic())
+            try:
+                work += poll(self.clock.monotonic())
+            except Exception as exc:  # noqa: BLE001 - a layer's bug: reported, the worker goes on
+                self.hook_failed(poll, exc)
         for task, queue in self.queues.items():
             if queue:
                 n = len(queue)
@@ -358,7 +371,10 @@ class SpoutExecutor(Executor):
         if self.active and not self.runtime.congested:
             emitted = self._ask_for_tuples(budget)
         for after in self.afters:
-            after()
+            try:
+                after()
+            except Exception as exc:  # noqa: BLE001 - a layer's bug: reported, the worker goes on
+                self.hook_failed(after, exc)
         return work + emitted
 
     def _ask_for_tuples(self, budget: int) -> int:
@@ -442,8 +458,7 @@ class SpoutExecutor(Executor):
                 self.stats.failed[stream] += 1
                 self.stats.timed_out[stream] += 1
                 self.fail_tree(task, msg_id)
-        for timer in self.timers:
-            timer(now)
+        super().on_timer(now)
 
     def close_tasks(self) -> None:
         for task in self.tasks:
@@ -511,10 +526,17 @@ class BoltExecutor(Executor):
         if self.polls:
             now = self.clock.monotonic()
             for poll in self.polls:
-                done += poll(now)
+                try:
+                    done += poll(now)
+                except Exception as exc:  # noqa: BLE001 - a layer's bug: reported, the worker goes on
+                    self.hook_failed(poll, exc)
         for task, queue, intake in self._inlets:
             if queue:
-                done += intake(task, queue, budget - done)
+                try:
+                    done += intake(task, queue, budget - done)
+                except Exception as exc:  # noqa: BLE001 - a body's or layer's bug (user code is caught inside)
+                    self.hook_failed(intake, exc)
+                    done += 1
                 if done >= budget:
                     break
         return done

@@ -150,7 +150,15 @@ class Checkpointing:
                             continue
                 run.append(tup)
             if run:
-                done += inner(task, run, len(run))
+                try:
+                    done += inner(task, run, len(run))
+                except Exception:
+                    # the body's bug: what it did not take fails now (its spout tuples replay), and
+                    # the executor reports the error
+                    fail = self.forwarders[task].fail
+                    while run:
+                        fail(run.popleft())
+                    raise
                 if run:  # the body is full: the rest goes back first, in order
                     queue.extendleft(reversed(run))
                     run.clear()

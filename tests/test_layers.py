@@ -1,0 +1,163 @@
+"""The executor's layers in local mode: a layer or body that raises is reported on its component, the
+tuples it held fail (and replay), and the worker goes on; checkpoint tuples never reach a body; the
+composition of each executor is what the topology needs."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+
+from gale import Bolt, TopologyBuilder
+from gale.worker.assembly import Assembly
+from gale.worker.local import LocalTopology, local_conf
+from tests.state_topologies import NumberedSentences, StatefulCount, sentence
+from tests.test_state_local import counts_in
+from tests.waiting import eventually
+
+
+class Split(Bolt):
+    output_fields = ["word"]
+
+    def execute(self, tup):
+        for w in tup["sentence"].split():
+            self.collector.emit([w], anchors=tup)
+        self.collector.ack(tup)
+
+
+def word_count(n: int):
+    b = TopologyBuilder()
+    b.set_spout("sentences", NumberedSentences, 1)
+    b.set_bolt("split", Split, 1).shuffle_grouping("sentences")
+    b.set_bolt("count", StatefulCount, 1).fields_grouping("split", ["word"])
+    return b.create_topology("layers", {"test.sentences": n, "topology.state.checkpoint.interval.ms": 50,
+                                        "topology.message.timeout.secs": 5})
+
+
+class Faulty(Assembly):
+    """The real assembly, plus a fault in one executor's layers (``fault(executor)``)."""
+
+    def __init__(self, component: str, fault):
+        self.component = component
+        self.fault = fault
+
+    def make(self, runtime, executor_id, component):
+        ex = super().make(runtime, executor_id, component)
+        if component == self.component:
+            ex.preparers.append(lambda: self.fault(ex))
+        return ex
+
+
+def run(topo, factory):
+    return LocalTopology("layers", topo, local_conf(topo), factory=factory)
+
+
+def expected(n: int) -> dict:
+    return dict(Counter(w for i in range(n) for w in sentence(i).split()))
+
+
+def test_a_body_that_raises_fails_what_it_held_and_the_worker_goes_on():
+    """The split bolt's intake (behind its checkpoint layer) raises on its first run: the tuples of
+    that run fail and replay, the error names the failing step, and the counts come out exact."""
+    n = 200
+    calls = {"n": 0}
+
+    def break_first_run(ex):
+        gate = ex.layers["checkpoint"]
+        task = ex.tasks[0]
+        inner = gate.inner[task]
+
+        def flaky(task, queue, budget):
+            calls["n"] += 1
+            if calls["n"] == 1:
+                raise RuntimeError("a bug in a body")
+            return inner(task, queue, budget)
+
+        flaky.__qualname__ = "flaky_intake"
+        gate.inner[task] = flaky
+
+    lt = run(word_count(n), Faulty("split", break_first_run))
+    try:
+        eventually(lambda: _eq(counts_in(lt), expected(n)), timeout=60)
+        errors = lt.errors.get("split", [])
+        assert any("a bug in a body" in e for e in errors), errors
+        stats = lt.component_stats()
+        assert stats["sentences"]["failed"] >= 1  # what the body held failed, and was replayed
+        assert stats["split"]["extra"]["layer_errors"] >= 1
+    finally:
+        lt.kill()
+
+
+def test_a_layer_whose_round_raises_is_reported_and_the_worker_goes_on():
+    n = 100
+
+    def broken_poll(ex):
+        def poll(now):
+            raise ValueError("a layer's bug")
+
+        ex.polls.append(poll)
+
+    lt = run(word_count(n), Faulty("count", broken_poll))
+    try:
+        eventually(lambda: _eq(counts_in(lt), expected(n)), timeout=60)
+        assert any("a layer's bug" in e for e in lt.errors.get("count", []))
+    finally:
+        lt.kill()
+
+
+SEEN: list = []
+
+
+class Recording(Bolt):
+    output_fields = ["word"]
+
+    def execute(self, tup):
+        SEEN.append(tup.stream)
+        self.collector.emit([tup["word"]], anchors=tup)
+        self.collector.ack(tup)
+
+
+def test_checkpoints_never_reach_a_body_and_each_executor_has_the_layers_it_needs():
+    SEEN.clear()
+    b = TopologyBuilder()
+    b.set_spout("sentences", NumberedSentences, 1)
+    b.set_bolt("split", Split, 1).shuffle_grouping("sentences")
+    b.set_bolt("count", StatefulCount, 1).fields_grouping("split", ["word"])
+    b.set_bolt("after", Recording, 1).shuffle_grouping("count")
+    topo = b.create_topology("layers", {"test.sentences": 50, "topology.state.checkpoint.interval.ms": 50})
+    lt = LocalTopology("layers", topo, local_conf(topo))
+    try:
+        eventually(lambda: _eq(counts_in(lt), expected(50)), timeout=60)
+        layers = {ex.component: (ex.body_name, sorted(ex.layers)) for ex in lt.runtime.executors.values()}
+    finally:
+        lt.kill()
+    assert set(SEEN) == {"default"}  # only data: $checkpoint tuples were acted on and forwarded by the layer
+    assert layers["split"] == ("python", ["checkpoint"])
+    assert layers["count"] == ("python", ["checkpoint", "held-acks", "state"])
+    assert layers["after"] == ("python", ["checkpoint"])
+    assert layers["sentences"] == ("python", [])
+
+
+@pytest.mark.parametrize("guarantee,layers", [
+    ("at-least-once", ["checkpoint", "held-acks", "held-outputs", "state"]),
+    ("exactly-once", ["checkpoint", "held-outputs", "state"]),
+])
+def test_a_persistent_window_s_layers(guarantee, layers):
+    from tests.state_topologies import PersistentTens, RewindableItems
+
+    b = TopologyBuilder()
+    b.set_spout("sentences", RewindableItems, 1)
+    b.set_bolt("window", PersistentTens, 1).shuffle_grouping("sentences")
+    topo = b.create_topology("layers", {"test.items": 5, "topology.state.guarantee": guarantee})
+    lt = LocalTopology("layers", topo, local_conf(topo), start=False)
+    try:
+        (ex,) = [ex for ex in lt.runtime.executors.values() if ex.component == "window"]
+        assert ex.body_name == "window" and sorted(ex.layers) == layers
+        sources = [ex for ex in lt.runtime.executors.values() if ex.component == "sentences"]
+        assert sorted(sources[0].layers) == (["exactly-once-source"] if guarantee == "exactly-once" else [])
+    finally:
+        lt.runtime.close_resources()
+
+
+def _eq(a, b):
+    assert a == b, (len(a), len(b))
