@@ -1,6 +1,6 @@
 """Managed state benchmark: the cost of a stateful word count, of checkpoints and of restoring state.
 
-Run: ``.venv/bin/python -m benchmarks.bench_state [--sentences N] [--repeat R] [--no-redis]``
+Run: ``.venv/bin/python -m benchmarks.bench_state [--sentences N] [--repeat R] [--no-redis] [--only NAME ...]``
 
 Prints ``name: value unit`` lines:
 
@@ -18,6 +18,10 @@ Prints ``name: value unit`` lines:
   process's CPU time per acked sentence in the window (least over the repeats), and stateless /
   stateful: the rates' ratio without the noise of a machine whose other processes take the cores
   (the rates are then bounded by the CPU the process gets, not by its cost per sentence);
+* ``state_wordcount_{...}_checkpoint_ms_{p50,p90}`` and ``..._checkpoints`` (stateful variants, with
+  ``--window``) — each checkpoint committed in the window, from its start to its commit: exactly once,
+  from the pause (the sources stop) to the commit (they emitted again from the commit point on);
+  at least once, from PREPARE to the commit; and how many committed;
 * ``state_checkpoint_{memory,redis}_{N}_changed_keys_ms`` — one task's prepare + commit of a
   checkpoint in which N keys changed;
 * ``state_restore_redis_{N}_keys_secs`` — loading a task's committed state of N keys (what a task
@@ -70,8 +74,10 @@ def run(sentences: int, stateful: bool, conf: dict, pending: int | None, window:
         if window:
             time.sleep(3.0)  # benchmark pacing: warm-up, then a timed window
             a1, t1, c1 = acked(), time.perf_counter(), time.process_time()
-            time.sleep(window)
+            durations = sample_checkpoints(running, window)
             a2, t2, c2 = acked(), time.perf_counter(), time.process_time()
+            if durations:
+                CHECKPOINT_MS.setdefault(topo_name(stateful, conf), []).extend(durations)
             CPU_US[topo_name(stateful, conf)] = min(CPU_US.get(topo_name(stateful, conf), float("inf")),
                                                     (c2 - c1) / max(a2 - a1, 1) * 1e6)
             return (a2 - a1) / (t2 - t1)
@@ -83,6 +89,35 @@ def run(sentences: int, stateful: bool, conf: dict, pending: int | None, window:
 #: per variant, the least process CPU time per acked sentence (µs) over its windows: what a loaded
 #: machine disturbs less than the rates (other processes take cores, not this process's CPU time)
 CPU_US: dict[str, float] = {}
+
+
+#: per variant, the duration (ms) of every checkpoint committed in its windows
+CHECKPOINT_MS: dict[str, list[float]] = {}
+
+
+def sample_checkpoints(running, seconds: float) -> list[float]:
+    """Sleep ``seconds`` (benchmark pacing), meanwhile reading the checkpoint spout's figures every
+    5 ms: the duration of each checkpoint committed meanwhile."""
+    coordinators = [ex for ex in running.runtime.executors.values() if ex.component == "$checkpointspout"]
+    seen: dict[float, float] = {}
+    end = time.monotonic() + seconds
+    first = None
+    while time.monotonic() < end:
+        for ex in coordinators:
+            extra = ex.stats.extra
+            txid, ms = extra.get("checkpoint_txid_max"), extra.get("checkpoint_duration_ms")
+            if txid is not None and ms is not None:
+                if first is None:
+                    first = txid  # committed before the window: not counted
+                elif txid != first:
+                    seen[txid] = ms
+        time.sleep(0.005)
+    return list(seen.values())
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
 def topo_name(stateful: bool, conf: dict) -> str:
@@ -124,6 +159,9 @@ def main() -> None:
                         help="measure steady state over this many seconds (0: whole runs of --sentences)")
     parser.add_argument("--pending", type=int, default=20_000,
                         help="topology.max.spout.pending of all variants (0: unlimited)")
+    parser.add_argument("--only", nargs="*", default=None,
+                        help="run only these variants (stateless always runs: the ratios are to it)")
+    parser.add_argument("--no-micro", action="store_true", help="skip the checkpoint and restore micro-benchmarks")
     args = parser.parse_args()
     EXTRA["topology.state.checkpoint.interval.ms"] = args.interval
     configure(fmt="console", level="WARNING")
@@ -139,6 +177,11 @@ def main() -> None:
         if redis is not None:
             variants.append(("stateful_redis", True, {"topology.state.provider": "redis",
                                                       "topology.state.redis.url": redis.url}))
+            variants.append(("exactly_once_redis", True, {"topology.state.provider": "redis",
+                                                          "topology.state.redis.url": redis.url,
+                                                          "topology.state.guarantee": "exactly-once"}))
+        if args.only:
+            variants = [v for v in variants if v[0] == "stateless" or v[0] in args.only]
         best: dict[str, float] = {}
         for _ in range(args.repeat):  # interleaved, so a change in machine load hits every variant alike
             for name, stateful, conf in variants:
@@ -158,7 +201,15 @@ def main() -> None:
                 print(f"state_wordcount_{name}_cpu_us_per_sentence: {cpu[name]:.1f} us")
                 if name != "stateless":
                     print(f"state_wordcount_{name}_cpu_ratio: {cpu['stateless'] / cpu[name]:.2f}")
+            for name, stateful, conf in variants:
+                durations = CHECKPOINT_MS.get(topo_name(stateful, conf))
+                if durations:
+                    print(f"state_wordcount_{name}_checkpoint_ms_p50: {percentile(durations, 0.5):.1f} ms")
+                    print(f"state_wordcount_{name}_checkpoint_ms_p90: {percentile(durations, 0.9):.1f} ms")
+                    print(f"state_wordcount_{name}_checkpoints: {len(durations)}")
         sys.stdout.flush()
+        if args.no_micro:
+            return
         providers = [("memory", MemoryStateProvider())]
         if redis is not None:
             from gale.worker.state.redis_provider import RedisStateProvider
