@@ -172,7 +172,7 @@ def test_forged_replayed_and_invalid_batches_never_execute_and_the_worker_surviv
             [ACKER, acker_task, ACK, -1, 1, 0],                       # root outside unsigned 64 bits
             [ACKER, acker_task, INIT, 12345, -7, 3],                  # value outside unsigned 64 bits
             tuple_msg("FORGED-negative-anchor", [-5, 9]),
-            [7, sink_tasks[0], "?"],                                  # unknown message kind
+            [42, sink_tasks[0], "?"],                                 # unknown message kind
             [TUPLE, 99999, "probe", "default", spout_task, ["FORGED-unknown-task", "x"], [], 0],  # not hosted here
             [RESULT, sink_tasks[0], 1, 5],                            # a verdict for a bolt task
             [TUPLE, sink_tasks[0], "probe", "default", 1, "FORGED-not-a-list", [], 0],

@@ -523,3 +523,52 @@ def test_the_pinned_crossing_benchmark_crosses_only_when_the_sink_is_pinned_else
     assert sent["a"] == 300 and sent["b"] == 300  # the tuples out, their acks back
     per, parts, sent = run(300, remote=False)
     assert per > 0 and parts["b"] == 0 and sent == {"a": 0, "b": 0}
+
+
+# ---------------------------------------------------------------------- control messages (CONTROLS)
+
+
+def test_control_messages_travel_as_a_group_to_a_spout_task_and_arrive_as_control_payloads():
+    """What the outbox writes for ``send_control`` decodes to ``(CONTROL, (a, b, c, d))`` for the
+    spout task, in order, four unsigned 64-bit integers each."""
+    from gale.worker.outbox import TupleSender
+    from gale.worker.runtime.acker import CONTROL
+
+    box = Outbox()
+    sender = TupleSender(msgpack.Packer(use_bin_type=True).pack, 1 << 20, lambda task: box)
+    payloads = [(1, 7, 3, 2), (2, 5, U64, 0), (1, 0, 0, 0)]
+    for p in payloads:
+        sender.send_control(1, p)
+    sender.send_result(1, (ACKED, 9))
+    payload, n = box.drain(100)
+    assert n == 4
+    sink, seen, invalid = decode(payload)
+    assert seen == 4 and invalid == {}
+    assert [o for _, o in sink.items] == [(CONTROL, p) for p in payloads] + [(ACKED, 9)]
+    assert {t for t, _ in sink.items} == {1}
+
+
+BAD_CONTROLS = [
+    ([7, 3, [1, 2, 3, 4]], "unknown_task", 1),           # for a bolt task
+    ([7, 7, [1, 2, 3, 4, 1, 2, 3, 4]], "unknown_task", 2),  # for the acker
+    ([7, 1, [1, 2, 3]], "malformed", 1),                 # not a whole number of messages
+    ([7, 1, "x"], "malformed", 1),
+]
+
+
+@pytest.mark.parametrize("message,reason,count", BAD_CONTROLS,
+                         ids=[f"{i}-{r}" for i, (_, r, _) in enumerate(BAD_CONTROLS)])
+def test_a_control_group_for_the_wrong_task_or_of_the_wrong_shape_is_dropped_and_counted(message, reason, count):
+    sink, seen, invalid = decode(pack(message, [RESULTS, 1, [ACKED, 5]]))
+    assert invalid == {reason: count}
+    assert [o for _, o in sink.items] == [(ACKED, 5)]
+
+
+@pytest.mark.parametrize("quad,reason", [((1, -1, 0, 0), "out_of_range"), ((1, 2, 3.5, 0), "malformed"),
+                                         ((True, 2, 3, 4), "malformed"), (("1", 2, 3, 4), "malformed")])
+def test_an_invalid_control_message_in_a_group_is_dropped_and_the_others_delivered(quad, reason):
+    from gale.worker.runtime.acker import CONTROL
+
+    sink, seen, invalid = decode(pack([7, 1, [1, 2, 3, 4, *quad, 2, 0, 0, 9]]))
+    assert seen == 3 and invalid == {reason: 1}
+    assert [o for _, o in sink.items] == [(CONTROL, (1, 2, 3, 4)), (CONTROL, (2, 0, 0, 9))]
