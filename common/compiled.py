@@ -34,6 +34,8 @@ MODULES = (
     "gale.topology.tuple",
     "gale.worker.runtime.collector",
     "gale.worker.runtime.executor",
+    "gale.worker.runtime.spout",
+    "gale.worker.runtime.bolt",
     "gale.worker.runtime.delivery",
     "gale.worker.runtime.acker",
     "gale.worker.runtime.rotating",

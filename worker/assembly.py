@@ -28,7 +28,9 @@ from gale.topology.definition import ACKER_COMPONENT, GroupingDef
 from gale.topology.state import CHECKPOINT_COMPONENT, StatefulBolt
 from gale.topology.tuple import Fields
 from gale.topology.windowing import PERSISTENT
-from gale.worker.runtime.executor import AckerExecutor, BoltExecutor, Executor, SpoutExecutor, Ticks
+from gale.worker.runtime.bolt import BoltExecutor, attach_ticks
+from gale.worker.runtime.executor import AckerExecutor, Executor
+from gale.worker.runtime.spout import SpoutExecutor
 from gale.worker.runtime.grouping import Grouper
 
 
@@ -92,8 +94,7 @@ class Assembly:
 
             ShellSpoutBody(ex).attach()
         else:
-            ex.preparers.append(ex.open_tasks)
-            ex.closers.append(ex.close_tasks)
+            ex.python_body()
         if component == CHECKPOINT_COMPONENT:
             # the coordinator sends epochs to the sources (exactly-once) as control messages
             def attach_control() -> None:
@@ -136,8 +137,7 @@ class Assembly:
 
             SparkStage(ex).attach()
         else:
-            ex.preparers.append(ex.prepare_tasks)
-            ex.closers.append(ex.cleanup_tasks)
+            ex.python_body()
         if stateful:
             from gale.worker.state.managed import ManagedState
 
@@ -146,9 +146,7 @@ class Assembly:
             participants.insert(0, state)
             if not exactly_once:
                 self._hold_acks(ex, participants)
-        tick = ex.config.topology_tick_tuple_freq_secs
-        if tick:
-            Ticks(ex, float(tick)).attach()
+        attach_ticks(ex)
         if gate is not None:
             gate.attach()  # last: it wraps whatever intake the body set up
         return ex

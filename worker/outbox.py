@@ -299,7 +299,8 @@ class TupleSender:
     ``groups``: (task, source task, "component:stream") → the group's deque, made on a group's
     first tuple through ``outbox_of(task)`` (the destination's :class:`Outbox`, or None: the task
     has no route, and the tuple is counted by ``outbox_of`` and dropped). The transfer replaces
-    ``groups`` (and ``acker_groups``, ``result_groups``, ``control_groups``: acker / spout task → deque) with empty dicts
+    ``groups`` (and ``acker_groups``, ``result_groups``, ``control_groups``: acker / spout task →
+    deque) with empty dicts
     when the routes change."""
 
     def __init__(self, pack: Callable[[Any], bytes], max_bytes: int, outbox_of: Callable[[int], Outbox | None]):

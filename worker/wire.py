@@ -53,8 +53,8 @@ from gale.topology.tuple import Fields, Tuple, new_tracked, new_tuple
 from gale.worker.arrow_codec import ext_hook
 from gale.worker.runtime.acker import CONTROL
 from gale.worker.wire_fast import read_fast
-from gale.worker.wire_kinds import (ACKER, ACKER_KINDS, ACKERS, CONTROLS, GROUP_WIDTH, INVALID_REASONS, KINDS, LOAD_SCALE, LOADS,
-                                    MALFORMED, MAX_TASK, MAX_U64, MIN_I64, NOT_SUBSCRIBED, OUT_OF_RANGE, OUTCOMES,
+from gale.worker.wire_kinds import (ACKER, ACKER_KINDS, ACKERS, CONTROLS, GROUP_WIDTH, INVALID_REASONS, KINDS,
+                                    LOAD_SCALE, LOADS, MALFORMED, MAX_TASK, MAX_U64, MIN_I64, NOT_SUBSCRIBED, OUT_OF_RANGE, OUTCOMES,
                                     RESULTS, ROLE_OF, TUPLE, TUPLES, UNDECODABLE, UNKNOWN_KIND, UNKNOWN_STREAM,
                                     UNKNOWN_TASK)
 

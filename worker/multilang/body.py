@@ -32,7 +32,8 @@ from typing import Any
 from gale.worker.multilang import protocol as p
 from gale.worker.multilang.codec import Codec, ProtocolError, codec_for
 from gale.worker.multilang.process import ChildProcess, Exited, child_env, resolve_command, stop_children
-from gale.worker.runtime.executor import BoltExecutor, Executor, SpoutExecutor
+from gale.worker.runtime.bolt import BoltExecutor
+from gale.worker.runtime.executor import Executor
 
 STOP_GRACE_SECS = 0.5
 STDERR_DRAIN_SECS = 1.0  # how long a dead child's last stderr lines are awaited for its error report
@@ -462,6 +463,12 @@ class ShellBoltBody(ShellBody):
 
     def pending(self) -> int:
         return sum(len(s.session.pending) for s in self.shells.values() if s.session is not None)
+
+    def outstanding(self, task: int) -> int:
+        """Input tuples the task's child took and has not acked or failed yet (a checkpoint waits
+        for them: ``gale.worker.state.gate``)."""
+        session = self.shells[task].session
+        return len(session.pending) if session is not None else 0
 
 
 class ShellSpoutBody(ShellBody):

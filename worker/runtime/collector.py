@@ -32,7 +32,8 @@ from gale.worker.runtime.anchoring import Rand, with_generation
 from gale.worker.runtime.grouping import DirectGrouper, Grouper
 
 if TYPE_CHECKING:  # pragma: no cover
-    from gale.worker.runtime.executor import BoltExecutor, SpoutExecutor
+    from gale.worker.runtime.bolt import BoltExecutor
+    from gale.worker.runtime.spout import SpoutExecutor
 
 _rand: Rand = random.Random().getrandbits
 fromkeys = dict.fromkeys

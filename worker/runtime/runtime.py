@@ -28,7 +28,9 @@ from gale.topology.state import CHECKPOINT_COMPONENT
 from gale.topology.tuple import Fields
 from gale.worker.runtime.collector import StreamRoute
 from gale.worker.runtime.delivery import Delivery
-from gale.worker.runtime.executor import Executor, plain_executor
+from gale.worker.runtime.bolt import BoltExecutor, attach_ticks
+from gale.worker.runtime.executor import AckerExecutor, Executor
+from gale.worker.runtime.spout import SpoutExecutor
 from gale.worker.runtime.grouping import (EVERYTHING, WORKER_LOCAL, Grouper, LoadAwareShuffleGrouper, make_grouper,
                                           process_hash_is_shared)
 
@@ -93,7 +95,13 @@ class PlainExecutors:
                     or comp.stateful or comp.windowed:
                 raise TopologyError(f"component {component!r} needs a capability beyond the executor core "
                                     "(state, windows, shell or Spark): give WorkerRuntime factory=Assembly()")
-        return plain_executor(runtime, executor_id, component)
+        if component == ACKER_COMPONENT:
+            return AckerExecutor(runtime, executor_id, component)
+        if runtime.defn.components[component].kind == "spout":
+            return SpoutExecutor(runtime, executor_id, component).python_body()
+        bolt = BoltExecutor(runtime, executor_id, component).python_body()
+        attach_ticks(bolt)
+        return bolt
 
     def grouper(self, runtime: WorkerRuntime, target: str, grouping: GroupingDef, fields: Fields) -> Grouper | None:
         return None

@@ -33,7 +33,8 @@ from gale.errors import TopologyError
 from gale.topology.checkpointing import data_inputs
 from gale.topology.tuple import SYSTEM_COMPONENT, TICK_STREAM
 from gale.worker.runtime.collector import BoltOutputCollector
-from gale.worker.runtime.executor import BoltExecutor, format_error
+from gale.worker.runtime.bolt import BoltExecutor
+from gale.worker.runtime.executor import format_error
 from gale.worker.spark.arrow_batches import is_batch_stream, rows_in
 from gale.worker.spark.batching import Batcher, BatchPolicy
 
@@ -447,8 +448,8 @@ class SparkStage:
         text = error if isinstance(error, str) else _rendered(error)
         if len(text) > MAX_ERROR_CHARS:
             text = text[:MAX_ERROR_CHARS // 2] + "\n...\n" + text[-MAX_ERROR_CHARS // 2:]
-        self.executor.report_error(f"component {self.executor.component!r} task {st.task}: {what}; failed its {len(batch)} "
-                          f"tuple(s) (they replay from their spouts):\n{text}")
+        self.executor.report_error(f"component {self.executor.component!r} task {st.task}: {what}; failed its "
+                                   f"{len(batch)} tuple(s) (they replay from their spouts):\n{text}")
 
     def _record_latency(self, n_in: int, latency_ms: float) -> None:
         extra = self.executor.stats.extra

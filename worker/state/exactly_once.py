@@ -21,7 +21,6 @@ index>`` (key ``position``) and committed with it.
 from __future__ import annotations
 
 import json
-from collections import deque
 from typing import Any
 
 from gale.log import get_logger

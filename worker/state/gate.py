@@ -13,7 +13,11 @@ tuples never reach the body: a shell bolt's subprocess or a Spark stage sees dat
 
 The data between checkpoints goes to the body in runs (what the body cannot take now — a
 subprocess's backlog, a full Spark batch — goes back to the front of the queue, in order, so a
-checkpoint is acted on only after everything before it was taken). Two options, for stateful tasks:
+checkpoint is acted on only after everything before it was taken). A body that answers its tuples
+later (a subprocess: ``outstanding(task)``, the tuples it took and has not acked or failed yet) has
+the checkpoint wait until it answered everything before it — no tuple after the checkpoint is handed
+to it meanwhile — so its outputs are on the right side of the checkpoint, as a Python bolt's are.
+Two options, for stateful tasks:
 
 * ``hold``: until the task's state is loaded (``set_ready``), data tuples are held and given back
   in order then (Storm's stateful bolts wait for INITSTATE);
@@ -69,6 +73,10 @@ class Checkpointing:
         self.generation: dict[int, int | None] = {}
         self._run: deque = deque()  # a run of data tuples handed to the body, empty between calls
         self.stale = 0
+        #: the body's ``outstanding(task)``, when it answers tuples later (a subprocess)
+        self.outstanding: Callable[[int], int] | None = None
+        #: task → (checkpoint tuple, generation): acted on once the body answered what came before it
+        self.parked: dict[int, tuple[Any, int]] = {}
 
     def attach(self) -> None:
         ex = self.executor
@@ -82,6 +90,9 @@ class Checkpointing:
         """After the body's set-up: put the barrier in front of every task's intake."""
         ex = self.executor
         runtime = ex.runtime
+        self.outstanding = getattr(ex.body, "outstanding", None)
+        if self.outstanding is not None:
+            ex.polls.append(self.poll)
         n_inputs = sum(len(runtime.layout.component_tasks(c)) for c in checkpoint_inputs(runtime.defn, ex.component))
         for task in ex.tasks:
             self.inner[task] = ex.intake.get(task, ex.run_task)
@@ -95,7 +106,7 @@ class Checkpointing:
             self.range[task] = (0, 1 << 64)
 
     def held_count(self) -> int:
-        return sum(len(h) for h in self.held.values())
+        return sum(len(h) for h in self.held.values()) + len(self.parked)
 
     def set_ready(self, task: int) -> None:
         """The task's state is loaded: the data tuples held until now go back to its queue, first."""
@@ -116,7 +127,10 @@ class Checkpointing:
         lo, hi = self.range[task]
         stale = 0
         ack = self.forwarders[task].ack
+        parked = self.parked
         while queue and done < budget:
+            if task in parked:
+                break  # nothing after a checkpoint goes to the body before the checkpoint is acted on
             head = queue[0]
             if head.fields.stream == CHECKPOINT_STREAM:
                 pop()
@@ -183,6 +197,24 @@ class Checkpointing:
         if self.barriers[task].arrive(txid, action, generation) != PROCESS:
             forwarder.ack(tup)
             return
+        if self.outstanding is not None and self.outstanding(task):
+            self.parked[task] = (tup, generation)
+            return
+        self._act(task, tup, generation)
+
+    def poll(self, now: float) -> int:
+        """Each round (a body that answers later): act on the checkpoints whose wait is over."""
+        done = 0
+        for task, (tup, generation) in list(self.parked.items()):
+            if not self.outstanding(task):
+                del self.parked[task]
+                self._act(task, tup, generation)
+                done += 1
+        return done
+
+    def _act(self, task: int, tup: Any, generation: int) -> None:
+        txid, action = tup.values[0], tup.values[1]
+        forwarder = self.forwarders[task]
         ex = self.executor
         try:
             for participant in self.participants:

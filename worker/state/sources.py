@@ -74,7 +74,8 @@ class ExactlyOnceSource:
         self.prefix = runtime.resources["state_prefix"]
         self.coordinator = runtime.layout.component_tasks(CHECKPOINT_COMPONENT)[0]
         all_tasks = runtime.layout.component_tasks(ex.component)
-        self.namespaces = {task: source_namespace(self.prefix, ex.component, all_tasks.index(task)) for task in ex.tasks}
+        self.namespaces = {task: source_namespace(self.prefix, ex.component, all_tasks.index(task))
+                           for task in ex.tasks}
         self.all_namespaces = [source_namespace(self.prefix, ex.component, i) for i in range(len(all_tasks))]
         self.user_next = dict(ex.next_tuple)
         for task in ex.tasks:

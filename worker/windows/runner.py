@@ -29,9 +29,9 @@ from typing import Any
 from gale.errors import ConfigError
 from gale.topology.checkpointing import data_inputs
 from gale.topology.tuple import Tuple
-from gale.topology.windowing import LATE_TUPLE_FIELD, PERSISTENT, TupleWindow, WindowSpec, check_limits
+from gale.topology.windowing import PERSISTENT, TupleWindow, WindowSpec, check_limits
 from gale.worker.runtime.collector import BoltOutputCollector
-from gale.worker.runtime.executor import BoltExecutor
+from gale.worker.runtime.bolt import BoltExecutor
 from gale.worker.windows.core import CountWindows, Expire, Fire, Late, SessionWindows, TimeWindows
 from gale.worker.windows.mixed import CountEveryDuration, DurationEveryCount
 from gale.worker.windows.store import Entry, InMemoryWindowStore, WindowStore

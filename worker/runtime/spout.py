@@ -1,0 +1,223 @@
+"""The spout executor: acker verdicts and control messages in, ``next_tuple`` calls out
+(:mod:`gale.worker.runtime.executor` has what every executor shares and the hooks)."""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from gale.worker.runtime.acker import ACKED, CONTROL, FAILED, RESET_TIMEOUT
+from gale.worker.runtime.collector import SpoutOutputCollector
+from gale.worker.runtime.executor import Executor, format_error
+from gale.worker.runtime.rotating import RotatingMap
+
+if TYPE_CHECKING:  # pragma: no cover
+    from gale.worker.runtime.runtime import WorkerRuntime
+
+
+class SpoutExecutor(Executor):
+    """A spout component's tasks: each round applies the acker's verdicts (the spout is told
+    ``ack``/``fail``) and control messages, then asks the tasks for tuples (``next_tuple``) while
+    the topology is active, not congested and under ``topology.max.spout.pending``."""
+
+    kind = "spout"
+    budget = 100
+
+    def __init__(self, runtime: WorkerRuntime, executor_id: tuple[int, int], component: str):
+        super().__init__(runtime, executor_id, component)
+        self.pending = RotatingMap(2)
+        self.spouts: dict[int, Any] = {}
+        self.collectors: dict[int, SpoutOutputCollector] = {}
+        #: task → what a round calls to ask it for tuples (the spout's ``next_tuple``; a layer may
+        #: put something else there while the task must not emit)
+        self.next_tuple: dict[int, Callable[[], Any]] = {}
+        #: task → the handler of its control messages (``handler(payload)``)
+        self.control: dict[int, Callable[[tuple], None]] = {}
+        #: a layer that takes over a failed or timed-out tree (``on_fail(task, msg_id)``), or None:
+        #: the spout is told ``fail``
+        self.on_fail: Callable[[int, Any], None] | None = None
+        #: a layer told when a task's source moved away from the last checkpoint (``on_rewind(task)``)
+        self.on_rewind: Callable[[int], None] | None = None
+        #: steps after each round's ``next_tuple`` calls (a subprocess's writes, a drained pause)
+        self.afters: list[Callable[[], None]] = []
+        max_pending = self.config.topology_max_spout_pending
+        self.max_pending = max_pending * len(self.tasks) if max_pending else None
+        self.timeout = self.config.topology_message_timeout_secs
+        self.timeouts_enabled = self.config.topology_enable_message_timeouts
+        self.next_rotation = self.clock.monotonic() + self.timeout
+        self.active = False
+        self.emitted_this_round = 0
+        self._task_cycle = 0
+        self.pendings.append(self.pending.__len__)
+
+    def python_body(self) -> SpoutExecutor:
+        """Run the component's own spout instances (the core's body): opened at prepare, closed at shutdown."""
+        self.preparers.append(self.open_tasks)
+        self.closers.append(self.close_tasks)
+        return self
+
+    def open_tasks(self, make: Callable[[], Any] | None = None) -> None:
+        """The body of a Python spout: an instance and a collector per task, opened."""
+        runtime = self.runtime
+        routes = runtime.routes_for(self.component)
+        for task in self.tasks:
+            spout = (make or (lambda: runtime.instantiate(self.component)))()
+            collector = SpoutOutputCollector(self, task, routes)
+            self.spouts[task] = spout
+            self.collectors[task] = collector
+            spout.open(runtime.task_conf(self.component), self.context(task), collector)
+            self.next_tuple[task] = spout.next_tuple
+            handler = getattr(spout, "on_control", None)  # Gale's own spouts (the checkpoint coordinator)
+            if handler is not None:
+                self.control[task] = handler
+
+    def _call(self, method: str, task: int, *args: Any) -> None:
+        self.call_user(getattr(self.spouts[task], method), *args)
+
+    def fail_tree(self, task: int, msg_id: Any) -> None:
+        """A tree of ``task`` failed or timed out: the spout is told ``fail`` (or a layer decides)."""
+        if self.on_fail is not None:
+            self.on_fail(task, msg_id)
+        else:
+            self._call("fail", task, msg_id)
+
+    def set_active(self, active: bool) -> None:
+        if active == self.active:
+            return
+        self.active = active
+        for task in self.tasks:
+            self._call("activate" if active else "deactivate", task)
+
+    def rewind_needed(self, task: int) -> None:
+        """A spout's source moved away from the last checkpoint (``collector.rewind_needed()``):
+        the exactly-once layer handles it (``on_rewind``); nothing to do otherwise."""
+        if self.on_rewind is not None:
+            self.on_rewind(task)
+
+    def ack_now(self, task: int, msg_id: Any, stream: str) -> None:
+        """Acking disabled: the spout is told ``ack`` right after the emit."""
+        self.stats.acked[stream] += 1
+        self.calls += 1
+        self.in_call = True
+        try:
+            self.spouts[task].ack(msg_id)
+        except Exception as exc:  # noqa: BLE001 - user code
+            self.report_error(exc)
+        finally:
+            self.in_call = False
+
+    def run_batch(self, budget: int) -> int:
+        work = 0
+        for poll in self.polls:
+            try:
+                work += poll(self.clock.monotonic())
+            except Exception as exc:  # noqa: BLE001 - a layer's bug: reported, the worker goes on
+                self.hook_failed(poll, exc)
+        for task, queue in self.queues.items():
+            if queue:
+                n = len(queue)
+                work += n
+                self._ack_results(task, queue, n)
+        if self.runtime.active != self.active:
+            self.set_active(self.runtime.active)
+        emitted = 0
+        if self.active and not self.runtime.congested:
+            emitted = self._ask_for_tuples(budget)
+        for after in self.afters:
+            try:
+                after()
+            except Exception as exc:  # noqa: BLE001 - a layer's bug: reported, the worker goes on
+                self.hook_failed(after, exc)
+        return work + emitted
+
+    def _ask_for_tuples(self, budget: int) -> int:
+        max_pending = self.max_pending
+        emitted = 0
+        calls = 0
+        tasks = self.tasks
+        next_tuple = self.next_tuple
+        while calls < budget:
+            if max_pending is not None and len(self.pending) >= max_pending:
+                break
+            task = tasks[self._task_cycle % len(tasks)]
+            self._task_cycle += 1
+            self.emitted_this_round = 0
+            self.calls += 1
+            self.in_call = True
+            try:
+                next_tuple[task]()
+            except Exception as exc:  # noqa: BLE001 - user code
+                self.report_error(exc)
+            finally:
+                self.in_call = False
+            calls += 1
+            if self.emitted_this_round == 0:
+                if len(tasks) == 1 or calls >= len(tasks):
+                    break
+                continue
+            emitted += self.emitted_this_round
+        return emitted
+
+    def _ack_results(self, task: int, queue: deque, n: int) -> None:
+        """Apply the first ``n`` messages of ``task``'s queue: the acker's outcomes (the spout is
+        told ack or fail) and control messages (to the task's control handler)."""
+        pop = queue.popleft
+        pending_pop = self.pending.pop
+        stats = self.stats
+        acked, complete_ms, complete_n = stats.acked, stats.complete_ms, stats.complete_n
+        spouts = self.spouts
+        now = self.clock.monotonic()
+        for _ in range(n):
+            outcome, root = pop()
+            if outcome == RESET_TIMEOUT:
+                self.pending.touch(root)
+                continue
+            info = pending_pop(root)
+            if info is None:
+                if outcome == CONTROL:  # its payload is no root: checked here, off the path of acks
+                    self._control(task, root)
+                continue  # or timed out already (the spout was told fail then)
+            spout_task, msg_id, stream, t_emit = info
+            if outcome == ACKED:
+                acked[stream] += 1
+                complete_ms[stream] += (now - t_emit) * 1000.0
+                complete_n[stream] += 1
+                self.calls += 1
+                self.in_call = True
+                try:
+                    spouts[spout_task].ack(msg_id)
+                except Exception as exc:  # noqa: BLE001 - user code
+                    self.report_error(exc)
+                finally:
+                    self.in_call = False
+            elif outcome == FAILED:
+                stats.failed[stream] += 1
+                self.fail_tree(spout_task, msg_id)
+
+    def _control(self, task: int, payload: Any) -> None:
+        handler = self.control.get(task)
+        if handler is None:
+            self.stats.extra["control_refused"] = self.stats.extra.get("control_refused", 0) + 1
+            return
+        try:
+            handler(payload)
+        except Exception as exc:  # noqa: BLE001 - a handler must not stop the executor thread
+            self.report_error(f"control message {payload!r} to task {task} failed: {format_error(exc)}")
+
+    def on_timer(self, now: float) -> None:
+        while self.timeouts_enabled and now >= self.next_rotation:
+            self.next_rotation += self.timeout
+            for _root, (task, msg_id, stream, _t) in self.pending.rotate().items():
+                self.stats.failed[stream] += 1
+                self.stats.timed_out[stream] += 1
+                self.fail_tree(task, msg_id)
+        super().on_timer(now)
+
+    def close_tasks(self) -> None:
+        for task in self.tasks:
+            if task in self.spouts:
+                if self.active:
+                    self._call("deactivate", task)
+                self._call("close", task)
+        self.active = False
