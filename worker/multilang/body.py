@@ -338,15 +338,8 @@ class ShellBoltBody(ShellBody):
 
     def attach(self) -> None:
         ex = self.executor
-        ex.body_name = self.name
-        ex.body = self
-        ex.preparers.append(self.prepare)
-        ex.polls.append(self.poll)
-        ex.pendings.append(self.pending)
-        ex.work_checks.append(self.has_news)
-        ex.input_ready = self.input_ready
-        ex.closers.append(self.stop_children)
-        ex.closers.append(ex.cleanup_tasks)
+        ex.use_body(self, prepare=self.prepare, close=[self.stop_children, ex.cleanup_tasks], poll=self.poll,
+                    pending=self.pending, news=self.has_news, input_ready=self.input_ready)
 
     def prepare(self) -> None:
         ex = self.executor
@@ -480,14 +473,10 @@ class ShellSpoutBody(ShellBody):
 
     def attach(self) -> None:
         ex = self.executor
-        ex.body_name = self.name
-        ex.body = self
-        ex.preparers.append(self.prepare)
-        ex.polls.append(self.poll)
+        # deactivate and close (commands), then stop the children
+        ex.use_body(self, prepare=self.prepare, close=[ex.close_tasks, self.stop_children], poll=self.poll,
+                    news=self.has_news)
         ex.afters.append(self.flush)
-        ex.work_checks.append(self.has_news)
-        ex.closers.append(ex.close_tasks)  # deactivate and close (commands), then stop the children
-        ex.closers.append(self.stop_children)
 
     def prepare(self) -> None:
         ex = self.executor

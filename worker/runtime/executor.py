@@ -139,6 +139,22 @@ class Executor:
         self.layers: dict[str, Any] = {}
 
     # --- lifecycle
+    def use_body(self, body: Any, *, prepare: Callable[[], None], close: list[Callable[[], None]],
+                 poll: Callable[[float], int] | None = None, timer: Callable[[float], None] | None = None,
+                 pending: Callable[[], int] | None = None, news: Callable[[], bool] | None = None,
+                 input_ready: Callable[[], bool] | None = None) -> None:
+        """Put ``body`` (its ``name``) in this executor: its set-up first, its shutdown steps in order,
+        and what it does each round, on the timer, holds, has news of, or takes as input."""
+        self.body, self.body_name = body, body.name
+        self.preparers.append(prepare)
+        self.closers.extend(close)
+        for hooks, hook in ((self.polls, poll), (self.timers, timer), (self.pendings, pending),
+                            (self.work_checks, news)):
+            if hook is not None:
+                hooks.append(hook)
+        if input_ready is not None:
+            self.input_ready = input_ready
+
     def prepare(self) -> None:
         for step in self.preparers:
             step()

@@ -134,15 +134,8 @@ class SparkStage:
 
     def attach(self) -> None:
         ex = self.executor
-        ex.body_name = self.name
-        ex.body = self
-        ex.preparers.append(self.prepare)
-        ex.polls.append(self.poll)
-        ex.pendings.append(self.pending)
-        ex.work_checks.append(self.has_news)
-        ex.input_ready = self.input_ready
-        ex.closers.append(self.shutdown)
-        ex.closers.append(ex.cleanup_tasks)
+        ex.use_body(self, prepare=self.prepare, close=[self.shutdown, ex.cleanup_tasks], poll=self.poll,
+                    pending=self.pending, news=self.has_news, input_ready=self.input_ready)
 
     # ------------------------------------------------------------------ lifecycle
     def input_fields(self) -> list[str]:

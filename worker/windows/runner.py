@@ -283,12 +283,7 @@ class WindowBody:
 
     def attach(self) -> None:
         ex = self.executor
-        ex.body_name = self.name
-        ex.body = self
-        ex.preparers.append(self.prepare)
-        ex.timers.append(self.on_timer)
-        ex.pendings.append(self.pending)
-        ex.closers.append(ex.cleanup_tasks)
+        ex.use_body(self, prepare=self.prepare, close=[ex.cleanup_tasks], timer=self.on_timer, pending=self.pending)
 
     def prepare(self) -> None:
         ex = self.executor
