@@ -24,16 +24,13 @@ from typing import Any
 import yaml
 
 from gale.config_keys import (  # noqa: F401 - re-exported: the table and its validation
-    ATTRIBUTES, KEYS, MULTILANG_SERIALIZERS, RESERVED_PREFIXES, SECRET_KEYS, Config, attribute_name, suggest,
-    validate,
+    ATTRIBUTES, KEYS, MULTILANG_SERIALIZERS, RESERVED_PREFIXES, SECRET_KEYS, TOPOLOGY_SECRET, Config,
+    attribute_name, suggest, validate,
 )
 from gale.config_types import (  # noqa: F401 - re-exported: the table's vocabulary
     AnyValue, Bool, Int, Key, ListOf, MapOf, Number, Optional, Str, Type,
 )
 from gale.errors import ConfigError
-
-#: the per-topology transport secret nimbus generates at submit
-TOPOLOGY_SECRET = "topology.secret"
 
 
 def defaults() -> dict[str, Any]:

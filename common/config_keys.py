@@ -19,6 +19,7 @@ in :attr:`Config.user`.
 from __future__ import annotations
 
 import difflib
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from types import MappingProxyType
@@ -85,7 +86,8 @@ def key(name: str, default: Any, type_: Type, doc: str, *, secret: bool = False)
 class Config:
     """The resolved configuration of a daemon or a topology: every known key as a typed attribute
     (defaults filled in; lists as tuples, mappings read-only), and the topology's own keys in
-    :attr:`user`. Build one with :meth:`resolve`, never by hand outside tests."""
+    :attr:`user`. Build one with :meth:`resolve` and derive others with :meth:`with_overrides`
+    (both validate); ``dataclasses.replace`` is for values already checked."""
 
     # ZooKeeper
     storm_zookeeper_servers: tuple[str, ...] = key(
@@ -373,7 +375,7 @@ class Config:
         out ``topology.secret`` (what a topology's code and its logs may see)."""
         out = {k.name: _thaw(getattr(self, attr)) for attr, k in _FIELDS}
         if without_secret:
-            del out[_TOPOLOGY_SECRET]
+            del out[TOPOLOGY_SECRET]
         out.update(self.user)
         return out
 
@@ -411,13 +413,15 @@ KEYS: dict[str, Key] = {k.name: k for _, k in _FIELDS}
 ATTRIBUTES: dict[str, str] = {k.name: attr for attr, k in _FIELDS}
 #: the keys that hold credentials: hidden wherever configuration is shown
 SECRET_KEYS: frozenset[str] = frozenset(name for name, k in KEYS.items() if k.secret)
-_TOPOLOGY_SECRET = "topology.secret"
+#: the per-topology transport secret nimbus generates at submit (``Config.topology_secret``)
+TOPOLOGY_SECRET = "topology.secret"
 
 
 # --------------------------------------------------------------------------------------------
 # Validation
 
 
+@functools.lru_cache(maxsize=4096)  # a topology's user keys are checked at every resolve
 def suggest(name: str) -> str | None:
     """The closest known key to ``name``, if one is close enough to be a likely typo."""
     matches = difflib.get_close_matches(name, KEYS.keys(), n=1, cutoff=0.8)
@@ -441,14 +445,14 @@ def validate(conf: Mapping[str, Any], *, where: str = "configuration", allow_use
     for name, value in conf.items():
         if not isinstance(name, str):
             raise ConfigError(f"configuration key {name!r} in {where} is not a string")
-        key = KEYS.get(name)
-        if key is None:
+        known = KEYS.get(name)
+        if known is None:
             reserved = name.startswith(RESERVED_PREFIXES)
             if not allow_user_keys or reserved or suggest(name):
                 raise ConfigError(_unknown_key_message(name, where))
             continue
-        if not key.type.check(value):
+        if not known.type.check(value):
             raise ConfigError(
                 f"invalid value for {name!r} in {where}: {value!r} ({type(value).__name__}); "
-                f"expected {key.type.describe()}"
+                f"expected {known.type.describe()}"
             )
