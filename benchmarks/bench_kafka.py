@@ -151,14 +151,14 @@ VICTIM = textwrap.dedent("""
     import sys, time
     from gale.log import configure
     configure(fmt="console", level="ERROR")
-    from gale.config import defaults
+    from gale.config_keys import Config
     from gale.zk import start_client
     from gale.worker.connectors.kafka_group import ConsumerGroupPaths, consumer_id_string
     from gale.worker.connectors.kafka_member import GroupMember
     zk, group, topic, partitions, timeout = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5])
-    conf = defaults()
-    conf.update({"storm.zookeeper.servers": [zk], "storm.zookeeper.session.timeout": timeout})
-    client = start_client(conf)
+    config = Config.resolve({"storm.zookeeper.servers": [zk], "storm.zookeeper.session.timeout": timeout},
+                            allow_user_keys=False)
+    client = start_client(config)
     m = GroupMember(client, ConsumerGroupPaths("/", group), consumer_id_string(group, "victim", 1), [topic],
                     lambda: (m.assignment.generation, {}), partitions=lambda t: list(range(partitions)), backoff=0.2)
     m.start()

@@ -42,6 +42,7 @@ from typing import Any
 import pyarrow as pa
 
 from gale import Bolt, Spout, TopologyBuilder
+from gale.config_keys import Config
 from gale.log import configure
 from gale.topology.tuple import Fields, Tuple
 from gale.worker.local import LocalTopology, local_conf
@@ -255,7 +256,7 @@ def main(argv=None) -> int:
     scale = 0.2 if args.quick else 1.0
 
     t0 = time.monotonic()
-    handle = acquire_spark(spark_settings(SPARK_CONF))
+    handle = acquire_spark(spark_settings(Config.resolve(SPARK_CONF, allow_user_keys=False)))
     try:
         session = handle.wait(300)
         print(f"spark_start_secs: {time.monotonic() - t0:.1f} s", flush=True)

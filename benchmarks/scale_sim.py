@@ -43,6 +43,7 @@ from gale.supervisor.daemon import Supervisor
 from gale.supervisor.slot import LocalAssignment
 from gale.worker.daemon import EXIT_SETUP_FAILED, Worker
 from gale.worker.runtime.stats import ExecutorStatsCollector
+from gale.config_keys import Config
 
 log = glog.get_logger("scale-sim")
 
@@ -111,9 +112,9 @@ def _routes_of(worker: Worker, assignment) -> tuple:
 class SimWorker(Worker):
     """A worker's coordination with real code paths and no executors (see the module doc)."""
 
-    def __init__(self, conf: dict[str, Any], topology_id: str, supervisor_id: str, port: int, worker_id: str, *,
+    def __init__(self, config: Config, topology_id: str, supervisor_id: str, port: int, worker_id: str, *,
                  client_factory, on_event, tuples_per_sec: float):
-        super().__init__(conf, topology_id, supervisor_id, port, worker_id)
+        super().__init__(config, topology_id, supervisor_id, port, worker_id)
         self._client_factory = client_factory
         self._owns_client = False
         self._on_event = on_event
@@ -140,10 +141,8 @@ class SimWorker(Worker):
         base = self.state.storm_base(self.topology_id, watch=self._watch)
         if base is None:
             raise GaleError(f"topology {self.topology_id} does not exist")
-        loaded = self.load_topology()
-        defn, topo_conf = loaded[0], loaded[1]
-        conf = {**self.conf, **topo_conf}
-        layout = TopologyTasks.of(defn, conf, base)
+        defn, topology = self.load_topology()[:2]
+        layout = TopologyTasks.of(defn, topology.to_dict(without_secret=True), base)
         self.runtime = SyntheticRuntime(layout, self.executors, self.tuples_per_sec,
                                         active=base.status == TopologyStatus.ACTIVE)
         self.transfer = NullTransfer()
@@ -188,9 +187,9 @@ class SimWorker(Worker):
 class SimContainers:
     """The container launcher of a simulated node: workers are :class:`SimWorker` threads."""
 
-    def __init__(self, conf: dict[str, Any], supervisor_id: str, config_path: str | Path, *, on_event,
+    def __init__(self, config: Config, supervisor_id: str, config_path: str | Path, *, on_event,
                  worker_sessions: str = "own", tuples_per_sec: float = 100.0):
-        self.conf = conf
+        self.config = config
         self.supervisor_id = supervisor_id
         self.on_event = on_event
         self.worker_sessions = worker_sessions
@@ -201,14 +200,14 @@ class SimContainers:
 
     def _client(self):
         if self.worker_sessions == "own":
-            return start_client(self.conf), True
+            return start_client(self.config), True
         with self._lock:
             if self._node_client is None:
-                self._node_client = start_client(self.conf)
+                self._node_client = start_client(self.config)
             return self._node_client, False
 
     def launch(self, assignment: LocalAssignment, port: int, worker_id: str) -> int:
-        w = SimWorker(self.conf, assignment.topology_id, self.supervisor_id, port, worker_id,
+        w = SimWorker(self.config, assignment.topology_id, self.supervisor_id, port, worker_id,
                       client_factory=self._client, on_event=self.on_event, tuples_per_sec=self.tuples_per_sec)
         self.workers[worker_id] = w
         w.start()
@@ -253,7 +252,8 @@ def run_nodes(specs: list[dict[str, Any]], conf: dict[str, Any], events, control
             return SimContainers(c, sid, path, on_event=_on_event, worker_sessions=worker_sessions,
                                  tuples_per_sec=tuples_per_sec)
 
-        sup = Supervisor(node_conf, containers=containers)
+        sup = Supervisor(Config.resolve(node_conf, where=f"node {spec['id']}", allow_user_keys=False),
+                         containers=containers)
         sup.start()
         supervisors.append(sup)
     events.put(("nodes-up", os.getpid(), [s["id"] for s in specs], time.time()))

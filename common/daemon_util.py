@@ -6,20 +6,21 @@ import os
 import signal
 import socket
 import threading
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from gale import log as glog
+from gale.config_keys import Config
 
 
-def log_dir(conf: Mapping[str, Any]) -> Path:
-    return Path(conf.get("storm.log.dir") or Path(conf["storm.local.dir"]) / "logs")
+def log_dir(config: Config) -> Path:
+    """``storm.log.dir``, default ``<storm.local.dir>/logs``."""
+    return Path(config.storm_log_dir or Path(config.storm_local_dir) / "logs")
 
 
-def configure_daemon_logging(conf: Mapping[str, Any], daemon: str, to_file: bool = False, **context: Any) -> None:
-    file = log_dir(conf) / f"{daemon}.log" if to_file else None
-    glog.configure(fmt=conf.get("storm.log.format", "json"), file=file, daemon=daemon, **context)
+def configure_daemon_logging(config: Config, daemon: str, to_file: bool = False, **context: Any) -> None:
+    file = log_dir(config) / f"{daemon}.log" if to_file else None
+    glog.configure(fmt=config.storm_log_format, file=file, daemon=daemon, **context)
 
 
 class StopSignals:

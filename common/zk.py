@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any
 
 from kazoo.client import KazooClient
@@ -14,14 +14,16 @@ from kazoo.retry import KazooRetry
 from kazoo.security import make_digest_acl, make_acl
 
 from gale.config import zookeeper_hosts
+from gale.config_keys import Config
 from gale.deadline import Deadline, within
 
 
-def digest_credentials(conf: Mapping[str, Any]) -> tuple[str, str] | None:
+def digest_credentials(config: Config) -> tuple[str, str] | None:
     """(user, password) from ``storm.zookeeper.auth.payload`` when digest auth is configured."""
-    if conf.get("storm.zookeeper.auth.scheme") != "digest" or not conf.get("storm.zookeeper.auth.payload"):
+    payload = config.storm_zookeeper_auth_payload
+    if config.storm_zookeeper_auth_scheme != "digest" or not payload:
         return None
-    user, sep, password = conf["storm.zookeeper.auth.payload"].partition(":")
+    user, sep, password = payload.partition(":")
     if not sep or not user:
         from gale.errors import ConfigError
 
@@ -29,51 +31,51 @@ def digest_credentials(conf: Mapping[str, Any]) -> tuple[str, str] | None:
     return user, password
 
 
-def cluster_acl(conf: Mapping[str, Any]) -> list | None:
+def cluster_acl(config: Config) -> list | None:
     """ACL for everything Gale creates: the cluster identity may do anything, everyone may read.
 
     ``None`` (ZooKeeper's open ACL) when no credentials are configured.
     """
-    creds = digest_credentials(conf)
+    creds = digest_credentials(config)
     if creds is None:
         return None
     user, password = creds
     return [make_digest_acl(user, password, all=True), make_acl("world", "anyone", read=True)]
 
 
-def make_client(conf: Mapping[str, Any], *, chroot: str = "", read_only: bool = False) -> KazooClient:
+def make_client(config: Config, *, chroot: str = "", read_only: bool = False) -> KazooClient:
     """A kazoo client for ``storm.zookeeper.servers`` with Storm's timeouts and retry policy.
 
     The caller starts it (``client.start(timeout=...)``) and owns its lifecycle.
     """
     retry = KazooRetry(
-        max_tries=conf["storm.zookeeper.retry.times"],
-        delay=conf["storm.zookeeper.retry.interval"] / 1000.0,
-        max_delay=conf["storm.zookeeper.retry.intervalceiling.millis"] / 1000.0,
+        max_tries=config.storm_zookeeper_retry_times,
+        delay=config.storm_zookeeper_retry_interval / 1000.0,
+        max_delay=config.storm_zookeeper_retry_intervalceiling_millis / 1000.0,
         ignore_expire=False,
     )
-    creds = digest_credentials(conf)
+    creds = digest_credentials(config)
     auth = [("digest", f"{creds[0]}:{creds[1]}")] if creds else None
     return KazooClient(
-        hosts=zookeeper_hosts(conf) + chroot,
-        timeout=conf["storm.zookeeper.session.timeout"] / 1000.0,
+        hosts=zookeeper_hosts(config) + chroot,
+        timeout=config.storm_zookeeper_session_timeout / 1000.0,
         connection_retry=KazooRetry(max_tries=-1, delay=0.2, max_delay=5.0),
         command_retry=retry,
         auth_data=auth,
-        default_acl=cluster_acl(conf),
+        default_acl=cluster_acl(config),
         read_only=read_only,
         logger=logging.getLogger("kazoo"),
     )
 
 
-def start_client(conf: Mapping[str, Any], **kwargs: Any) -> KazooClient:
+def start_client(config: Config, **kwargs: Any) -> KazooClient:
     """Make and start a client, waiting ``storm.zookeeper.connection.timeout`` to connect."""
-    client = make_client(conf, **kwargs)
-    client.start(timeout=conf["storm.zookeeper.connection.timeout"] / 1000.0)
+    client = make_client(config, **kwargs)
+    client.start(timeout=config.storm_zookeeper_connection_timeout / 1000.0)
     return client
 
 
-def connect(conf: Mapping[str, Any], *, stop: threading.Event | None = None, what: str = "daemon",
+def connect(config: Config, *, stop: threading.Event | None = None, what: str = "daemon",
             on_waiting: Callable[[float], None] | None = None, **kwargs: Any) -> KazooClient | None:
     """A started client, connected — however long ZooKeeper takes to answer.
 
@@ -88,9 +90,9 @@ def connect(conf: Mapping[str, Any], *, stop: threading.Event | None = None, wha
     from gale.log import get_logger
 
     log = get_logger("zk")
-    client = make_client(conf, **kwargs)
+    client = make_client(config, **kwargs)
     live = client.start_async()
-    period = conf["storm.zookeeper.connection.timeout"] / 1000.0
+    period = config.storm_zookeeper_connection_timeout / 1000.0
     t0 = time.monotonic()
     next_report = t0 + period
     while not (live.wait(min(1.0, period)) and client.connected):
@@ -101,10 +103,10 @@ def connect(conf: Mapping[str, Any], *, stop: threading.Event | None = None, wha
         now = time.monotonic()
         if now >= next_report:
             next_report = now + period
-            log.warning("zookeeper-unavailable", daemon=what, servers=zookeeper_hosts(conf),
+            log.warning("zookeeper-unavailable", daemon=what, servers=zookeeper_hosts(config),
                         waited_secs=round(now - t0, 1),
                         hint="waiting for ZooKeeper: are the servers up, and a majority of an ensemble (its quorum)?")
-            sd_notify(f"STATUS=waiting for ZooKeeper {zookeeper_hosts(conf)} ({now - t0:.0f} s)")
+            sd_notify(f"STATUS=waiting for ZooKeeper {zookeeper_hosts(config)} ({now - t0:.0f} s)")
             if on_waiting is not None:
                 on_waiting(now - t0)
     if time.monotonic() - t0 >= period:

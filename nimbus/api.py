@@ -39,6 +39,7 @@ from kazoo.exceptions import KazooException
 from pydantic import BaseModel, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from gale.config import stored_secret
 from gale.errors import ConfigError, GaleError, NotFoundError, TopologyError
 from gale.log import get_logger
 from gale.nimbus import views
@@ -258,10 +259,10 @@ def install_error_handlers(app: FastAPI) -> None:
 
 
 def _require_token(nimbus: Nimbus, request: Request, write: bool) -> None:
-    token = nimbus.conf.get("nimbus.api.token")
+    token = nimbus.config.nimbus_api_token
     if not token:
         return
-    if not write and not nimbus.conf.get("nimbus.api.read.token.required"):
+    if not write and not nimbus.config.nimbus_api_read_token_required:
         return
     header = request.headers.get("authorization", "")
     if not hmac.compare_digest(header.encode(), f"Bearer {token}".encode()):
@@ -317,7 +318,7 @@ def make_router(nimbus: Nimbus) -> APIRouter:
                      "required": True, "description": "the code bundle (gzip tar) that 'nimbus submit' builds"}})
     async def submit(request: Request, name: str = Query(min_length=1, max_length=128),
                      inactive: bool = Query(default=False)) -> SubmitResponse:
-        limit = int(nimbus.conf["nimbus.max.request.bytes"])
+        limit = nimbus.config.nimbus_max_request_bytes
         declared = request.headers.get("content-length")
         if declared and declared.isdigit() and int(declared) > limit:
             raise ApiError(413, f"code bundle of {int(declared)} bytes exceeds nimbus.max.request.bytes ({limit})")
@@ -395,7 +396,7 @@ def make_router(nimbus: Nimbus) -> APIRouter:
             raise ApiError(400, f"invalid topology id {topology_id!r}") from None
         if conf is None:
             raise ApiError(404, f"this nimbus holds no stored configuration for {topology_id!r}")
-        if not conf.get("topology.secret"):
+        if stored_secret(conf) is None:
             raise ApiError(404, f"this nimbus holds no secret for {topology_id!r} (copied by an older nimbus?); "
                                 "ask another nimbus")
         return Response(json.dumps(conf, sort_keys=True), media_type="application/json",
@@ -420,7 +421,7 @@ def create_app(nimbus: Nimbus, allowed_hosts: set[str] | None = None) -> FastAPI
                     "Errors are JSON objects with an 'error' message.",
     )
     app.state.request_observers = []
-    app.add_middleware(RequestContext, upload_limit=int(nimbus.conf["nimbus.max.request.bytes"]),
+    app.add_middleware(RequestContext, upload_limit=nimbus.config.nimbus_max_request_bytes,
                        observers=app.state.request_observers, allowed_hosts=allowed_hosts)
     install_error_handlers(app)
     app.include_router(make_router(nimbus))

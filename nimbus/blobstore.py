@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from gale.bundle import BundleError, checksum, read_bundle
+from gale.config import stored_secret
 from gale.log import get_logger
 
 log = get_logger("blobstore")
@@ -74,7 +75,7 @@ class BlobStore:
         (its secret included); without one, the bundle's own conf (no secret: workers will not run)."""
         definition, conf = read_bundle(bundle)
         if stored_conf is not None:
-            if not isinstance(stored_conf, dict) or not isinstance(stored_conf.get("topology.secret"), str):
+            if not isinstance(stored_conf, dict) or stored_secret(stored_conf) is None:
                 raise BundleError(f"the stored configuration of {topology_id} has no topology.secret")
             conf = stored_conf
         return self.put(topology_id, bundle, definition, conf)

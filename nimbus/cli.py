@@ -15,6 +15,7 @@ from typing import Any
 import click
 
 from gale import config as gconfig
+from gale.config_keys import Config
 from gale.errors import GaleError
 from gale.topology.state import CHECKPOINT_COMPONENT
 
@@ -26,9 +27,9 @@ def fail(message: str, code: int = 1) -> None:
     sys.exit(code)
 
 
-def load_conf(config: str | None) -> dict[str, Any]:
+def load_config(config: str | None) -> Config:
     try:
-        return gconfig.daemon_config(config)
+        return gconfig.load_daemon_config(config)
     except GaleError as exc:
         fail(str(exc))
         raise  # unreachable
@@ -47,7 +48,7 @@ def topology_overrides(pairs: tuple[str, ...]) -> dict[str, Any]:
 def client_for(config: str | None):
     from gale.nimbus.client import NimbusClient
 
-    return NimbusClient(load_conf(config))
+    return NimbusClient(load_config(config))
 
 
 #: what to do about an API error, by HTTP status, when nimbus's message does not say it already
@@ -110,9 +111,9 @@ def serve(config: str | None) -> None:
     """
     from gale.nimbus.serve import serve as run
 
-    conf = load_conf(config)
+    loaded = load_config(config)
     try:
-        sys.exit(run(conf))
+        sys.exit(run(loaded))
     except (GaleError, OSError) as exc:
         fail(str(exc))
 
@@ -142,16 +143,16 @@ def submit(topology_file: str, name: str | None, overrides: tuple[str, ...], con
     from gale.bundle import make_bundle
     from gale.topology.loader import load_topology_file
 
-    conf = load_conf(config)
+    cluster = load_config(config)
     extra = topology_overrides(overrides)
     try:
-        topology = load_topology_file(topology_file, {**conf, **extra})
+        topology = load_topology_file(topology_file, {**cluster.to_dict(), **extra})
         topo_conf = {**topology.conf, **extra}
         gconfig.validate(topo_conf, where="topology configuration", allow_user_keys=True)
         name = name or topology.name or Path(topology_file).stem
         bundle = make_bundle(bundle_dir or topology.code_dir or Path(topology_file).resolve().parent,
                              topology.to_json(), topo_conf,
-                             max_bytes=int(conf["nimbus.max.request.bytes"]))
+                             max_bytes=cluster.nimbus_max_request_bytes)
     except GaleError as exc:
         fail(str(exc))
     client = client_for(config)

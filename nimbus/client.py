@@ -16,7 +16,8 @@ from typing import Any
 import httpx
 
 from gale.bundle import BundleError
-from gale.config import api_token
+from gale.config import api_token, as_config, stored_secret
+from gale.config_keys import Config
 from gale.errors import GaleError
 
 
@@ -32,18 +33,18 @@ class ApiCallError(GaleError):
         super().__init__(message)
 
 
-def seed_addresses(conf: Mapping[str, Any]) -> list[str]:
-    port = conf["nimbus.http.port"]
-    out = []
-    for seed in conf["nimbus.seeds"]:
-        out.append(seed if ":" in seed else f"{seed}:{port}")
-    return out
+def seed_addresses(config: Config) -> list[str]:
+    """``host:port`` of every ``nimbus.seeds`` entry (the port defaults to ``nimbus.http.port``)."""
+    port = config.nimbus_http_port
+    return [seed if ":" in seed else f"{seed}:{port}" for seed in config.nimbus_seeds]
 
 
 class NimbusClient:
-    def __init__(self, conf: Mapping[str, Any], addresses: list[str] | None = None, timeout: float = 30.0):
-        self.addresses = addresses or seed_addresses(conf)
-        self._conf = conf
+    def __init__(self, conf: Config | Mapping[str, Any], addresses: list[str] | None = None, timeout: float = 30.0):
+        """``conf``: the client's configuration (resolved here when it is a mapping): where
+        nimbus is, and the API token."""
+        self._config = as_config(conf, "client configuration")
+        self.addresses = addresses or seed_addresses(self._config)
         self._auth: dict[str, str] | None = None  # read on first use: a bad token file fails the call, cleanly
         self.timeout = timeout
         self._http = httpx.Client(timeout=timeout, trust_env=False)
@@ -52,7 +53,7 @@ class NimbusClient:
     def headers(self) -> dict[str, str]:
         """The Authorization header from ``nimbus.api.token`` / ``nimbus.api.token.file`` (if any)."""
         if self._auth is None:
-            token = api_token(self._conf)
+            token = api_token(self._config)
             self._auth = {"Authorization": f"Bearer {token}"} if token else {}
         return self._auth
 
@@ -152,7 +153,7 @@ class NimbusClient:
 
 def _stored_conf(resp: httpx.Response, topology_id: str) -> dict[str, Any]:
     body = _json(resp)
-    if not isinstance(body, dict) or not isinstance(body.get("topology.secret"), str) or not body["topology.secret"]:
+    if not isinstance(body, dict) or stored_secret(body) is None:
         raise BundleError(f"nimbus sent no usable stored configuration for {topology_id} (no topology.secret)")
     return body
 

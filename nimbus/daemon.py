@@ -29,6 +29,7 @@ from kazoo.exceptions import KazooException
 from kazoo.protocol.states import KazooState
 
 from gale.clock import REAL_CLOCK
+from gale.config_keys import Config
 from gale.cluster_state import ClusterState, FencedError
 from gale.deadline import Deadline, within
 from gale.errors import CorruptRecordError, GaleError, NotFoundError, TopologyError
@@ -51,6 +52,9 @@ from gale.nimbus.submission import check_submission
 
 log = get_logger("nimbus")
 
+#: the owner recorded in StormBase and Assignment records: Storm's submitting user; Gale has no users
+OWNER = ""
+
 
 class NotLeaderError(GaleError):
     def __init__(self, leader: str | None):
@@ -59,14 +63,14 @@ class NotLeaderError(GaleError):
 
 
 class Nimbus:
-    def __init__(self, conf: Mapping[str, Any], *, host: str | None = None, clock: Any = REAL_CLOCK,
+    def __init__(self, config: Config, *, host: str | None = None, clock: Any = REAL_CLOCK,
                  metrics: Any = None):
-        self.conf = dict(conf)
+        self.config = config
         self.clock = clock
-        self.host = host or conf.get("storm.local.hostname") or socket.gethostname()
-        self.port = int(conf["nimbus.http.port"])
-        self.layout = Layout(conf["storm.zookeeper.root"])
-        self.blobs = BlobStore(conf["storm.local.dir"])
+        self.host = host or config.storm_local_hostname or socket.gethostname()
+        self.port = config.nimbus_http_port
+        self.layout = Layout(config.storm_zookeeper_root)
+        self.blobs = BlobStore(config.storm_local_dir)
         self.cache = HeartbeatCache()
         self.lock = threading.RLock()
         self.wakeup = threading.Event()
@@ -80,7 +84,7 @@ class Nimbus:
         #: topologies between a submit's two locked steps (id → name): their code is kept, their
         #: name taken
         self.pending: dict[str, str] = {}
-        self._defs: dict[str, tuple[str, TopologyDef, dict[str, Any]]] = {}
+        self._defs: dict[str, tuple[str, TopologyDef, Config]] = {}
         self._submitted = 0
         self._monitor: threading.Thread | None = None
         #: the ZooKeeper connection as kazoo last reported it; seconds waited for it at start
@@ -99,7 +103,7 @@ class Nimbus:
     def connect(self, stop: threading.Event | None = None) -> bool:
         """Connect to ZooKeeper, waiting as long as it takes (:func:`gale.zk.connect`); False
         when ``stop`` (default: :attr:`stopping`) was set first."""
-        client = connect(self.conf, stop=stop or self.stopping, what="nimbus", on_waiting=self._waiting_for_zookeeper)
+        client = connect(self.config, stop=stop or self.stopping, what="nimbus", on_waiting=self._waiting_for_zookeeper)
         if client is None:
             return False
         self.client = client
@@ -124,7 +128,7 @@ class Nimbus:
         self.leader = LeaderElection(
             self.client, self.layout, self.address, ready=self.replication.sync,
             on_elected=self._on_elected, on_deposed=self._on_deposed,
-            retry_secs=float(self.conf["nimbus.code.sync.freq.secs"]) / 4, clock=self.clock,
+            retry_secs=self.config.nimbus_code_sync_freq_secs / 4, clock=self.clock,
         )
         self.leader.start()
         self._monitor = threading.Thread(target=self._monitor_loop, name="nimbus-monitor", daemon=True)
@@ -138,7 +142,7 @@ class Nimbus:
         are abandoned (daemon threads); the
         nimbus znode is deleted only while ZooKeeper is connected (it is ephemeral: it goes with
         the session anyway); the client is stopped within the deadline."""
-        deadline = deadline or Deadline(float(self.conf["nimbus.shutdown.timeout.secs"]))
+        deadline = deadline or Deadline(float(self.config.nimbus_shutdown_timeout_secs))
         t0 = time.monotonic()
         self.stopping.set()
         self.wakeup.set()
@@ -209,7 +213,7 @@ class Nimbus:
 
     def internal_headers(self) -> dict[str, str]:
         """Headers for nimbus-to-nimbus requests (the API token when one is configured)."""
-        token = self.conf.get("nimbus.api.token")
+        token = self.config.nimbus_api_token
         return {"Authorization": f"Bearer {token}"} if token else {}
 
     def require_leader(self) -> None:
@@ -227,7 +231,9 @@ class Nimbus:
             raise NotFoundError(f"no topology named {name_or_id!r}; running: {sorted(b.name for b in bases.values()) or 'none'}")
         return sorted(matches)[-1]
 
-    def definition(self, topology_id: str) -> tuple[TopologyDef, dict[str, Any]]:
+    def definition(self, topology_id: str) -> tuple[TopologyDef, Config]:
+        """A stored topology's definition and its effective configuration (nimbus's, then the
+        topology's own), read once per code checksum."""
         digest = self.blobs.checksum(topology_id)
         cached = self._defs.get(topology_id)
         if cached is not None and cached[0] == digest:
@@ -235,14 +241,10 @@ class Nimbus:
         if digest is None:
             raise NotFoundError(f"code of topology {topology_id} is not on this nimbus")
         defn = TopologyDef.model_validate_json(self.blobs.definition_json(topology_id))
-        conf = self.topology_conf(self.blobs.conf(topology_id))
-        self._defs[topology_id] = (digest, defn, conf)
-        return defn, conf
-
-    def topology_conf(self, topology_conf: Mapping[str, Any]) -> dict[str, Any]:
-        conf = dict(self.conf)
-        conf.update(topology_conf)
-        return conf
+        config = self.config.with_overrides(self.blobs.conf(topology_id),
+                                            where=f"the stored configuration of {topology_id}")
+        self._defs[topology_id] = (digest, defn, config)
+        return defn, config
 
     # ------------------------------------------------------------------ submit
 
@@ -258,24 +260,24 @@ class Nimbus:
         topology never existed.
         """
         self.require_leader()
-        sub = check_submission(name, bundle, self.conf)
-        defn, definition_json, stored_conf, conf = sub.defn, sub.definition_json, sub.stored_conf, sub.conf
+        sub = check_submission(name, bundle, self.config)
+        defn, definition_json, stored_conf, config = sub.defn, sub.definition_json, sub.stored_conf, sub.config
         status = TopologyStatus(initial_status)
-        num_workers = int(conf["topology.workers"])
-        component_executors = component_parallelism(defn, conf, num_workers)
-        self.check_assignment_size(name, defn, conf, num_workers, component_executors, "submit")
+        num_workers = config.topology_workers
+        component_executors = component_parallelism(defn, config.to_dict(), num_workers)
+        self.check_assignment_size(name, defn, config, num_workers, component_executors, "submit")
         with self.lock:
             topology_id, now = self._reserve(name)
         base_written: bool | None = False  # None: unknown (the write failed on the way)
         try:
             base = StormBase(
                 name=name, status=status, num_workers=num_workers, component_executors=component_executors,
-                launch_time_secs=int(now), owner=conf.get("topology.submitter.user", "") or "",
+                launch_time_secs=int(now), owner=OWNER,
             )
             digest = self.blobs.put(topology_id, bundle, definition_json, stored_conf)
             # announce the code first: standbys copy it from here before the topology exists
             self.replication.announce(topology_id, digest)
-            self.replication.wait_for_replicas(topology_id, digest, conf)
+            self.replication.wait_for_replicas(topology_id, digest, config)
             with self.lock:
                 self.require_leader()
                 self.state.setup_heartbeats(topology_id)
@@ -299,21 +301,21 @@ class Nimbus:
                         self._discard(topology_id)
         return topology_id
 
-    def check_assignment_size(self, name: str, defn: TopologyDef, conf: Mapping[str, Any], num_workers: int,
+    def check_assignment_size(self, name: str, defn: TopologyDef, config: Config, num_workers: int,
                               component_executors: Mapping[str, int], action: str,
                               component_tasks: Mapping[str, int] | None = None) -> None:
         """Refuse a topology whose assignment could outgrow ``nimbus.assignment.max.bytes`` (kept
         below ZooKeeper's ``jute.maxbuffer``): an assignment nimbus cannot write would leave the
         topology unscheduled for good."""
-        limit = int(self.conf["nimbus.assignment.max.bytes"])
-        executors = TopologyTasks(defn, conf, num_workers, component_executors, component_tasks).executors
+        limit = self.config.nimbus_assignment_max_bytes
+        executors = TopologyTasks(defn, config.to_dict(), num_workers, component_executors, component_tasks).executors
         try:
             infos = self.state.supervisor_infos()
         except KazooException:
             infos = {}
         bound = assignment_size_bound(
             executors, num_workers, code_dir=str(self.blobs.dir(f"{name}-{10**9}-{10**10}")),
-            owner=conf.get("topology.submitter.user", "") or "",
+            owner=OWNER,
             node_id_len=max((len(sid) for sid in infos), default=64),
             host_len=max((len(i.hostname) for i in infos.values()), default=64),
         )
@@ -396,10 +398,10 @@ class Nimbus:
 
     def kill(self, name: str, wait_secs: int | None = None) -> str:
         def fn(base: StormBase) -> StormBase:
-            _, conf = self.definition(self.topology_id(name))
-            wait = wait_secs if wait_secs is not None else conf.get("topology.kill.wait.secs")
+            _, config = self.definition(self.topology_id(name))
+            wait = wait_secs if wait_secs is not None else config.topology_kill_wait_secs
             if wait is None:
-                wait = conf["topology.message.timeout.secs"]
+                wait = config.topology_message_timeout_secs
             return transitions.kill(base, int(wait), self.clock.time())
 
         tid, new = self._update_base(name, fn)
@@ -413,19 +415,19 @@ class Nimbus:
         executor count above a component's task count, or ``num_tasks``, gives it that many
         tasks. Everything is validated before anything is written."""
         tid = self.topology_id(name)
-        defn, conf = self.definition(tid)
+        defn, config = self.definition(tid)
         if num_workers is not None and num_workers < 1:
             raise TopologyError(f"rebalance: number of workers must be >= 1, got {num_workers}")
         base = self.state.storm_base(tid)
         if base is None:
             raise NotFoundError(f"topology {name!r} disappeared")
-        plan = plan_rescale(defn, conf, base.component_executors, base.component_tasks,
+        plan = plan_rescale(defn, config, base.component_executors, base.component_tasks,
                             dict(num_executors or {}), dict(num_tasks or {}))
         executors, tasks = plan.executors, plan.tasks
-        self.check_assignment_size(base.name, defn, conf, num_workers or base.num_workers,
+        self.check_assignment_size(base.name, defn, config, num_workers or base.num_workers,
                                    {**base.component_executors, **executors}, "rebalance",
                                    {**base.component_tasks, **tasks})
-        wait = wait_secs if wait_secs is not None else conf["topology.message.timeout.secs"]
+        wait = wait_secs if wait_secs is not None else config.topology_message_timeout_secs
 
         def fn(base: StormBase) -> StormBase:
             return transitions.rebalance(base, int(wait), self.clock.time(), num_workers, executors, tasks)
@@ -439,7 +441,7 @@ class Nimbus:
     # ------------------------------------------------------------------ monitor loop
 
     def _monitor_loop(self) -> None:
-        period = float(self.conf["nimbus.monitor.freq.secs"])
+        period = float(self.config.nimbus_monitor_freq_secs)
         while not self.stopping.is_set():
             # clear before the round: a wake-up that arrives during the round is not lost
             self.wakeup.clear()
@@ -552,26 +554,26 @@ class Nimbus:
         wanted = workerbeats_wanted(assignments, supervisors, self.cache)
         for tid, base in sorted(bases.items()):
             try:
-                defn, conf = self.definition(tid)
+                defn, config = self.definition(tid)
             except (NotFoundError, OSError, ValueError) as exc:
                 log.error("topology-code-unavailable", topology=tid, error=str(exc))
                 continue
             slots = wanted.get(tid)
             topologies[tid] = TopologyInputs(
-                base=base, defn=defn, conf=conf, code_dir=str(self.blobs.dir(tid)),
+                base=base, defn=defn, conf=config.to_dict(), code_dir=str(self.blobs.dir(tid)),
                 code_checksum=self.blobs.checksum(tid),
                 heartbeats=self.state.worker_heartbeats_of(tid, slots) if slots else {},
             )
         return RoundSnapshot(
             now=now, topologies=topologies, storm_ids=frozenset(storm_ids | set(bases)), assignments=assignments,
-            supervisors=supervisors, cache=self.cache, timeouts=SchedulingTimeouts.from_conf(self.conf),
+            supervisors=supervisors, cache=self.cache, timeouts=SchedulingTimeouts.from_config(self.config),
             scratch=scratch,
         )
 
     def apply_plan(self, plan: RoundPlan) -> dict[str, Assignment]:
         """Write a round's plan (fenced) and log and count what changed."""
         written: dict[str, Assignment] = {}
-        limit = int(self.conf["nimbus.assignment.max.bytes"])
+        limit = self.config.nimbus_assignment_max_bytes
         for w in plan.writes:
             size = len(w.assignment.encode())
             if size > limit:

@@ -60,8 +60,7 @@ def _table(detail: dict[str, Any], top: list, elapsed: float, parquet: Path) -> 
 
 
 def run_demo(cluster, config_path: Path, duration: float, stop: dict) -> int:
-    conf = gconfig.daemon_config(config_path)
-    client = NimbusClient(conf)
+    client = NimbusClient(gconfig.load_daemon_config(config_path))
     out = cluster.base / "spark-word-count"
     top_file = out / "top.json"
     out.mkdir(parents=True, exist_ok=True)

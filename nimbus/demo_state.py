@@ -40,8 +40,7 @@ def run_state_demo(cluster, config_path: Path, duration: float, stop: dict, kill
     from gale.worker.state.inspect import read_committed
     from gale.worker.state.redis_provider import RedisStateProvider
 
-    conf = gconfig.daemon_config(config_path)
-    client = NimbusClient(conf)
+    client = NimbusClient(gconfig.load_daemon_config(config_path))
     redis = RedisServer(data_dir=cluster.base / "redis").start()
     try:
         click.echo(f"Redis      {redis.url} (data in {redis.data_dir})")

@@ -34,6 +34,7 @@ import httpx
 import yaml
 
 from gale import config as gconfig
+from gale.config_keys import Config
 from gale.errors import GaleError
 from gale.ports import PortReservation, reserve_port
 from gale.zkserver import ZooKeeperEnsemble, ZooKeeperServer
@@ -145,12 +146,14 @@ class DevCluster:
         self.n_zookeepers = zookeepers
         self.root = root
         self.extra = dict(conf or {})
+        extra = Config.resolve(self.extra, where="dev-cluster configuration", allow_user_keys=False)
+        #: what every worker's /metrics port is offset from its slot port by
+        self.metrics_port_offset = extra.worker_metrics_port_offset
         self.log_format = log_format
         #: the address daemons advertise and nimbus binds (a veth address when some supervisors run in
         #: network namespaces and must reach nimbus, ZooKeeper and the host's workers)
         self.advertise_host = advertise_host
-        if not _is_loopback(advertise_host) and not self.extra.get("nimbus.api.token") \
-                and not self.extra.get("nimbus.api.token.file"):
+        if not _is_loopback(advertise_host) and not extra.nimbus_api_token and not extra.nimbus_api_token_file:
             # nimbus will listen where other machines (namespaces) reach it: it needs an API token
             self.extra["nimbus.api.token"] = secrets.token_hex(16)
         #: the port each nimbus listens on (0 until it reported one; ``http_port`` is the first's wish)
@@ -270,7 +273,7 @@ class DevCluster:
         ``conf`` overrides keys of a new supervisor's config (e.g. ``storm.local.hostname``).
         """
         i = len(self.supervisor_procs) if index is None else index
-        offset = int(self.extra.get("worker.metrics.port.offset", gconfig.KEYS["worker.metrics.port.offset"].default))
+        offset = self.metrics_port_offset
         overrides = dict(conf or {})
         if index is not None and index < len(self.supervisor_confs):
             conf = self.supervisor_confs[index]
@@ -301,8 +304,13 @@ class DevCluster:
             self.supervisor_procs.append(d)
         return d
 
+    def supervisor_config(self, i: int) -> Config:
+        """Supervisor ``i``'s configuration, resolved."""
+        return Config.resolve(self.supervisor_confs[i], where=f"dev-cluster config supervisor-{i}",
+                              allow_user_keys=False)
+
     def supervisor_id(self, i: int) -> str:
-        return self.supervisor_confs[i]["supervisor.id"]
+        return self.supervisor_config(i).supervisor_id
 
     def nimbus_url(self, i: int = 0) -> str:
         return f"http://{self.advertise_host}:{self.nimbus_ports[i]}"
@@ -358,9 +366,8 @@ class DevCluster:
     def worker_pids(self, i: int | None = None) -> list[int]:
         """pids of the workers of supervisor ``i`` (or all)."""
         pids = []
-        confs = self.supervisor_confs if i is None else [self.supervisor_confs[i]]
-        for conf in confs:
-            root = Path(conf["storm.local.dir"]) / "workers"
+        for j in range(len(self.supervisor_confs)) if i is None else [i]:
+            root = Path(self.supervisor_config(j).storm_local_dir) / "workers"
             if not root.is_dir():
                 continue
             for wdir in root.iterdir():
@@ -433,7 +440,7 @@ def run_dev_cluster(supervisors: int, slots: int, base_dir: str | None, http_por
         click.echo(f"ZooKeeper  {cluster.zk.address} (root {cluster.root})")
         click.echo(f"nimbus     {cluster.nimbus_url()}  (API /api/v1, UI /)")
         for i in range(supervisors):
-            click.echo(f"supervisor {cluster.supervisor_id(i)} slots {cluster.supervisor_confs[i]['supervisor.slots.ports']}")
+            click.echo(f"supervisor {cluster.supervisor_id(i)} slots {list(cluster.supervisor_config(i).supervisor_slots_ports)}")
         click.echo(f"logs       {cluster.base / 'logs'}")
         click.echo(f"client config: export GALE_CONFIG={config_path}")
         if demo_state:

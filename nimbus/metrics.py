@@ -185,7 +185,7 @@ def sd_targets(nimbus: Nimbus) -> list[dict[str, Any]]:
         if info.server_port:
             groups.append({"targets": [f"{info.hostname}:{info.server_port}"],
                            "labels": {"daemon": "supervisor", "supervisor": sid}})
-    stale_after = float(nimbus.conf["nimbus.task.timeout.secs"])
+    stale_after = float(nimbus.config.nimbus_task_timeout_secs)
     now = time.time()
     for tid in sorted(state.storm_ids()):
         for (node, port), hb in sorted(state.worker_heartbeats(tid).items()):

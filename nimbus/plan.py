@@ -28,6 +28,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from gale.config_keys import Config
 from gale.records import Assignment, ExecutorId, StormBase, SupervisorInfo, WorkerHeartbeat, decode_executors
 from gale.topology.definition import TopologyDef, TopologyTasks
 from gale.nimbus.scheduler import (
@@ -44,11 +45,11 @@ class SchedulingTimeouts:
     orphan_grace_secs: float  # executors of a vanished supervisor: a few heartbeat periods
 
     @classmethod
-    def from_conf(cls, conf: Mapping[str, Any]) -> SchedulingTimeouts:
+    def from_config(cls, config: Config) -> SchedulingTimeouts:
         return cls(
-            launch_secs=float(conf["nimbus.task.launch.secs"]),
-            timeout_secs=float(conf["nimbus.task.timeout.secs"]),
-            orphan_grace_secs=3.0 * float(conf["task.heartbeat.frequency.secs"]),
+            launch_secs=float(config.nimbus_task_launch_secs),
+            timeout_secs=float(config.nimbus_task_timeout_secs),
+            orphan_grace_secs=3.0 * config.task_heartbeat_frequency_secs,
         )
 
 
@@ -58,7 +59,9 @@ class TopologyInputs:
 
     base: StormBase
     defn: TopologyDef
-    conf: Mapping[str, Any]  # nimbus's configuration merged with the topology's
+    #: nimbus's configuration merged with the topology's, as the mapping
+    #: :meth:`~gale.topology.definition.TopologyTasks.of` reads
+    conf: Mapping[str, Any]
     code_dir: str
     code_checksum: str
     #: /workerbeats/<id>/<node>-<port> of the slots the supervisors' reports do not vouch for

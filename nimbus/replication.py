@@ -34,6 +34,7 @@ from kazoo.exceptions import KazooException, NoNodeError
 
 from gale.bundle import BundleError, checksum
 from gale.clock import REAL_CLOCK
+from gale.config_keys import Config
 from gale.cluster_state import ClusterState
 from gale.log import get_logger
 from gale.nimbus.blobstore import BlobStore
@@ -69,7 +70,7 @@ class CodeReplication:
         replication = CodeReplication(state, blobs, "host:6627", on_announced=loop.wake)
         replication.start()                         # the one /blobstore watch
         replication.announce(topology_id, digest)   # this nimbus holds the code
-        replication.wait_for_replicas(topology_id, digest, conf)   # leader, at submit
+        replication.wait_for_replicas(topology_id, digest, config)   # leader, at submit
         replication.sync()                          # standby: copy what is missing
         replication.stop()
 
@@ -141,12 +142,12 @@ class CodeReplication:
 
     # ---------------------------------------------------------------- wait (leader, submit)
 
-    def wait_for_replicas(self, topology_id: str, digest: str, conf: Mapping[str, Any]) -> int:
+    def wait_for_replicas(self, topology_id: str, digest: str, config: Config) -> int:
         """Wait until enough nimbuses hold the code or the wait's deadline passes (the injected
         clock decides); returns how many hold it. Never raises for too few copies: the topology
         runs from the leader's copy, as in Storm."""
-        wanted = int(conf["topology.min.replication.count"])
-        max_wait = float(conf["topology.max.replication.wait.time.sec"])
+        wanted = config.topology_min_replication_count
+        max_wait = float(config.topology_max_replication_wait_time_sec)
         if wanted <= 1:
             return 1
         live = len(self.state.nimbus_summaries())

@@ -30,11 +30,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from gale.config_keys import Config
 from gale.errors import TopologyError
-from gale.topology.checkpointing import EXACTLY_ONCE, GUARANTEE, data_inputs
+from gale.topology.checkpointing import EXACTLY_ONCE, data_inputs
 from gale.topology.definition import ACKER_COMPONENT, TopologyDef
 from gale.topology.state import CHECKPOINT_COMPONENT
-from gale.topology.windowing import PERSISTENT, WINDOW_KEYS
+from gale.topology.windowing import sets_window
 
 
 @dataclass(frozen=True)
@@ -48,11 +49,20 @@ def current_tasks(defn: TopologyDef, component_tasks: Mapping[str, int], compone
     return int(component_tasks.get(component, defn.components[component].tasks))
 
 
-def state_kind(defn: TopologyDef, conf: Mapping[str, Any], component: str) -> str | None:
+def component_config(defn: TopologyDef, config: Config, component: str) -> tuple[Config, Config]:
+    """A component's own configuration, and its effective one (the topology's ``config`` with the
+    component's over it)."""
+    where = f"configuration of component {component!r}"
+    own_conf = defn.components[component].conf
+    return (Config.resolve(own_conf, where=where, allow_user_keys=True),
+            config.with_overrides(own_conf, where=where))
+
+
+def state_kind(defn: TopologyDef, config: Config, component: str) -> str | None:
     """``"keyed"``, ``"per-task"`` or None (no state) for a component, from the definition."""
     comp = defn.components[component]
-    merged = {**conf, **comp.conf}
-    if any(comp.conf.get(k) is not None for k in WINDOW_KEYS) and merged.get(PERSISTENT):
+    own, effective = component_config(defn, config, component)
+    if sets_window(own) and effective.topology_bolts_window_persistent:
         return "per-task"  # a persistent window's buffer: per task whatever the grouping
     if not comp.stateful:
         return None
@@ -60,9 +70,8 @@ def state_kind(defn: TopologyDef, conf: Mapping[str, Any], component: str) -> st
     return "keyed" if inputs and all(i.grouping.type == "fields" for i in inputs) else "per-task"
 
 
-def key_groups(defn: TopologyDef, conf: Mapping[str, Any], component: str) -> int:
-    comp = defn.components[component]
-    return int({**conf, **comp.conf}.get("topology.state.key.groups", 128))
+def key_groups(defn: TopologyDef, config: Config, component: str) -> int:
+    return component_config(defn, config, component)[1].topology_state_key_groups
 
 
 def _count(what: str, comp: str, n: Any) -> int:
@@ -71,19 +80,19 @@ def _count(what: str, comp: str, n: Any) -> int:
     return n
 
 
-def check_task_count(defn: TopologyDef, conf: Mapping[str, Any], component: str, old: int, new: int) -> None:
+def check_task_count(defn: TopologyDef, config: Config, component: str, old: int, new: int) -> None:
     """Refuse a task count change the component's state cannot follow (``old`` != ``new``)."""
     if component == CHECKPOINT_COMPONENT:
         raise TopologyError(
             f"rebalance: {component!r} (the checkpoint spout) runs exactly one task; its task count cannot change")
     comp = defn.components[component]
-    if comp.kind == "spout" and {**conf, **comp.conf}.get(GUARANTEE) == EXACTLY_ONCE:
+    if comp.kind == "spout" and component_config(defn, config, component)[1].topology_state_guarantee == EXACTLY_ONCE:
         raise TopologyError(
             f"rebalance: spout {component!r} is a source of an exactly-once topology: each of its tasks keeps its "
             f"source position in the checkpoint by task index, so its task count cannot change from {old} to {new}; "
             "rebalance it within its tasks (-e COMPONENT=N with N <= its tasks)"
         )
-    kind = state_kind(defn, conf, component)
+    kind = state_kind(defn, config, component)
     if kind == "per-task":
         raise TopologyError(
             f"rebalance: component {component!r} has per-task state (a stateful bolt whose inputs are not all "
@@ -92,7 +101,7 @@ def check_task_count(defn: TopologyDef, conf: Mapping[str, Any], component: str,
             "(-e COMPONENT=N with N <= its tasks), or key its state with a fields grouping (docs/state.md)"
         )
     if kind == "keyed":
-        groups = key_groups(defn, conf, component)
+        groups = key_groups(defn, config, component)
         if new > groups:
             raise TopologyError(
                 f"rebalance: component {component!r} has keyed state in {groups} key groups "
@@ -101,7 +110,7 @@ def check_task_count(defn: TopologyDef, conf: Mapping[str, Any], component: str,
             )
 
 
-def plan_rescale(defn: TopologyDef, conf: Mapping[str, Any], component_executors: Mapping[str, int],
+def plan_rescale(defn: TopologyDef, config: Config, component_executors: Mapping[str, int],
                  component_tasks: Mapping[str, int], executors: Mapping[str, Any],
                  tasks: Mapping[str, Any] | None = None) -> RescalePlan:
     """Validate a rebalance's executor and task counts against the definition and the topology's
@@ -132,7 +141,7 @@ def plan_rescale(defn: TopologyDef, conf: Mapping[str, Any], component_executors
         old = current_tasks(defn, component_tasks, comp)
         if n == old:
             continue
-        check_task_count(defn, conf, comp, old, n)
+        check_task_count(defn, config, comp, old, n)
         changed[comp] = n
     for comp, n in new_tasks.items():
         if comp not in new_executors:

@@ -10,11 +10,10 @@ from __future__ import annotations
 
 import ipaddress
 import socket
-from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, replace
 
 from gale import config as gconfig
+from gale.config_keys import Config
 from gale.daemon_util import StopSignals, configure_daemon_logging, sd_notify
 from gale.deadline import Deadline, begin_stop
 from gale.errors import ConfigError
@@ -48,10 +47,10 @@ class BindPlan:
     insecure: bool               # a non-loopback address without a token (nimbus.api.insecure)
 
 
-def bind_plan(conf: Mapping[str, Any], token: str | None) -> BindPlan:
+def bind_plan(config: Config, token: str | None) -> BindPlan:
     """Decide the HTTP bind address from ``nimbus.host``, the token and ``nimbus.api.insecure``."""
-    host = conf.get("nimbus.host")
-    insecure_ok = bool(conf.get("nimbus.api.insecure"))
+    host = config.nimbus_host
+    insecure_ok = config.nimbus_api_insecure
     if token:
         return BindPlan(host or "0.0.0.0", loopback_only=False, insecure=False)
     if host is None:
@@ -62,19 +61,19 @@ def bind_plan(conf: Mapping[str, Any], token: str | None) -> BindPlan:
         return BindPlan(host, loopback_only=False, insecure=True)
     raise ConfigError(
         f"nimbus.host is {host!r}, which other machines can reach, but no API token is configured: anyone reaching "
-        f"port {conf.get('nimbus.http.port')} could submit a topology and run code on every node. Set "
+        f"port {config.nimbus_http_port} could submit a topology and run code on every node. Set "
         "nimbus.api.token (or nimbus.api.token.file; docs/security.md), or bind nimbus.host: 127.0.0.1, or set "
         "nimbus.api.insecure: true to accept the risk"
     )
 
 
-def allowed_host_names(conf: Mapping[str, Any], advertised: str) -> set[str]:
+def allowed_host_names(config: Config, advertised: str) -> set[str]:
     """Host header values a loopback-only nimbus answers (anything else is a DNS-rebinding attempt)."""
     names = {"localhost", "127.0.0.1", "::1", advertised}
-    for key in ("nimbus.host", "storm.local.hostname"):
-        if conf.get(key):
-            names.add(str(conf[key]))
-    for seed in conf.get("nimbus.seeds") or ():
+    for name in (config.nimbus_host, config.storm_local_hostname):
+        if name:
+            names.add(name)
+    for seed in config.nimbus_seeds:
         names.add(seed.rsplit(":", 1)[0] if seed.count(":") == 1 else seed)
     return {n.strip("[]").lower() for n in names}
 
@@ -82,12 +81,11 @@ def allowed_host_names(conf: Mapping[str, Any], advertised: str) -> set[str]:
 class NimbusServer:
     """Nimbus plus its HTTP server (API, code downloads; UI and /metrics when installed)."""
 
-    def __init__(self, conf: Mapping[str, Any]):
-        self.conf = dict(conf)
-        token = gconfig.api_token(self.conf)
-        self.conf["nimbus.api.token"] = token
-        self.conf["nimbus.api.token.file"] = None
-        self.plan = bind_plan(self.conf, token)
+    def __init__(self, config: Config):
+        token = gconfig.api_token(config)
+        # the token read once, from the file if that is where it is
+        self.config = replace(config, nimbus_api_token=token, nimbus_api_token_file=None)
+        self.plan = bind_plan(self.config, token)
         metrics = None
         try:
             from gale.nimbus.metrics import NimbusMetrics
@@ -96,15 +94,15 @@ class NimbusServer:
         except ModuleNotFoundError:
             pass
         host = None
-        if self.plan.loopback_only and not self.conf.get("storm.local.hostname"):
+        if self.plan.loopback_only and not self.config.storm_local_hostname:
             # reachable on loopback only: advertise the address clients can actually use
             host = "127.0.0.1" if ":" not in self.plan.host else "localhost"
-        self.nimbus = Nimbus(self.conf, host=host, metrics=metrics)
+        self.nimbus = Nimbus(self.config, host=host, metrics=metrics)
         if metrics is not None:
             metrics.bind(self.nimbus)
-        allowed = allowed_host_names(self.conf, self.nimbus.host) if self.plan.loopback_only else None
+        allowed = allowed_host_names(self.config, self.nimbus.host) if self.plan.loopback_only else None
         self.http = HttpServer(create_app(self.nimbus, allowed_hosts=allowed), self.plan.host,
-                               int(self.conf["nimbus.http.port"]), name="nimbus")
+                               self.config.nimbus_http_port, name="nimbus")
 
     def start(self, stop=None) -> None:
         """Listen, then start nimbus (which waits for ZooKeeper unless ``stop`` is set first)."""
@@ -125,21 +123,21 @@ class NimbusServer:
     def stop(self, deadline: Deadline | None = None) -> None:
         """Stop nimbus, then its HTTP server, within ``deadline`` (default
         ``nimbus.shutdown.timeout.secs`` from now)."""
-        deadline = deadline or Deadline(float(self.conf["nimbus.shutdown.timeout.secs"]))
+        deadline = deadline or Deadline(float(self.config.nimbus_shutdown_timeout_secs))
         self.nimbus.stop(deadline.earlier(min(1.0, deadline.remaining() / 4)))
         self.http.stop(timeout=max(0.1, deadline.remaining()))
 
 
-def serve(conf: Mapping[str, Any]) -> int:
-    configure_daemon_logging(conf, "nimbus")
+def serve(config: Config) -> int:
+    configure_daemon_logging(config, "nimbus")
     signals = StopSignals()
-    server = NimbusServer(conf)
+    server = NimbusServer(config)
     server.start(signals.event)  # a stop signal ends a wait for ZooKeeper
     sd_notify("READY=1")
     log.info("nimbus-ready", address=server.nimbus.address)
     signum = signals.wait()
     sd_notify("STOPPING=1")
-    budget = float(server.conf["nimbus.shutdown.timeout.secs"])
+    budget = float(server.config.nimbus_shutdown_timeout_secs)
     # bounded whatever is unreachable: the steps get 80% of the budget, the process ends at 90%
     deadline = begin_stop(budget, "nimbus")
     log.info("nimbus-stopping", signal=signum, budget_secs=budget)

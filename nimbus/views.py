@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from gale.config_keys import SECRET_KEYS
 from gale.records import ExecutorStats, executor_key
 from gale.stats_summary import component_summary, stream_summary
 from gale.topology.definition import ACKER_COMPONENT, TopologyTasks
@@ -80,7 +81,7 @@ def executor_stats(nimbus: Nimbus, topology_id: str) -> dict[str, tuple[Executor
         return {}
     placements = {executor_key(ex): slot for ex, slot in a.executors().items()}
     out = {}
-    stale_after = float(nimbus.conf["nimbus.task.timeout.secs"])
+    stale_after = float(nimbus.config.nimbus_task_timeout_secs)
     now = nimbus.clock.time()
     for (node, port), hb in state.worker_heartbeats(topology_id).items():
         if now - hb.time_secs > stale_after:
@@ -103,7 +104,8 @@ def topology_detail(nimbus: Nimbus, topology_id: str, window: str = ":all-time")
 
         raise NotFoundError(f"no topology {topology_id!r}")
     a = state.assignment(topology_id)
-    defn, conf = nimbus.definition(topology_id)
+    defn, config = nimbus.definition(topology_id)
+    conf = config.to_dict()
     layout = TopologyTasks.of(defn, conf, base)
     stats = executor_stats(nimbus, topology_id)
     summary = component_summary([s for s, *_ in stats.values()], window)
@@ -143,13 +145,13 @@ def topology_detail(nimbus: Nimbus, topology_id: str, window: str = ":all-time")
         "uptime_secs": _uptime(base.launch_time_secs, nimbus.clock.time()), "launch_time_secs": base.launch_time_secs,
         "requested_workers": base.num_workers, "workers": len(set(placements.values())),
         "executors": len(placements), "executors_running": len(stats), "tasks": len(layout.task_to_component),
-        "message_timeout_secs": conf["topology.message.timeout.secs"],
+        "message_timeout_secs": config.topology_message_timeout_secs,
         "pending_action": base.topology_action_options.model_dump() if base.topology_action_options else None,
         "components": components, "worker_list": sorted(workers.values(), key=lambda w: (w["node"], w["port"])),
         # why a worker could not start (e.g. its slot port taken), reported by the worker itself
         "worker_errors": [e.model_dump() for e in state.errors(topology_id, WORKER_ERRORS)],
         "window": window,
-        "conf": {k: v for k, v in conf.items() if k.startswith("topology.") and k != "topology.secret"},
+        "conf": {k: v for k, v in conf.items() if k.startswith("topology.") and k not in SECRET_KEYS},
     }
 
 

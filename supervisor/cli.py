@@ -36,8 +36,8 @@ def serve(config: str | None, kill_workers_on_exit: bool) -> None:
     from gale.supervisor.serve import serve as run
 
     try:
-        conf = gconfig.daemon_config(config)
-        sys.exit(run(conf, kill_workers_on_exit))
+        loaded = gconfig.load_daemon_config(config)
+        sys.exit(run(loaded, kill_workers_on_exit))
     except (GaleError, OSError) as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(1)

@@ -23,6 +23,8 @@ from typing import Any
 
 import psutil
 
+from gale.config_keys import Config
+from gale.daemon_util import log_dir
 from gale.local_state import LocalState
 from gale.log import get_logger
 from gale.supervisor.slot import LocalAssignment
@@ -33,12 +35,12 @@ HEARTBEAT_KEY = "worker-heartbeat"
 
 
 class Containers:
-    def __init__(self, conf: dict[str, Any], supervisor_id: str, config_path: str | Path):
-        self.conf = conf
-        self.local = Path(conf["storm.local.dir"])
+    def __init__(self, config: Config, supervisor_id: str, config_path: str | Path):
+        self.config = config
+        self.local = Path(config.storm_local_dir)
         self.workers_root = self.local / "workers"
         self.workers_root.mkdir(parents=True, exist_ok=True)
-        self.logs_root = Path(conf.get("storm.log.dir") or self.local / "logs") / "workers-artifacts"
+        self.logs_root = log_dir(config) / "workers-artifacts"
         self.supervisor_id = supervisor_id
         self.config_path = str(config_path)
         self._procs: dict[str, subprocess.Popen] = {}
@@ -61,7 +63,7 @@ class Containers:
 
     def command(self, assignment: LocalAssignment, port: int, worker_id: str) -> list[str]:
         return [
-            sys.executable, *self.conf.get("worker.childopts", []), "-m", "gale.worker.cli", "run",
+            sys.executable, *self.config.worker_childopts, "-m", "gale.worker.cli", "run",
             assignment.topology_id, self.supervisor_id, str(port), worker_id, "--config", self.config_path,
         ]
 

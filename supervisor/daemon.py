@@ -36,6 +36,7 @@ from gale.clock import REAL_CLOCK
 from gale.cluster_state import ClusterState
 from gale.deadline import Deadline, within
 from gale.config import api_token
+from gale.config_keys import Config
 from gale.layout import Layout
 from gale.local_state import LocalState
 from gale.log import get_logger
@@ -58,42 +59,42 @@ APPROVED_WORKERS_KEY = "approved-workers"
 LOOP_STOP_SECS = 2.0
 
 
-def local_hostname(conf: dict[str, Any]) -> str:
-    return conf.get("storm.local.hostname") or socket.gethostname()
+def local_hostname(config: Config) -> str:
+    return config.storm_local_hostname or socket.gethostname()
 
 
 class Supervisor:
     """The supervisor of one node.
 
     ``containers`` builds what launches, observes and kills this node's workers, called as
-    ``containers(conf, supervisor_id, worker_config_path)``: :class:`~gale.supervisor.container.Containers`
+    ``containers(config, supervisor_id, worker_config_path)``: :class:`~gale.supervisor.container.Containers`
     (worker processes) by default; the scale benchmark passes one that runs simulated workers in
     threads (``benchmarks/scale_sim.py``), so everything else — registration, the assignment watch,
     the slot machines, heartbeats — runs as in production.
     """
 
-    def __init__(self, conf: dict[str, Any], metrics: Any = None, *, clock: Any = REAL_CLOCK,
+    def __init__(self, config: Config, metrics: Any = None, *, clock: Any = REAL_CLOCK,
                  containers: Any = Containers):
-        self.conf = conf
+        self.config = config
         self.metrics = metrics
         self.clock = clock
-        self.local = Path(conf["storm.local.dir"])
-        self.hostname = local_hostname(conf)
-        self.ports = sorted(set(int(p) for p in conf["supervisor.slots.ports"]))
+        self.local = Path(config.storm_local_dir)
+        self.hostname = local_hostname(config)
+        self.ports = sorted(set(config.supervisor_slots_ports))
         self.id_state = LocalState(self.local / "supervisor" / "isupervisor")
         self.local_state = LocalState(self.local / "supervisor" / "localstate")
-        self.supervisor_id = conf.get("supervisor.id") or self.id_state.get(SUPERVISOR_ID_KEY)
+        self.supervisor_id = config.supervisor_id or self.id_state.get(SUPERVISOR_ID_KEY)
         if not self.supervisor_id:
             self.supervisor_id = f"{uuid.uuid4()}-{self.hostname}"
             self.id_state.put(SUPERVISOR_ID_KEY, self.supervisor_id)
-        self.layout = Layout(conf["storm.zookeeper.root"])
+        self.layout = Layout(config.storm_zookeeper_root)
         self.timeouts = Timeouts(
-            hb_timeout=float(conf["supervisor.worker.timeout.secs"]),
-            start_timeout=float(conf["supervisor.worker.start.timeout.secs"]),
-            shutdown_sleep=float(conf["supervisor.worker.shutdown.sleep.secs"]),
+            hb_timeout=float(config.supervisor_worker_timeout_secs),
+            start_timeout=float(config.supervisor_worker_start_timeout_secs),
+            shutdown_sleep=float(config.supervisor_worker_shutdown_sleep_secs),
         )
         self.config_path = self.local / "supervisor" / "worker-conf.yaml"
-        self.containers = containers(conf, self.supervisor_id, self.config_path)
+        self.containers = containers(config, self.supervisor_id, self.config_path)
         self.localizer = Localizer(self.local, self._code_sources, on_ready=self.wake, metrics=metrics)
         self.wakeup = threading.Event()
         self.stopping = threading.Event()
@@ -120,16 +121,16 @@ class Supervisor:
         """Connect to ZooKeeper — waiting as long as it takes (an ensemble without quorum, servers
         not up yet) unless ``stop`` (default: :attr:`stopping`) is set first — recover the slots,
         register and start the loop."""
-        api_token(self.conf)  # a missing or empty token file: say so now, not at the first code download
+        api_token(self.config)  # a missing or empty token file: say so now, not at the first code download
         self.config_path.parent.mkdir(parents=True, exist_ok=True)
         tmp = self.config_path.with_suffix(".tmp")
         # it holds the ZooKeeper credentials and the API token (or its file): this user only
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with open(fd, "w") as fh:
-            fh.write(yaml.safe_dump(self.conf, sort_keys=True))
+            fh.write(yaml.safe_dump(self.config.to_dict(), sort_keys=True))
         os.chmod(tmp, 0o600)  # an older file of that name may have had another mode
         os.replace(tmp, self.config_path)
-        client = connect(self.conf, stop=stop or self.stopping, what="supervisor",
+        client = connect(self.config, stop=stop or self.stopping, what="supervisor",
                          on_waiting=self._waiting_for_zookeeper)
         if client is None:
             return
@@ -147,7 +148,7 @@ class Supervisor:
     def stop_budget(self, kill_workers: bool = False) -> float:
         """Seconds :meth:`stop` may take: ``supervisor.shutdown.timeout.secs``, plus the workers'
         grace (``supervisor.worker.shutdown.sleep.secs``) when it kills them."""
-        return float(self.conf["supervisor.shutdown.timeout.secs"]) + (self.timeouts.shutdown_sleep if kill_workers else 0.0)
+        return float(self.config.supervisor_shutdown_timeout_secs) + (self.timeouts.shutdown_sleep if kill_workers else 0.0)
 
     def stop(self, kill_workers: bool = False, deadline: Deadline | None = None) -> None:
         """Stop the supervisor within ``deadline`` (default :meth:`stop_budget` from now), whatever
@@ -241,7 +242,7 @@ class Supervisor:
         used = sorted(p for p, s in self.slots.items() if s.current is not None)
         return SupervisorInfo(
             time_secs=int(self.clock.time()), hostname=self.hostname, assignment_id=self.supervisor_id,
-            used_ports=used, meta=self.ports, scheduler_meta=self.conf.get("supervisor.scheduler.meta") or {},
+            used_ports=used, meta=self.ports, scheduler_meta=dict(self.config.supervisor_scheduler_meta),
             uptime_secs=int(self.clock.time() - self.started), gale_version=GALE_VERSION,
             server_port=self.metrics_port, worker_heartbeats=self.worker_heartbeats(),
         )
@@ -298,17 +299,17 @@ class Supervisor:
             addresses += [a for a in sorted(self.state.nimbus_summaries()) if a not in addresses]
         except KazooException:
             pass
-        addresses += [a for a in seed_addresses(self.conf) if a not in addresses]
-        client_conf = self.conf
+        addresses += [a for a in seed_addresses(self.config) if a not in addresses]
+        client_config = self.config
 
         def source(address: str) -> CodeSource:
             def code() -> bytes:
-                with NimbusClient(client_conf, [address], timeout=60.0) as client:
+                with NimbusClient(client_config, [address], timeout=60.0) as client:
                     return client.code(topology_id)
 
             def stored_conf() -> dict[str, Any]:
                 # the topology secret: over the API with the cluster's token, never from ZooKeeper
-                with NimbusClient(client_conf, [address], timeout=30.0) as client:
+                with NimbusClient(client_config, [address], timeout=30.0) as client:
                     return client.stored_conf(topology_id)
 
             return CodeSource(address, code, stored_conf)
@@ -318,8 +319,8 @@ class Supervisor:
     # ------------------------------------------------------------------ loop
 
     def _loop(self) -> None:
-        period = min(1.0, float(self.conf["supervisor.monitor.frequency.secs"]))
-        hb_period = float(self.conf["supervisor.heartbeat.frequency.secs"])
+        period = min(1.0, float(self.config.supervisor_monitor_frequency_secs))
+        hb_period = float(self.config.supervisor_heartbeat_frequency_secs)
         while not self.stopping.is_set():
             self.wakeup.clear()  # before the work: a wake-up during it is not lost
             try:

@@ -98,7 +98,7 @@ class SupervisorMetrics:
         """Serve ``/metrics`` on ``port`` (0: any); returns the bound port."""
         self.supervisor = supervisor
         if host is None:
-            host = supervisor.conf.get("supervisor.metrics.host") or "0.0.0.0"
+            host = supervisor.config.supervisor_metrics_host
         self._server, _thread = start_http_server(int(port or 0), addr=host, registry=self.registry)
         self.port = self._server.server_port
         log.info("metrics-listening", host=host, port=self.port)

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
+from gale.config_keys import Config
 from gale.daemon_util import StopSignals, configure_daemon_logging, sd_notify
 from gale.deadline import begin_stop
 from gale.log import get_logger
@@ -13,8 +11,8 @@ from gale.supervisor.daemon import Supervisor
 log = get_logger("supervisor.serve")
 
 
-def serve(conf: Mapping[str, Any], kill_workers_on_exit: bool = False) -> int:
-    configure_daemon_logging(conf, "supervisor")
+def serve(config: Config, kill_workers_on_exit: bool = False) -> int:
+    configure_daemon_logging(config, "supervisor")
     signals = StopSignals()
     metrics = None
     try:
@@ -23,9 +21,9 @@ def serve(conf: Mapping[str, Any], kill_workers_on_exit: bool = False) -> int:
         metrics = SupervisorMetrics()
     except ModuleNotFoundError:
         pass
-    sup = Supervisor(dict(conf), metrics=metrics)
+    sup = Supervisor(config, metrics=metrics)
     if metrics is not None:
-        sup.metrics_port = metrics.serve(conf.get("supervisor.metrics.port", 0), sup)
+        sup.metrics_port = metrics.serve(config.supervisor_metrics_port, sup)
     sup.start(signals.event)  # waits for ZooKeeper; a stop signal ends the wait
     sd_notify("READY=1")
     signum = signals.wait()

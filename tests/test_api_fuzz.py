@@ -16,6 +16,7 @@ import httpx
 import pytest
 
 from gale import log as glog
+from gale.config_keys import Config
 from tests.components import requires
 from tests.test_storm_api_units import submit_durable_wc
 from tests.waiting import until
@@ -34,7 +35,7 @@ def live_nimbus(conf):
               "nimbus.monitor.freq.secs": 1})
     buf = io.StringIO()
     glog.configure(fmt="json", stream=buf)
-    server = NimbusServer(c)
+    server = NimbusServer(Config.resolve(c, allow_user_keys=False))
     server.start()
     until(server.nimbus.is_leader, 20, "in-process nimbus did not become leader")
     try:

@@ -135,11 +135,11 @@ def test_exactly_once_with_a_rabbitmq_spout_is_refused_naming_it():
 
 
 def test_the_task_count_of_an_exactly_once_source_cannot_change():
-    from gale.config import defaults
+    from gale.config_keys import Config
     from gale.nimbus.rescale import plan_rescale
 
     defn = word_count().create_topology("eo", EO).definition
-    conf = {**defaults(), **EO}
+    conf = Config.resolve(EO, allow_user_keys=True)
     with pytest.raises(TopologyError, match=r"spout 'sentences' is a source of an exactly-once topology.*from 2 to 3"):
         plan_rescale(defn, conf, {}, {}, {"sentences": 3})
     assert plan_rescale(defn, conf, {}, {}, {"sentences": 1}).tasks == {}  # within its tasks: Storm's rebalance

@@ -22,6 +22,7 @@ from tests.topologies import FailOn, ListSpout, Never, RaiseOn
 from tests.waiting import until
 from gale.worker.local import LocalTopology, local_conf
 from gale.worker.metrics import WorkerMetrics, metric_name
+from gale.config_keys import Config
 
 
 def samples(registry) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
@@ -213,7 +214,7 @@ def test_nimbus_metrics_and_service_discovery(conf):
     c = dict(conf)
     c.update({"nimbus.http.port": 0, "nimbus.host": "127.0.0.1", "storm.local.hostname": "127.0.0.1",
               "nimbus.monitor.freq.secs": 1})
-    server = NimbusServer(c)
+    server = NimbusServer(Config.resolve(c, allow_user_keys=False))
     server.start()
     try:
         base = f"http://127.0.0.1:{server.http.port}"

@@ -24,6 +24,7 @@ from gale.worker.state.provider import MemoryStateProvider
 from gale.worker.state import routing
 from gale.worker.state.routing import KeyGroupGrouper
 from gale.worker.state.task_state import TaskState
+from gale.config_keys import Config
 from tests.state_topologies import NumberedItems, NumberedSentences, PersistentTens, StatefulCount, TaskTotals
 from tests.topologies import Identity
 from tests.waiting import until
@@ -44,11 +45,12 @@ def stateful_topology(count_tasks: int = 2, key_groups: int | None = None):
 
 
 CONF = {**defaults(), "topology.workers": 2}
+CONFIG = Config.resolve(CONF, allow_user_keys=False)
 
 
 def plan(defn, executors=None, tasks=None, component_tasks=None, component_executors=None):
     ce = component_executors or component_parallelism(defn, CONF, 2, tasks=component_tasks)
-    return plan_rescale(defn, CONF, ce, component_tasks or {}, executors or {}, tasks)
+    return plan_rescale(defn, CONFIG, ce, component_tasks or {}, executors or {}, tasks)
 
 
 # ------------------------------------------------------------------------------ decisions (pure)
@@ -57,7 +59,7 @@ def plan(defn, executors=None, tasks=None, component_tasks=None, component_execu
 def test_the_definition_marks_stateful_bolts_and_their_kind_of_state():
     defn = stateful_topology().definition
     assert [c for c, d in sorted(defn.components.items()) if d.stateful] == ["count", "totals"]
-    kinds = {c: state_kind(defn, CONF, c) for c in defn.components}
+    kinds = {c: state_kind(defn, CONFIG, c) for c in defn.components}
     assert kinds == {"sentences": None, "split": None, "count": "keyed", "totals": "per-task", "items": None,
                      "windows": "per-task", "$checkpointspout": None}
 
@@ -276,8 +278,9 @@ def free_port() -> int:
 
 @pytest.fixture
 def leader(conf, tmp_path):
-    n = Nimbus({**conf, "nimbus.http.port": free_port(), "storm.local.dir": str(tmp_path / "nimbus"),
-                "nimbus.monitor.freq.secs": 600}, host="127.0.0.1")
+    c = {**conf, "nimbus.http.port": free_port(), "storm.local.dir": str(tmp_path / "nimbus"),
+         "nimbus.monitor.freq.secs": 600}
+    n = Nimbus(Config.resolve(c, allow_user_keys=False), host="127.0.0.1")
     n.start()
     until(n.is_leader, 15, lambda: "no leader")
     yield n
@@ -302,8 +305,8 @@ def test_nimbus_refuses_before_writing_and_applies_a_new_task_count(leader):
     leader.monitor_round()  # the wait (0 s) is over: apply it and re-plan from scratch
     after = leader.state.storm_base(tid)
     assert after.status == TopologyStatus.ACTIVE and after.component_tasks == {"count": 3}
-    defn, conf = leader.definition(tid)
-    layout = TopologyTasks.of(defn, conf, after)
+    defn, config = leader.definition(tid)
+    layout = TopologyTasks.of(defn, config.to_dict(), after)
     assert layout.component_tasks("count") == [4, 5, 6]
     # the assignment of the new layout (no supervisor: nothing placed), and the views see it
     from gale.nimbus.views import topology_detail

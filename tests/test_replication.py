@@ -20,12 +20,14 @@ from gale.topology.loader import load_topology_file
 from gale.nimbus.blobstore import BlobStore
 from gale.nimbus.daemon import Nimbus, NotLeaderError
 from gale.nimbus.replication import POLL_SECS, CodeReplication
+from gale.config_keys import Config
 from tests.cluster import DURABLE_WC
 from tests.waiting import until
 
 LAYOUT = Layout("/storm")
 DIGEST = "d" * 64
 WAIT = {"topology.min.replication.count": 2, "topology.max.replication.wait.time.sec": 60}
+WAIT_CONFIG = Config.resolve(WAIT, allow_user_keys=False)
 
 
 @pytest.fixture
@@ -55,7 +57,7 @@ def test_the_wait_for_copies_ends_at_its_deadline_by_the_injected_clock(state, t
     r.announce("t-1", DIGEST)
     state.set_blob_holder("t-1", "n2:2", "e" * 64)  # n2 holds other code: not a copy
     start = clock.monotonic()
-    assert r.wait_for_replicas("t-1", DIGEST, WAIT) == 1
+    assert r.wait_for_replicas("t-1", DIGEST, WAIT_CONFIG) == 1
     waited = clock.monotonic() - start
     assert 60 <= waited < 60 + 2 * POLL_SECS
 
@@ -67,10 +69,11 @@ def test_the_wait_ends_as_soon_as_enough_nimbuses_hold_the_code(state, tmp_path)
     r.announce("t-1", DIGEST)
     state.set_blob_holder("t-1", "n2:2", DIGEST)
     start = clock.monotonic()
-    assert r.wait_for_replicas("t-1", DIGEST, WAIT) == 2
+    assert r.wait_for_replicas("t-1", DIGEST, WAIT_CONFIG) == 2
     assert clock.monotonic() == start  # no waiting at all
     # without a limit (-1) it waits past the default 60 s, until the third copy appears
-    three = {"topology.min.replication.count": 3, "topology.max.replication.wait.time.sec": -1}
+    three = Config.resolve({"topology.min.replication.count": 3, "topology.max.replication.wait.time.sec": -1},
+                           allow_user_keys=False)
 
     def third_copy_after_five_minutes() -> None:
         until(lambda: clock.monotonic() - start >= 300, 60, lambda: "the wait did not go on")
@@ -89,7 +92,7 @@ def test_the_wait_asks_only_for_the_nimbuses_that_are_alive(state, tmp_path):
     r = replication(state, tmp_path, clock)
     r.announce("t-1", DIGEST)
     start = clock.monotonic()
-    assert r.wait_for_replicas("t-1", DIGEST, WAIT) == 1
+    assert r.wait_for_replicas("t-1", DIGEST, WAIT_CONFIG) == 1
     assert clock.monotonic() == start
 
 
@@ -125,7 +128,8 @@ def pair(conf, tmp_path):
     def make(i: int, clock=None, **extra) -> Nimbus:
         c = {**conf, "nimbus.http.port": free_port(), "storm.local.dir": str(tmp_path / f"nimbus-{i}"),
              "nimbus.monitor.freq.secs": 600, **WAIT, **extra}
-        n = Nimbus(c, host="127.0.0.1", **({"clock": clock} if clock else {}))
+        n = Nimbus(Config.resolve(c, allow_user_keys=False), host="127.0.0.1",
+                   **({"clock": clock} if clock else {}))
         made.append(n)
         n.start()
         return n

@@ -22,6 +22,7 @@ from gale.topology.definition import TopologyTasks, component_parallelism
 from gale.nimbus.daemon import Nimbus
 from gale.nimbus.plan import RoundSnapshot, SchedulingTimeouts, TopologyInputs, assignment_size_bound, plan_round
 from gale.nimbus.scheduler import HeartbeatCache
+from gale.config_keys import Config
 from tests.topologies import Identity, ListSpout
 from tests.waiting import until
 
@@ -83,8 +84,9 @@ def free_port() -> int:
 
 @pytest.fixture
 def leader(conf, tmp_path):
-    n = Nimbus({**conf, "nimbus.http.port": free_port(), "storm.local.dir": str(tmp_path / "nimbus"),
-                "nimbus.monitor.freq.secs": 600, "nimbus.assignment.max.bytes": 4096}, host="127.0.0.1")
+    c = {**conf, "nimbus.http.port": free_port(), "storm.local.dir": str(tmp_path / "nimbus"),
+         "nimbus.monitor.freq.secs": 600, "nimbus.assignment.max.bytes": 4096}
+    n = Nimbus(Config.resolve(c, allow_user_keys=False), host="127.0.0.1")
     n.start()
     until(n.is_leader, 15, lambda: "no leader")
     yield n

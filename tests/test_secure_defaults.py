@@ -16,6 +16,7 @@ import pytest
 import yaml
 
 from gale import config as gconfig
+from gale.config_keys import Config
 from gale.errors import ConfigError, GaleError
 from gale.nimbus.api import content_type_problem, host_problem
 from gale.nimbus.serve import allowed_host_names, bind_plan, is_loopback
@@ -24,6 +25,10 @@ from gale.zkserver import free_port
 from tests.waiting import eventually
 
 ROOT = Path(__file__).resolve().parent.parent
+
+
+def resolved(conf: dict) -> Config:
+    return Config.resolve(conf, allow_user_keys=False)
 
 
 def listening_addresses(port: int) -> set[str]:
@@ -197,17 +202,18 @@ def test_a_loopback_only_nimbus_refuses_foreign_host_names(nimbus_process):
 
 def test_bind_plan():
     conf = gconfig.defaults()
-    assert bind_plan(conf, None) == bind_plan(conf, "")
-    assert (bind_plan(conf, None).host, bind_plan(conf, None).loopback_only) == ("127.0.0.1", True)
-    assert (bind_plan(conf, "t").host, bind_plan(conf, "t").loopback_only) == ("0.0.0.0", False)
+    assert bind_plan(resolved(conf), None) == bind_plan(resolved(conf), "")
+    assert (bind_plan(resolved(conf), None).host, bind_plan(resolved(conf), None).loopback_only) == ("127.0.0.1", True)
+    assert (bind_plan(resolved(conf), "t").host, bind_plan(resolved(conf), "t").loopback_only) == ("0.0.0.0", False)
     for host in ("127.0.0.1", "localhost", "::1", "127.0.0.2"):
-        plan = bind_plan({**conf, "nimbus.host": host}, None)
+        plan = bind_plan(resolved({**conf, "nimbus.host": host}), None)
         assert plan.host == host and plan.loopback_only
     for host in ("0.0.0.0", "::", "192.0.2.2"):
         with pytest.raises(ConfigError, match="nimbus.api.insecure: true"):
-            bind_plan({**conf, "nimbus.host": host}, None)
-        assert bind_plan({**conf, "nimbus.host": host, "nimbus.api.insecure": True}, None).insecure
-        assert bind_plan({**conf, "nimbus.host": host}, "t") == bind_plan({**conf, "nimbus.host": host}, "t2")
+            bind_plan(resolved({**conf, "nimbus.host": host}), None)
+        assert bind_plan(resolved({**conf, "nimbus.host": host, "nimbus.api.insecure": True}), None).insecure
+        assert bind_plan(resolved({**conf, "nimbus.host": host}), "t") == \
+            bind_plan(resolved({**conf, "nimbus.host": host}), "t2")
     assert is_loopback("localhost") and is_loopback("[::1]") and not is_loopback("0.0.0.0")
 
 
@@ -237,8 +243,8 @@ def test_content_type_and_host_decisions():
     assert "got no Content-Type" in content_type_problem("DELETE", "/api/v1/anything", "")
     assert content_type_problem("POST", "/api/v1/topologies", "application/json") is not None
     assert content_type_problem("PUT", "/api/v1/topologies", "application/gzip") is not None
-    allowed = allowed_host_names({"nimbus.seeds": ["nimbus1:8080", "nimbus2"], "nimbus.host": None,
-                                  "storm.local.hostname": "node1.example.com"}, "127.0.0.1")
+    allowed = allowed_host_names(resolved({"nimbus.seeds": ["nimbus1:8080", "nimbus2"], "nimbus.host": None,
+                                  "storm.local.hostname": "node1.example.com"}), "127.0.0.1")
     assert allowed >= {"localhost", "127.0.0.1", "::1", "nimbus1", "nimbus2", "node1.example.com"}
     assert host_problem("NIMBUS1:8080", allowed) is None and host_problem("[::1]:8080", allowed) is None
     assert host_problem("evil.example", allowed) is not None
@@ -247,13 +253,14 @@ def test_content_type_and_host_decisions():
 
 def test_slot_port_binds_the_address_of_the_advertised_hostname():
     conf = gconfig.defaults()
-    assert slot_bind_host({**conf, "storm.local.hostname": "127.0.0.1"}) == "127.0.0.1"
-    assert slot_bind_host({**conf, "storm.local.hostname": "localhost"}) in ("127.0.0.1", "::1")
-    assert slot_bind_host({**conf, "storm.local.hostname": "192.0.2.9"}) == "192.0.2.9"
-    assert slot_bind_host({**conf, "storm.local.hostname": "x", "worker.transfer.host": "0.0.0.0"}) == "0.0.0.0"
+    assert slot_bind_host(resolved({**conf, "storm.local.hostname": "127.0.0.1"})) == "127.0.0.1"
+    assert slot_bind_host(resolved({**conf, "storm.local.hostname": "localhost"})) in ("127.0.0.1", "::1")
+    assert slot_bind_host(resolved({**conf, "storm.local.hostname": "192.0.2.9"})) == "192.0.2.9"
+    assert slot_bind_host(resolved({**conf, "storm.local.hostname": "x",
+                                    "worker.transfer.host": "0.0.0.0"})) == "0.0.0.0"
     with pytest.raises(GaleError, match="cannot resolve storm.local.hostname 'no-such-host.invalid'"):
-        slot_bind_host({**conf, "storm.local.hostname": "no-such-host.invalid"})
-    default = slot_bind_host(conf)  # this host's name, resolved
+        slot_bind_host(resolved({**conf, "storm.local.hostname": "no-such-host.invalid"}))
+    default = slot_bind_host(resolved(conf))  # this host's name, resolved
     assert default != "0.0.0.0"
 
 
@@ -266,9 +273,9 @@ def test_deploy_ships_with_the_token_set_up(tmp_path):
     token = tmp_path / "api-token"
     token.write_text("0123abcd\n")
     installed = {**conf, "nimbus.api.token.file": str(token)}
-    plan = bind_plan(installed, gconfig.api_token(installed))
+    plan = bind_plan(resolved(installed), gconfig.api_token(installed))
     assert plan.host == "0.0.0.0" and not plan.loopback_only and not plan.insecure
     with pytest.raises(ConfigError, match="no API token is configured"):
-        bind_plan({**conf, "nimbus.api.token.file": None}, None)  # the example without its token: refused
+        bind_plan(resolved({**conf, "nimbus.api.token.file": None}), None)  # the example without its token: refused
     for unit in ("gale-nimbus.service", "gale-supervisor.service"):
         assert "AssertFileNotEmpty=/etc/gale/api-token" in (ROOT / "deploy" / "systemd" / unit).read_text()

@@ -13,6 +13,7 @@ from gale.topology.definition import TopologyTasks
 from gale.worker.local import LocalTopology, complete_topology, local_conf
 from gale.worker.spark.commit import BATCH_DIR_PREFIX, TEMP_DIR
 from gale.worker.spark.session import acquire_spark, find_marked, spark_settings
+from gale.config_keys import Config
 from tests.waiting import until
 from tests.spark_topologies import (
     CountWords, FailField, FailFirstAttempt, LowerCount, MissingField, NotAFrame, RowSpout, Totals, UpperNoLineage,
@@ -28,7 +29,7 @@ WORDS = ["apple", "banana", "cherry", "apple", "date", "banana", "apple", "elder
 def spark_handle():
     """The module's Spark application. Closing it (the last reference) must leave no process
     of the application behind: checked here, after the last test, by the application's marker."""
-    handle = acquire_spark(spark_settings({}))  # the settings every runtime here asks for
+    handle = acquire_spark(spark_settings(Config()))  # the settings every runtime here asks for
     try:
         handle.wait(180)
         yield handle

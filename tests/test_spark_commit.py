@@ -18,6 +18,7 @@ from gale.worker.local import LocalTopology, local_conf
 from gale.worker.spark.commit import (
     BATCH_DIR_PREFIX, KEYS_FILE, TEMP_DIR, FileLayer, LocalBatchCommitter, batch_id, lineage_key, row_key,
 )
+from gale.config_keys import Config
 from tests.spark_topologies import RowSpout
 from tests.waiting import eventually
 
@@ -178,7 +179,7 @@ class RecordingSink(SparkSink):
 def spark():
     from gale.worker.spark.session import acquire_spark, find_marked, spark_settings
 
-    handle = acquire_spark(spark_settings({}))
+    handle = acquire_spark(spark_settings(Config()))
     try:
         yield handle.wait(180)
     finally:

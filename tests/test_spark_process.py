@@ -20,6 +20,7 @@ from gale import complete_topology
 from gale.worker.spark.session import find_marked
 from tests.spark_topologies import CountWords, RowSpout
 from gale import TopologyBuilder
+from gale.config_keys import Config
 from tests.waiting import eventually, until
 
 pytestmark = [pytest.mark.spark, pytest.mark.filterwarnings("ignore:PySpark does not yet fully support pandas:FutureWarning")]
@@ -109,7 +110,7 @@ def test_no_spark_process_outlives_a_killed_worker(tmp_path):
 def test_stopping_while_spark_starts_leaves_nothing_behind():
     from gale.worker.spark.session import acquire_spark, spark_settings
 
-    handle = acquire_spark(spark_settings({}))
+    handle = acquire_spark(spark_settings(Config()))
     marker = handle.marker
     # the marker that the start is under way: a process of the application (spark-submit, the JVM)
     until(lambda: find_marked(marker), 60, "no process of the Spark application was launched")

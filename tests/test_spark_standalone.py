@@ -16,6 +16,7 @@ import pyarrow.dataset as ds
 import pytest
 
 from gale.worker.spark.session import code_archive, spark_settings, topology_code_dir
+from gale.config_keys import Config
 from tests.cluster import CORPUS, DurableInput, cli, dump_logs, make_cluster
 from tests.spark_standalone import SparkStandalone
 from tests.waiting import eventually
@@ -46,9 +47,11 @@ def test_the_code_archive_holds_the_topology_directory_without_caches(tmp_path):
 
 
 def test_settings_ship_py_files_except_to_spark_connect(tmp_path):
-    conf = {"topology.spark.master": "spark://h:7077", "storm.local.dir": str(tmp_path)}
+    conf = Config.resolve({"topology.spark.master": "spark://h:7077", "storm.local.dir": str(tmp_path)},
+                          allow_user_keys=False)
     assert spark_settings(conf, py_files=("/a.zip",)).py_files == ("/a.zip",)
-    assert spark_settings({"topology.spark.master": "sc://h:15002"}, py_files=("/a.zip",)).py_files == ()
+    connect = Config.resolve({"topology.spark.master": "sc://h:15002"}, allow_user_keys=False)
+    assert spark_settings(connect, py_files=("/a.zip",)).py_files == ()
     assert topology_code_dir(conf, "t-1-2") == tmp_path / "supervisor" / "stormdist" / "t-1-2" / "code"
     # applications with different code are different applications
     assert spark_settings(conf, py_files=("/a.zip",)).identity != spark_settings(conf).identity

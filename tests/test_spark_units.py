@@ -28,6 +28,7 @@ from gale.worker.spark.stage import BatchResult
 from gale.worker.spark.frames import SparkStageError, key_index, tuples_to_arrow
 from gale.worker.spark.lineage import ROW_ID
 from gale.worker.spark.session import SparkHandle, acquire_spark, local_cores, spark_settings
+from gale.config_keys import Config
 from tests.spark_topologies import PythonCount, RowSpout
 from tests.topologies import Sink
 
@@ -254,7 +255,9 @@ def test_tuples_to_arrow_adds_row_ids_and_names_bad_fields():
 
 
 def test_settings_defaults_and_pass_through():
-    s = spark_settings({"topology.spark.master": "local[3]", "topology.spark.conf": {"spark.ui.enabled": True, "x.y": 5}})
+    s = spark_settings(Config.resolve({"topology.spark.master": "local[3]",
+                                       "topology.spark.conf": {"spark.ui.enabled": True, "x.y": 5}},
+                                      allow_user_keys=False))
     conf = s.conf_dict()
     assert s.master == "local[3]" and not s.connect
     assert conf["spark.ui.enabled"] == "true"  # the user's setting wins
@@ -262,9 +265,9 @@ def test_settings_defaults_and_pass_through():
     assert conf["spark.sql.shuffle.partitions"] == "3"
     assert conf["x.y"] == "5"
     assert conf["spark.pyspark.python"] == conf["spark.pyspark.driver.python"]
-    assert spark_settings({}).master == "local[2]"
-    assert spark_settings({}).identity == spark_settings({}, app_name="other").identity
-    connect = spark_settings({"topology.spark.master": "sc://spark.example:15002"})
+    assert spark_settings(Config()).master == "local[2]"
+    assert spark_settings(Config()).identity == spark_settings(Config(), app_name="other").identity
+    connect = spark_settings(Config(topology_spark_master="sc://spark.example:15002"))
     assert connect.connect and "spark.ui.enabled" not in connect.conf_dict()
     assert [local_cores(m) for m in ("local", "local[4]", "local[2,3]", "spark://h:7077")] == [1, 4, 2, None]
     assert local_cores("local[*]") == (os.cpu_count() or 1)
@@ -272,7 +275,7 @@ def test_settings_defaults_and_pass_through():
 
 def test_spark_connect_without_its_client_fails_clearly(monkeypatch):
     monkeypatch.setitem(sys.modules, "grpc", None)  # as if pyspark[connect] were not installed
-    handle = acquire_spark(spark_settings({"topology.spark.master": "sc://127.0.0.1:1"}))
+    handle = acquire_spark(spark_settings(Config(topology_spark_master="sc://127.0.0.1:1")))
     try:
         with pytest.raises(Exception, match=r"Spark Connect.*pyspark\[connect\]"):
             handle.wait(30)

@@ -18,6 +18,7 @@ from gale.topology.builder import TopologyBuilder
 from gale.topology.definition import TopologyTasks, component_parallelism
 from gale.topology.loader import load_topology_file
 from gale.nimbus.storm_api import build
+from gale.config_keys import Config
 from tests.cluster import DURABLE_WC
 from tests.topologies import Identity, ListSpout
 from tests.waiting import eventually, until
@@ -80,7 +81,7 @@ def snapshot() -> build.TopologySnapshot:
     errors = {"split": [ErrorInfo(error="Traceback...\nValueError: newest", error_time_secs=int(NOW) - 5,
                                   host="h1", port=6700),
                         ErrorInfo(error="ValueError: older", error_time_secs=int(NOW) - 50, host="h1", port=6700)]}
-    return build.TopologySnapshot(id="t-1-1", base=base, assignment=assignment, defn=defn, conf=conf, layout=layout,
+    return build.TopologySnapshot(id="t-1-1", base=base, assignment=assignment, defn=defn, config=Config.resolve(conf, allow_user_keys=True), layout=layout,
                                   stats=stats, errors=errors, now=NOW)
 
 
@@ -168,7 +169,7 @@ def nimbus_server(conf):
               "nimbus.monitor.freq.secs": 1})
     buf = io.StringIO()
     glog.configure(fmt="json", stream=buf)
-    server = NimbusServer(c)
+    server = NimbusServer(Config.resolve(c, allow_user_keys=False))
     server.start()
     server.log = buf
     until(server.nimbus.is_leader, 20, "in-process nimbus did not become leader")
@@ -339,7 +340,7 @@ def test_api_token_guards_actions_but_not_reads(conf):
 
     c = dict(conf)
     c.update({"nimbus.http.port": 0, "nimbus.host": "127.0.0.1", "nimbus.api.token": "s3cret"})
-    server = NimbusServer(c)
+    server = NimbusServer(Config.resolve(c, allow_user_keys=False))
     server.start()
     try:
         base = f"http://127.0.0.1:{server.http.port}"

@@ -6,6 +6,7 @@ from __future__ import annotations
 import socket
 
 from gale.clock import SimulatedClock
+from gale.config_keys import Config
 from gale.supervisor.daemon import Supervisor
 from tests.waiting import eventually
 
@@ -22,7 +23,7 @@ def test_the_supervisor_heartbeats_to_zookeeper_by_its_injected_clock(conf):
     # a heartbeat period no test waits for in real time
     c = {**conf, "supervisor.slots.ports": [port], "supervisor.heartbeat.frequency.secs": 600,
          "supervisor.id": "sup-sim"}
-    sup = Supervisor(c, clock=clock)
+    sup = Supervisor(Config.resolve(c, allow_user_keys=False), clock=clock)
     sup.start()
     try:
         started = clock.time()

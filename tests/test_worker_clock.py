@@ -3,15 +3,15 @@ supervisor reports to nimbus) with its injected clock, not the wall clock."""
 
 from __future__ import annotations
 
-from gale import config as gconfig
 from gale.clock import SimulatedClock
+from gale.config_keys import Config
 from gale.worker.daemon import HEARTBEAT_KEY, Worker
 
 
 def test_the_local_heartbeat_is_stamped_by_the_injected_clock(tmp_path):
     clock = SimulatedClock(start=1_000_000.0)
-    conf = {**gconfig.defaults(), "storm.local.dir": str(tmp_path)}
-    worker = Worker(conf, "t-1-1", "sup-1", 6700, "w-1", clock=clock)
+    config = Config.resolve({"storm.local.dir": str(tmp_path)}, allow_user_keys=False)
+    worker = Worker(config, "t-1-1", "sup-1", 6700, "w-1", clock=clock)
     worker.executors = [(1, 2)]
     worker.write_local_heartbeat()
     first = worker.hb_state.get(HEARTBEAT_KEY)

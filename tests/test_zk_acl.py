@@ -10,6 +10,7 @@ from gale.layout import Layout
 from gale.records import StormBase
 from gale.zk import start_client
 from gale import Bolt
+from gale.config_keys import Config
 from tests.brokers import kafka_broker  # noqa: F401
 
 
@@ -20,7 +21,7 @@ class Sink(Bolt):
 
 def test_cluster_nodes_are_writable_only_with_credentials(zk_server, zk_chroot, conf):
     conf = dict(conf, **{"storm.zookeeper.auth.scheme": "digest", "storm.zookeeper.auth.payload": "gale:s3cret"})
-    member = start_client(conf)
+    member = start_client(Config.resolve(conf, allow_user_keys=False))
     try:
         state = ClusterState(member, Layout(conf["storm.zookeeper.root"]))
         state.ensure_layout()
@@ -58,19 +59,19 @@ def test_malformed_auth_payload_is_a_config_error(conf):
 
     bad = dict(conf, **{"storm.zookeeper.auth.scheme": "digest", "storm.zookeeper.auth.payload": "nocolon"})
     with pytest.raises(ConfigError, match="user:password"):
-        start_client(bad)
+        start_client(Config.resolve(bad, allow_user_keys=False))
 
 
 def test_kafka_group_on_a_separate_zookeeper_keeps_the_cluster_credentials(conf):
-    from gale.worker.connectors.kafka_config import group_zookeeper_conf, spout_settings
+    from gale.worker.connectors.kafka_config import group_zookeeper_config, spout_settings
 
     conf = dict(conf, **{"storm.zookeeper.auth.scheme": "digest", "storm.zookeeper.auth.payload": "gale:s3cret"})
     settings = spout_settings({"kafka.bootstrap.servers": "127.0.0.1:9092", "kafka.topic": "t", "kafka.group": "g",
                                "kafka.zookeeper.servers": "zk9:2181,zk10:2181", "kafka.zk.session.timeout.ms": 9000})
-    zk_conf = group_zookeeper_conf(conf, settings)
-    assert zk_conf["storm.zookeeper.servers"] == ["zk9:2181", "zk10:2181"]
-    assert zk_conf["storm.zookeeper.session.timeout"] == 9000
-    assert zk_conf["storm.zookeeper.auth.payload"] == "gale:s3cret" and zk_conf["storm.zookeeper.auth.scheme"] == "digest"
+    zk_config = group_zookeeper_config(Config.resolve(conf, allow_user_keys=False), settings)
+    assert zk_config.storm_zookeeper_servers == ("zk9:2181", "zk10:2181")
+    assert zk_config.storm_zookeeper_session_timeout == 9000
+    assert (zk_config.storm_zookeeper_auth_payload, zk_config.storm_zookeeper_auth_scheme) == ("gale:s3cret", "digest")
 
 
 def test_kafka_spout_on_a_separate_zookeeper_creates_its_group_with_the_cluster_acl(kafka_broker, zk_server, conf,

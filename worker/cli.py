@@ -32,11 +32,11 @@ def run(topology_id: str, supervisor_id: str, port: int, worker_id: str, config:
     from gale.worker.daemon import run_worker
 
     try:
-        conf = gconfig.daemon_config(config)
+        loaded = gconfig.load_daemon_config(config)
     except GaleError as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(2)
-    sys.exit(run_worker(conf, topology_id, supervisor_id, port, worker_id))
+    sys.exit(run_worker(loaded, topology_id, supervisor_id, port, worker_id))
 
 
 if __name__ == "__main__":  # python -m gale.worker.cli

@@ -41,6 +41,8 @@ from kazoo.exceptions import KazooException, NoNodeError
 from gale import log as glog
 from gale.clock import REAL_CLOCK
 from gale.compiled import hot_path
+from gale.config import stored_secret
+from gale.config_keys import Config
 from gale.cluster_state import ClusterState
 from gale.deadline import EXIT_SHARE, GRACEFUL_SHARE, Deadline, ExitDeadline, within
 from gale.errors import GaleError
@@ -63,14 +65,14 @@ ZK_RESERVE_SECS = 0.5
 STORMCONF = "stormconf.json"
 
 
-def slot_bind_host(conf: dict[str, Any]) -> str:
+def slot_bind_host(config: Config) -> str:
     """The address a worker binds its slot port to: ``worker.transfer.host`` when set, else the
     address ``storm.local.hostname`` (default: this host's name) resolves to — the address other
     workers connect to — rather than every interface."""
-    explicit = conf.get("worker.transfer.host")
+    explicit = config.worker_transfer_host
     if explicit:
         return explicit
-    name = conf.get("storm.local.hostname") or socket.gethostname()
+    name = config.storm_local_hostname or socket.gethostname()
     try:
         return str(ipaddress.ip_address(name))
     except ValueError:
@@ -87,28 +89,29 @@ def slot_bind_host(conf: dict[str, Any]) -> str:
 
 def topology_secret(stored_conf: dict[str, Any], where: str) -> bytes:
     """The topology's transport secret from its stored configuration; no secret, no worker."""
-    secret = stored_conf.get("topology.secret")
-    if not isinstance(secret, str) or len(secret) < 16:
+    secret = stored_secret(stored_conf)
+    if secret is None or len(secret) < 16:
         raise GaleError(f"{where} holds no topology.secret: a worker does not start without the secret its "
                         "supervisor fetches from nimbus with the code (is the supervisor older than nimbus?)")
     return secret.encode()
 
 
 class Worker:
-    def __init__(self, conf: dict[str, Any], topology_id: str, supervisor_id: str, port: int, worker_id: str,
+    def __init__(self, config: Config, topology_id: str, supervisor_id: str, port: int, worker_id: str,
                  *, clock: Any = REAL_CLOCK):
-        """``clock`` stamps every heartbeat, workerbeat and error (the supervisor and nimbus judge
-        liveness by those stamps) and paces the runtime's timers."""
-        self.conf = conf
+        """``config``: the supervisor's configuration (the topology's own goes over it at
+        :meth:`setup`). ``clock`` stamps every heartbeat, workerbeat and error (the supervisor and
+        nimbus judge liveness by those stamps) and paces the runtime's timers."""
+        self.config = config
         self.clock = clock
         self.topology_id = topology_id
         self.supervisor_id = supervisor_id
         self.port = port
         self.worker_id = worker_id
-        self.local = Path(conf["storm.local.dir"])
+        self.local = Path(config.storm_local_dir)
         self.worker_dir = self.local / "workers" / worker_id
         self.hb_state = LocalState(self.worker_dir / "heartbeats", keep=60, fsync=False)
-        self.layout = Layout(conf["storm.zookeeper.root"])
+        self.layout = Layout(config.storm_zookeeper_root)
         self.started = clock.time()
         self.stop_event = threading.Event()
         self.exit_code = EXIT_OK
@@ -119,11 +122,11 @@ class Worker:
         self.client = None
         self.state: ClusterState | None = None
         self.errors: queue.Queue = queue.Queue(maxsize=1000)
-        self.host = conf.get("storm.local.hostname") or socket.gethostname()
+        self.host = config.storm_local_hostname or socket.gethostname()
         self.log_path = ""
         self.metrics = None
         self._refresh_event = threading.Event()
-        self.grace = float(conf["supervisor.worker.shutdown.sleep.secs"])
+        self.grace = float(config.supervisor_worker_shutdown_sleep_secs)
         self.stop_deadline: Deadline | None = None
         self.exit_deadline = ExitDeadline(EXIT_SHARE * self.grace, code=lambda: self.exit_code, what="worker")
 
@@ -137,7 +140,7 @@ class Worker:
         self.hb_state.cleanup(keep=5)
 
     def _heartbeat_loop(self) -> None:
-        period = float(self.conf["worker.heartbeat.frequency.secs"])
+        period = float(self.config.worker_heartbeat_frequency_secs)
         while not self.stop_event.is_set():
             try:
                 self.write_local_heartbeat()
@@ -146,7 +149,7 @@ class Worker:
             self.stop_event.wait(period)
 
     def _beats_loop(self) -> None:
-        period = float(self.conf["task.heartbeat.frequency.secs"])
+        period = float(self.config.task_heartbeat_frequency_secs)
         while not self.stop_event.wait(period):
             try:
                 self.write_zk_heartbeat()
@@ -256,7 +259,7 @@ class Worker:
             self.runtime.set_active(active)
 
     def _refresh_loop(self) -> None:
-        period = float(self.conf["task.refresh.poll.secs"])
+        period = float(self.config.task_refresh_poll_secs)
         while not self.stop_event.is_set():
             self._refresh_event.wait(period)
             self._refresh_event.clear()
@@ -271,8 +274,9 @@ class Worker:
 
     # ------------------------------------------------------------------ setup
 
-    def load_topology(self) -> tuple[TopologyDef, dict[str, Any], bytes, Path]:
-        """The definition, the stored configuration (without the secret) and the secret."""
+    def load_topology(self) -> tuple[TopologyDef, Config, bytes, Path]:
+        """The definition, the topology's configuration (the stored one over this worker's) and
+        the secret."""
         code_root = self.local / "supervisor" / "stormdist" / self.topology_id
         defn = TopologyDef.from_json((code_root / "topology.json").read_text(), f"{code_root}/topology.json")
         path = code_root / STORMCONF
@@ -284,14 +288,13 @@ class Worker:
         if not isinstance(topo_conf, dict):
             raise GaleError(f"{path} is not a JSON object")
         secret = topology_secret(topo_conf, str(path))
-        # user code gets the configuration, not the key (it could end up in a log or an error report)
-        topo_conf.pop("topology.secret", None)
+        topology = self.config.with_overrides(topo_conf, where=str(path))
         code_dir = code_root / "code"
         sys.path.insert(0, str(code_dir))
-        return defn, topo_conf, secret, code_dir
+        return defn, topology, secret, code_dir
 
     def setup(self) -> None:
-        self.client = start_client(self.conf)
+        self.client = start_client(self.config)
         self.state = ClusterState(self.client, self.layout)
         assignment = self.state.assignment(self.topology_id, watch=self._watch)
         self.executors = self._my_executors(assignment)
@@ -300,11 +303,10 @@ class Worker:
         base = self.state.storm_base(self.topology_id, watch=self._watch)
         if base is None:
             raise GaleError(f"topology {self.topology_id} does not exist")
-        defn, topo_conf, secret, code_dir = self.load_topology()
-        conf = dict(self.conf)
-        conf.update(topo_conf)
-        conf.pop("topology.secret", None)
-        set_switch_interval(conf.get("topology.worker.gil.switch.interval.ms"))
+        defn, topology, secret, code_dir = self.load_topology()
+        # user code gets the configuration, not the key (it could end up in a log or an error report)
+        conf = topology.to_dict(without_secret=True)
+        set_switch_interval(topology.topology_worker_gil_switch_interval_ms)
         layout = TopologyTasks.of(defn, conf, base)
         self.task_layout, self.task_layout_conf = layout, conf
         stray = sorted(set(assignment.executors()) - set(layout.executors))
@@ -314,8 +316,8 @@ class Worker:
             raise GaleError(f"the assignment of {self.topology_id} names executors {stray[:5]} that its task layout "
                             f"(task counts {layout.task_counts}) does not have: a rebalance changing task counts "
                             "is being applied; retrying")
-        bind_host = slot_bind_host(self.conf)
-        if not self.conf.get("storm.local.hostname") and not self.conf.get("worker.transfer.host") \
+        bind_host = slot_bind_host(self.config)
+        if not self.config.storm_local_hostname and not self.config.worker_transfer_host \
                 and ipaddress.ip_address(bind_host.split("%")[0]).is_loopback:
             log.warning("slot-port-on-loopback", address=bind_host,
                         hint="this host's name resolves to a loopback address: workers on other hosts cannot reach "
@@ -324,10 +326,10 @@ class Worker:
             bind_host=bind_host, identity=f"{self.supervisor_id}:{self.port}",
             port=self.port, secret=secret, deliver=self._deliver, deliver_many=self._deliver_many,
             fields_for=self._fields_for,
-            batch_size=int(conf["topology.transfer.batch.size"]),
-            flush_secs=float(conf["topology.transfer.flush.millis"]) / 1000.0,
-            max_tuple_bytes=int(conf["topology.transfer.max.tuple.bytes"]), clock=self.clock,
-            connect_secs=float(conf["supervisor.worker.start.timeout.secs"]),
+            batch_size=topology.topology_transfer_batch_size,
+            flush_secs=float(topology.topology_transfer_flush_millis) / 1000.0,
+            max_tuple_bytes=topology.topology_transfer_max_tuple_bytes, clock=self.clock,
+            connect_secs=float(topology.supervisor_worker_start_timeout_secs),
         )
         self.transfer.set_routes(*self._routes(assignment))
         self.runtime = WorkerRuntime(
@@ -410,7 +412,7 @@ class Worker:
             from gale.worker.metrics import WorkerMetrics
         except ModuleNotFoundError:
             return
-        offset = int(self.conf.get("worker.metrics.port.offset", 0))
+        offset = self.config.worker_metrics_port_offset
         if offset:
             try:
                 self.metrics = WorkerMetrics(self)
@@ -505,12 +507,12 @@ def set_switch_interval(millis: float | None) -> None:
         sys.setswitchinterval(float(millis) / 1000.0)
 
 
-def run_worker(conf: dict[str, Any], topology_id: str, supervisor_id: str, port: int, worker_id: str) -> int:
+def run_worker(config: Config, topology_id: str, supervisor_id: str, port: int, worker_id: str) -> int:
     log_dir = os.environ.get("GALE_WORKER_LOG_DIR")
     log_file = Path(log_dir) / "worker.log" if log_dir else None
-    glog.configure(fmt="json", file=log_file, max_bytes=int(conf["worker.log.max.bytes"]),
-                   backups=int(conf["worker.log.backups"]), daemon="worker", topology=topology_id, port=port,
+    glog.configure(fmt="json", file=log_file, max_bytes=config.worker_log_max_bytes,
+                   backups=config.worker_log_backups, daemon="worker", topology=topology_id, port=port,
                    worker=worker_id)
-    worker = Worker(conf, topology_id, supervisor_id, port, worker_id)
+    worker = Worker(config, topology_id, supervisor_id, port, worker_id)
     worker.log_path = str(log_file) if log_file else ""
     return worker.run()

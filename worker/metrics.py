@@ -100,7 +100,7 @@ class WorkerMetrics:
 
     def serve(self, port: int, host: str | None = None) -> int:
         if host is None:
-            host = self.worker.conf.get("worker.metrics.host") or "0.0.0.0"
+            host = self.worker.config.worker_metrics_host
         self._server, _thread = start_http_server(int(port), addr=host, registry=self.registry)
         self.port = self._server.server_port
         self._sampler = threading.Thread(target=self._sample_loop, name="metrics-backpressure", daemon=True)

@@ -26,6 +26,7 @@ from collections import deque
 from collections.abc import Sequence
 from typing import Any
 
+from gale.config import as_config
 from gale.topology.collector import SpoutOutputCollector
 from gale.topology.components import Spout, TopologyContext
 from gale.topology.tuple import DEFAULT_STREAM
@@ -51,7 +52,9 @@ class ReliableSpout(Spout):
     def open(self, conf: dict[str, Any], context: TopologyContext, collector: SpoutOutputCollector) -> None:
         """Set up the bookkeeping. A subclass overriding ``open`` must call ``super().open(...)``."""
         super().open(conf, context, collector)
-        limit = self.max_retries if self.max_retries is not None else conf.get("topology.spout.max.retries")
+        limit = self.max_retries
+        if limit is None:
+            limit = as_config(conf, "topology configuration").topology_spout_max_retries
         if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
             raise ValueError(f"{type(self).__name__}.max_retries must be an integer >= 0 or None, got {limit!r}")
         self.retry_limit: int | None = limit

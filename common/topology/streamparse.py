@@ -30,6 +30,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from gale.config import as_config
 from gale.errors import TopologyError
 from gale.topology.definition import Topology
 from gale.topology.definition import ComponentDef, GroupingDef, InputDef, StreamDef, TopologyDef, validate
@@ -82,7 +83,7 @@ def load_streamparse_topology(path: Path, conf: Mapping[str, Any]) -> Topology:
     if len(classes) > 1:
         raise TopologyError(f"{path} defines several streamparse topologies: {[c.__name__ for c in classes]}")
     config = read_config(root)
-    env_name, env = choose_env(config, conf.get("streamparse.env"), root)
+    env_name, env = choose_env(config, as_config(conf, "topology configuration").streamparse_env, root)
     defn = convert(classes[0], name=path.stem, config=config, env_name=env_name, env=env)
     topology = Topology(defn)
     topology.code_dir = str(root)

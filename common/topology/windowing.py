@@ -30,10 +30,14 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from gale.config import as_config
+from gale.config_keys import Config
 from gale.errors import ConfigError
 from gale.topology.components import Bolt, OutputFieldsDeclarer
 from gale.topology.tuple import Tuple
 
+# Storm's window keys, by name: what the ``with_*`` methods write into the component's configuration
+# and what error messages name (code reads them as attributes of a resolved Config)
 LENGTH_COUNT = "topology.bolts.window.length.count"
 LENGTH_MS = "topology.bolts.window.length.duration.ms"
 SLIDE_COUNT = "topology.bolts.window.sliding.interval.count"
@@ -142,27 +146,29 @@ class WindowSpec:
         return self.timestamp_field is not None or self.timestamp_extractor
 
     @classmethod
-    def from_conf(cls, conf: Mapping[str, Any], where: str = "windowed bolt") -> WindowSpec:
+    def from_conf(cls, conf: Config | Mapping[str, Any], where: str = "windowed bolt") -> WindowSpec:
         """The spec of ``conf`` (topology conf overlaid with the component's); :class:`ConfigError`
         naming the key for anything inconsistent."""
-        get = conf.get
-        lc, lm, sc, sm, gap = (get(k) for k in WINDOW_KEYS)
+        c = as_config(conf, where)
+        lc, lm = c.topology_bolts_window_length_count, c.topology_bolts_window_length_duration_ms
+        sc, sm = c.topology_bolts_window_sliding_interval_count, c.topology_bolts_window_sliding_interval_duration_ms
+        gap = c.topology_bolts_window_session_gap_ms
         common: dict[str, Any] = {
-            "timestamp_field": get(TIMESTAMP_FIELD) or None,
-            "timestamp_extractor": bool(get(TIMESTAMP_EXTRACTOR)),
-            "lag_ms": _nonneg(LAG_MS, get(LAG_MS) or 0),
-            "watermark_interval_ms": _positive(WATERMARK_INTERVAL_MS, get(WATERMARK_INTERVAL_MS) or 1000),
-            "late_stream": get(LATE_STREAM) or None,
-            "allowed_lateness_ms": _nonneg(ALLOWED_LATENESS_MS, get(ALLOWED_LATENESS_MS) or 0),
-            "idle_timeout_ms": _positive(IDLE_TIMEOUT_MS, get(IDLE_TIMEOUT_MS) or 10_000),
+            "timestamp_field": c.topology_bolts_tuple_timestamp_field_name or None,
+            "timestamp_extractor": c.topology_bolts_tuple_timestamp_extractor,
+            "lag_ms": c.topology_bolts_tuple_timestamp_max_lag_ms,
+            "watermark_interval_ms": c.topology_bolts_watermark_event_interval_ms,
+            "late_stream": c.topology_bolts_late_tuple_stream or None,
+            "allowed_lateness_ms": c.topology_bolts_window_allowed_lateness_ms,
+            "idle_timeout_ms": c.topology_bolts_watermark_idle_timeout_ms,
         }
         event_time = common["timestamp_field"] is not None or common["timestamp_extractor"]
         if gap is not None:
             if lc is not None or lm is not None:
                 raise ConfigError(f"{where}: {SESSION_GAP_MS} (a session window) cannot be combined with a window "
                                   f"length ({LENGTH_COUNT} / {LENGTH_MS})")
-            spec = cls(kind="session", session_gap_ms=_positive(SESSION_GAP_MS, gap),
-                       session_key_field=get(SESSION_KEY_FIELD) or None, **common)
+            spec = cls(kind="session", session_gap_ms=gap,
+                       session_key_field=c.topology_bolts_window_session_key_field or None, **common)
         elif lc is not None and lm is not None:
             raise ConfigError(f"{where}: set either {LENGTH_COUNT} or {LENGTH_MS}, not both")
         elif (lc is not None and sm is not None) or (lm is not None and sc is not None):
@@ -172,21 +178,19 @@ class WindowSpec:
                 raise ConfigError(f"{where}: {ALLOWED_LATENESS_MS} applies to duration and session windows, not to "
                                   "windows counted in tuples")
             if lc is not None:  # the last n tuples every d ms
-                spec = cls(kind="count_every_duration", length_count=_positive(LENGTH_COUNT, lc),
-                           slide_ms=_positive(SLIDE_MS, sm), **common)
+                spec = cls(kind="count_every_duration", length_count=lc, slide_ms=sm, **common)
             else:  # the tuples of the last d ms every n tuples
-                spec = cls(kind="duration_every_count", length_ms=_positive(LENGTH_MS, lm),
-                           slide_count=_positive(SLIDE_COUNT, sc), **common)
+                spec = cls(kind="duration_every_count", length_ms=lm, slide_count=sc, **common)
         elif lc is not None:
-            length = _positive(LENGTH_COUNT, lc)
-            slide = _positive(SLIDE_COUNT, sc if sc is not None else 1)
+            length = lc
+            slide = sc if sc is not None else 1  # Storm's default sliding interval of a count window
             if common["allowed_lateness_ms"]:
                 raise ConfigError(f"{where}: {ALLOWED_LATENESS_MS} applies to duration and session windows, not to "
                                   "count windows")
             spec = cls(kind="count", length_count=length, slide_count=slide, **common)
         elif lm is not None:
-            length = _positive(LENGTH_MS, lm)
-            slide = _positive(SLIDE_MS, sm if sm is not None else length)
+            length = lm
+            slide = sm if sm is not None else length  # a tumbling window
             if slide > length:
                 raise ConfigError(f"{where}: {SLIDE_MS} ({slide}) is longer than {LENGTH_MS} ({length}): tuples "
                                   "between windows would belong to none")
@@ -230,16 +234,17 @@ class WindowSpec:
         return None
 
 
-def check_limits(spec: WindowSpec, conf: Mapping[str, Any], where: str) -> None:
+def check_limits(spec: WindowSpec, conf: Config | Mapping[str, Any], where: str) -> None:
     """Storm's ``BaseWindowedBolt`` validation at submit: a window must be able to hold its tuples
     without them timing out (``topology.message.timeout.secs``) or stalling the spouts
     (``topology.max.spout.pending``). Raises :class:`ConfigError` naming the rule."""
-    if conf.get(PERSISTENT):
+    config = as_config(conf, where)
+    if config.topology_bolts_window_persistent:
         return  # acked when their checkpoint commits, not when they leave the window: no limit
     exempt = ("; or call with_persistence() on the bolt: a window kept in managed state acks its tuples when "
               "their checkpoint commits, which lifts this rule (docs/windows.md)")
-    timeout_secs = conf.get("topology.message.timeout.secs", 30)
-    timeouts = conf.get("topology.enable.message.timeouts", True)
+    timeout_secs = config.topology_message_timeout_secs
+    timeouts = config.topology_enable_message_timeouts
     longest = spec.max_buffered_ms()
     if longest is not None and timeouts and longest > timeout_secs * 1000:
         parts = {"time": "window length + sliding interval", "session": "session gap",
@@ -250,7 +255,7 @@ def check_limits(spec: WindowSpec, conf: Mapping[str, Any], where: str) -> None:
             f"than topology.message.timeout.secs = {timeout_secs} s, so the window's tuples would time out and "
             f"replay before the window fires; raise topology.message.timeout.secs or shorten the window{exempt}"
         )
-    pending = conf.get("topology.max.spout.pending")
+    pending = config.topology_max_spout_pending
     total = spec.max_buffered_count()
     if total is not None and pending:
         if total > pending:
@@ -360,7 +365,8 @@ class WindowedBolt(Bolt):
         return conf
 
     def _declare_late_stream(self, declarer: OutputFieldsDeclarer) -> None:
-        stream = self._wconf().get(LATE_STREAM)
+        stream = Config.resolve(self._wconf(), where=f"window of {type(self).__name__}",
+                                allow_user_keys=False).topology_bolts_late_tuple_stream
         if stream and stream not in declarer.streams:
             declarer.declare_stream(stream, [LATE_TUPLE_FIELD])
 
@@ -464,21 +470,31 @@ class WindowedBolt(Bolt):
         raise NotImplementedError
 
 
-def validate_component(component: str, component_conf: Mapping[str, Any], topology_conf: Mapping[str, Any]) -> None:
+def sets_window(own: Config) -> bool:
+    """True when a component's own configuration (``own``, resolved) configures a window: it is
+    a windowed bolt."""
+    return any(v is not None for v in (
+        own.topology_bolts_window_length_count, own.topology_bolts_window_length_duration_ms,
+        own.topology_bolts_window_sliding_interval_count, own.topology_bolts_window_sliding_interval_duration_ms,
+        own.topology_bolts_window_session_gap_ms))
+
+
+def validate_component(component: str, component_conf: Mapping[str, Any],
+                       topology_conf: Config | Mapping[str, Any]) -> None:
     """Submit-time check of a windowed bolt (one whose own configuration sets a window): the window is
     consistent and within Storm's limits (:func:`check_limits`). Raises :class:`ConfigError`."""
-    if not any(component_conf.get(k) is not None for k in WINDOW_KEYS):
+    where = f"configuration of component {component!r}"
+    if not sets_window(Config.resolve(component_conf, where=where, allow_user_keys=True)):
         return
-    from gale import config as gconfig
-
-    conf = {**gconfig.defaults(), **topology_conf, **component_conf}
+    config = as_config(topology_conf, "topology configuration").with_overrides(component_conf, where=where)
     where = f"windowed bolt {component!r}"
-    check_limits(WindowSpec.from_conf(conf, where=where), conf, where)
+    check_limits(WindowSpec.from_conf(config, where=where), config, where)
 
 
-def validate_windows(components: Mapping[str, Any], conf: Mapping[str, Any]) -> None:
-    """Every windowed bolt of a topology against the effective configuration ``conf`` (nimbus at
+def validate_windows(components: Mapping[str, Any], config: Config | Mapping[str, Any]) -> None:
+    """Every windowed bolt of a topology against the effective configuration ``config`` (nimbus at
     submit: cluster config + the topology's own + command-line overrides). ``components``: component
     id → ComponentDef."""
+    config = as_config(config, "topology configuration")
     for cid, comp in sorted(components.items()):
-        validate_component(cid, comp.conf, conf)
+        validate_component(cid, comp.conf, config)

@@ -55,7 +55,7 @@ def make_router(nimbus: Nimbus) -> APIRouter:
     @router.get("/cluster/configuration", dependencies=read)
     def cluster_configuration() -> dict[str, Any]:
         """This nimbus's configuration (secrets hidden)."""
-        return build.safe_conf(nimbus.conf)
+        return build.safe_conf(nimbus.config)
 
     @router.get("/cluster/summary", response_model=models.ClusterSummary, dependencies=read)
     def cluster_summary() -> dict[str, Any]:

@@ -28,6 +28,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from gale.config_keys import SECRET_KEYS, Config
 from gale.errors import NotFoundError
 from gale.records import GALE_VERSION, Assignment, ErrorInfo, ExecutorStats, StormBase, executor_key
 from gale.stats_summary import WINDOWS, component_summary
@@ -37,7 +38,6 @@ from gale.topology.state import CHECKPOINT_COMPONENT
 if TYPE_CHECKING:  # pragma: no cover
     from gale.nimbus.daemon import Nimbus
 
-SECRET_KEYS = ("nimbus.api.token", "storm.zookeeper.auth.payload", "topology.secret")
 
 
 # ----------------------------------------------------------------------------- formatting
@@ -85,7 +85,7 @@ class TopologySnapshot:
     base: StormBase
     assignment: Assignment | None
     defn: TopologyDef
-    conf: dict[str, Any]
+    config: Config  # the effective configuration: nimbus's, then the topology's
     layout: TopologyTasks
     #: executor key → (stats, node, port, worker info) from fresh workerbeats (see gale.nimbus.views)
     stats: dict[str, tuple[ExecutorStats, str, int, dict[str, Any]]]
@@ -120,8 +120,8 @@ def gather(nimbus: Nimbus, name_or_id: str, *, components: Iterable[str] | None 
     base = state.storm_base(tid)
     if base is None:
         raise NotFoundError(f"no topology {name_or_id!r} (it was removed); list them with GET /api/v1/topology/summary")
-    defn, conf = nimbus.definition(tid)
-    layout = TopologyTasks.of(defn, conf, base)
+    defn, config = nimbus.definition(tid)
+    layout = TopologyTasks.of(defn, config.to_dict(), base)
     wanted = sorted(layout.component_executors) if components is None else list(components)
     errors = {c: state.errors(tid, c) for c in wanted if c != ACKER_COMPONENT}
     try:
@@ -129,7 +129,7 @@ def gather(nimbus: Nimbus, name_or_id: str, *, components: Iterable[str] | None 
     except Exception:  # noqa: BLE001 - a count for display only
         replication = 1
     return TopologySnapshot(
-        id=tid, base=base, assignment=state.assignment(tid), defn=defn, conf=conf, layout=layout,
+        id=tid, base=base, assignment=state.assignment(tid), defn=defn, config=config, layout=layout,
         stats=views.executor_stats(nimbus, tid), errors=errors, replication=replication,
     )
 
@@ -350,9 +350,9 @@ def topology_view(snap: TopologySnapshot, window: str, sys: bool = False) -> dic
         "tasksTotal": len(snap.layout.task_to_component), "workersTotal": len(set(placements.values())),
         "executorsTotal": len(placements), "executorsRunning": len(snap.stats),
         "requestedWorkers": snap.base.num_workers,
-        "msgTimeout": int(snap.conf["topology.message.timeout.secs"]),
+        "msgTimeout": snap.config.topology_message_timeout_secs,
         "window": window, "windowHint": window_hint(window), "replicationCount": snap.replication,
-        "debug": bool(snap.conf.get("topology.debug", False)), "samplingPct": 0.0,
+        "debug": snap.config.topology_debug, "samplingPct": 0.0,
         "schedulerDisplayResource": False, "assignedMemOnHeap": 0.0, "assignedMemOffHeap": 0.0,
         "assignedTotalMem": 0.0, "assignedCpu": 0.0, "requestedMemOnHeap": 0.0, "requestedMemOffHeap": 0.0,
         "requestedTotalMem": 0.0, "requestedCpu": 0.0,
@@ -361,7 +361,7 @@ def topology_view(snap: TopologySnapshot, window: str, sys: bool = False) -> dic
         "spouts": [component_row(snap, c, window, sys) for c in comps if snap.kind(c) == "spout"],
         "bolts": [component_row(snap, c, window, sys) for c in comps if snap.kind(c) == "bolt"],
         "workers": [worker_view(snap, s) for s in worker_slots(snap)],
-        "configuration": {k: v for k, v in sorted(snap.conf.items())
+        "configuration": {k: v for k, v in sorted(snap.config.to_dict().items())
                           if k.startswith("topology.") and k not in SECRET_KEYS},
         "checkpoints": topology_checkpoints(snap),
     }
@@ -565,6 +565,6 @@ def nimbus_rows(cluster: Mapping[str, Any]) -> list[dict[str, Any]]:
     } for n in cluster["nimbuses"]]
 
 
-def safe_conf(conf: Mapping[str, Any]) -> dict[str, Any]:
+def safe_conf(config: Config) -> dict[str, Any]:
     """A config without secrets (API token, ZooKeeper credentials, topology secrets)."""
-    return {k: ("<hidden>" if k in SECRET_KEYS and v else v) for k, v in sorted(conf.items())}
+    return {k: ("<hidden>" if k in SECRET_KEYS and v else v) for k, v in sorted(config.to_dict().items())}

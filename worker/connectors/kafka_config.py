@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
+from gale.config_keys import Config
 from gale.errors import ConfigError
 from gale.worker.connectors.kafka_group import check_name
 from gale.worker.connectors.kafka_offsets import RESET_POLICIES, RetryPolicy
@@ -213,17 +214,16 @@ def spout_settings(conf: Mapping[str, Any], overrides: Mapping[str, Any] | None 
     )
 
 
-def group_zookeeper_conf(conf: Mapping[str, Any], settings: SpoutSettings) -> dict[str, Any]:
+def group_zookeeper_config(config: Config, settings: SpoutSettings) -> Config:
     """The ZooKeeper client configuration of the spout's consumer group: the cluster's, with the
     group's own servers (``kafka.zookeeper.servers``) and session timeout when set. The cluster's
     digest credentials (``storm.zookeeper.auth.*``) always apply, so the group's nodes get the
     cluster's ACL (its identity may write, everyone may read) on a separate ZooKeeper too."""
-    zk_conf = dict(conf)
     if settings.zk_servers:
-        zk_conf["storm.zookeeper.servers"] = list(settings.zk_servers)
+        config = replace(config, storm_zookeeper_servers=tuple(settings.zk_servers))
     if settings.zk_session_timeout_ms:
-        zk_conf["storm.zookeeper.session.timeout"] = settings.zk_session_timeout_ms
-    return zk_conf
+        config = replace(config, storm_zookeeper_session_timeout=settings.zk_session_timeout_ms)
+    return config
 
 
 @dataclass(frozen=True)

@@ -44,12 +44,14 @@ from collections import deque
 from typing import Any
 
 from gale.clock import REAL_CLOCK
+from gale.config import as_config
+from gale.config_keys import Config
 from gale.deadline import Deadline, within
 from gale.errors import ConfigError, GaleError
 from gale.log import get_logger
 from gale.zk import start_client, stop_client
 from gale.worker.connectors.dead_letter import ERROR_STREAM, BrokerSpout, DeadLetters
-from gale.worker.connectors.kafka_config import SPOUT_KEYS, group_zookeeper_conf, merged, spout_settings
+from gale.worker.connectors.kafka_config import SPOUT_KEYS, group_zookeeper_config, merged, spout_settings
 from gale.worker.connectors.kafka_group import (
     BrokerPaths,
     ConsumerGroupPaths,
@@ -125,7 +127,8 @@ class KafkaSpout(BrokerSpout):
 
     def open(self, conf, context, collector):
         super().open(conf, context, collector)
-        self.settings = s = spout_settings(conf, self.config, conf.get("storm.zookeeper.session.timeout"))
+        config = as_config(conf, "topology configuration")
+        self.settings = s = spout_settings(conf, self.config, config.storm_zookeeper_session_timeout)
         self.log = log.bind(group=s.group, task=context.task_id, component=context.component_id)
         self.counters = TaskCounters(collector, COUNTERS)
         self._dead = (DeadLetters(collector, self.counters, self.error_stream, "kafka", self.log)
@@ -136,7 +139,7 @@ class KafkaSpout(BrokerSpout):
         self.consumer = None
         self._member: GroupMember | None = None
         try:
-            self.zk_client = self._start_zookeeper(conf)
+            self.zk_client = self._start_zookeeper(config)
             broker_paths = BrokerPaths(s.zk_root)
             bootstrap = s.bootstrap_servers or discover_brokers(self.zk_client, broker_paths)
             self.consumer = self._start_consumer(bootstrap, context)
@@ -176,13 +179,13 @@ class KafkaSpout(BrokerSpout):
             raise
         self.log.info("kafka-spout-open", consumer=self.consumer_id, topics=s.topics, bootstrap=bootstrap)
 
-    def _start_zookeeper(self, conf):
+    def _start_zookeeper(self, config: Config):
         s = self.settings
-        zk_conf = group_zookeeper_conf(conf, s)  # the cluster's credentials and ACLs, on any ZooKeeper
+        zk_config = group_zookeeper_config(config, s)  # the cluster's credentials and ACLs, on any ZooKeeper
         try:
-            return start_client(zk_conf)
+            return start_client(zk_config)
         except Exception as exc:  # noqa: BLE001 - kazoo's timeout says too little
-            hosts = s.zk_servers or zk_conf.get("storm.zookeeper.servers")
+            hosts = s.zk_servers or list(zk_config.storm_zookeeper_servers)
             raise GaleError(f"Kafka spout: cannot connect to ZooKeeper {hosts} for consumer group {s.group!r}: "
                             f"{type(exc).__name__}: {exc}") from exc
 

@@ -48,6 +48,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from gale.config import as_config
 from gale.errors import ConfigError, GaleError
 from gale.log import get_logger
 from gale.worker.connectors.dead_letter import ERROR_STREAM, BrokerSpout, DeadLetters
@@ -140,7 +141,11 @@ def connection_params(c: Mapping[str, Any]) -> tuple[Any, str]:
     return params, where
 
 
-def rabbitmq_settings(conf: Mapping[str, Any], overrides: Mapping[str, Any] | None = None) -> RabbitMQSettings:
+def rabbitmq_settings(conf: Mapping[str, Any], overrides: Mapping[str, Any] | None = None, *,
+                      max_spout_pending: int | None = None) -> RabbitMQSettings:
+    """The spout's ``rabbitmq.*`` settings from the topology's ``conf`` and the spout's own
+    ``overrides``, validated; the prefetch defaults to ``max_spout_pending``
+    (``topology.max.spout.pending``) when that is set."""
     c = merged(conf, overrides)
     if not c["rabbitmq.queue"]:
         raise ConfigError("rabbitmq.queue is required (the queue to consume), e.g. -c rabbitmq.queue=events")
@@ -148,8 +153,8 @@ def rabbitmq_settings(conf: Mapping[str, Any], overrides: Mapping[str, Any] | No
     declare = c["rabbitmq.queue.declare"]
     if not isinstance(declare, bool):
         raise ConfigError(f"invalid value for 'rabbitmq.queue.declare': {declare!r}; expected true or false")
-    pending = conf.get("topology.max.spout.pending")
-    prefetch = int_setting(c, "rabbitmq.prefetch", 1) if c["rabbitmq.prefetch"] is not None else (pending or DEFAULT_PREFETCH)
+    prefetch = int_setting(c, "rabbitmq.prefetch", 1) if c["rabbitmq.prefetch"] is not None else (
+        max_spout_pending or DEFAULT_PREFETCH)
     params, where = connection_params(c)
     initial = int_setting(c, "rabbitmq.reconnect.initial.delay.ms", 1) / 1000.0
     maximum = int_setting(c, "rabbitmq.reconnect.max.delay.ms", 1) / 1000.0
@@ -298,7 +303,8 @@ class RabbitMQSpout(BrokerSpout):
         super().open(conf, context, collector)
         from pika.exceptions import AMQPError, ProbableAccessDeniedError, ProbableAuthenticationError
 
-        self.settings = s = rabbitmq_settings(conf, self.config)
+        pending = as_config(conf, "topology configuration").topology_max_spout_pending
+        self.settings = s = rabbitmq_settings(conf, self.config, max_spout_pending=pending)
         self.counters = TaskCounters(collector, ("rabbitmq_acked", "rabbitmq_rejected", "rabbitmq_stale",
                                                  "rabbitmq_reconnects", "rabbitmq_poison", "rabbitmq_dead_letters"))
         self._dead = (DeadLetters(collector, self.counters, self.error_stream, "rabbitmq",

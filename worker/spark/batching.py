@@ -11,14 +11,18 @@ pauses the spouts.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
+
+from gale.config import as_config
+from gale.config_keys import Config
 
 
 @dataclass(frozen=True)
 class BatchPolicy:
-    size: int = 10000
-    millis: float = 2000.0
+    size: int  # topology.spark.batch.size
+    millis: float  # topology.spark.batch.millis
 
     def __post_init__(self) -> None:
         if self.size < 1:
@@ -27,9 +31,9 @@ class BatchPolicy:
             raise ValueError(f"batch millis must be > 0, got {self.millis}")
 
     @classmethod
-    def from_conf(cls, conf: Any) -> BatchPolicy:
-        return cls(int(conf.get("topology.spark.batch.size", 10000)),
-                   float(conf.get("topology.spark.batch.millis", 2000)))
+    def from_conf(cls, conf: Config | Mapping[str, Any]) -> BatchPolicy:
+        config = as_config(conf, "topology configuration")
+        return cls(config.topology_spark_batch_size, float(config.topology_spark_batch_millis))
 
 
 class Batcher:

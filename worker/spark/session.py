@@ -42,7 +42,6 @@ import threading
 import time
 import uuid
 import zipfile
-from collections.abc import Mapping
 from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
@@ -50,6 +49,8 @@ from typing import Any
 
 import psutil
 
+from gale.config import as_config
+from gale.config_keys import Config
 from gale.deadline import Deadline, within
 from gale.log import get_logger
 
@@ -109,11 +110,11 @@ class SparkSettings:
         return dict(self.conf)
 
 
-def spark_settings(conf: Mapping[str, Any], app_name: str = "gale", local_dir: str = "",
+def spark_settings(config: Config, app_name: str = "gale", local_dir: str = "",
                    py_files: tuple[str, ...] = ()) -> SparkSettings:
     """The settings for a topology config (pure: no Spark, no environment)."""
-    master = str(conf.get("topology.spark.master") or "local[2]").strip()
-    user = {str(k): _conf_text(v) for k, v in dict(conf.get("topology.spark.conf") or {}).items()}
+    master = config.topology_spark_master.strip()
+    user = {str(k): _conf_text(v) for k, v in config.topology_spark_conf.items()}
     base: dict[str, str] = {}
     if not master.startswith(CONNECT_PREFIX):
         base = {
@@ -162,10 +163,10 @@ def code_archive(code_dir: str | os.PathLike[str], out: str | os.PathLike[str]) 
     return str(target)
 
 
-def topology_code_dir(conf: Mapping[str, Any], topology_id: str) -> Path:
+def topology_code_dir(config: Config, topology_id: str) -> Path:
     """Where a cluster worker's topology code is: ``<storm.local.dir>/supervisor/stormdist/<id>/code``
     (the supervisor's localizer unpacks the bundle there; the worker imports from it)."""
-    return Path(str(conf.get("storm.local.dir") or "storm-local")) / "supervisor" / "stormdist" / topology_id / "code"
+    return Path(config.storm_local_dir) / "supervisor" / "stormdist" / topology_id / "code"
 
 
 # ------------------------------------------------------------------------------ the application
@@ -560,8 +561,9 @@ def start_spark_for(runtime: Any) -> SparkHandle:
         name += f"-{runtime.worker_port}"
     local_dir = getattr(runtime, "local_dir", "")
     py_files: tuple[str, ...] = ()
-    code = topology_code_dir(runtime.conf, runtime.topology_id)
-    master = str(runtime.conf.get("topology.spark.master") or "")
+    config = as_config(runtime.conf, "topology configuration")
+    code = topology_code_dir(config, runtime.topology_id)
+    master = config.topology_spark_master
     if code.is_dir() and not master.startswith(CONNECT_PREFIX):
         # a cluster worker (local mode has no unpacked bundle: its code is on the driver's path)
         out = Path(local_dir or code.parent) / "spark" / "topology-code.zip"
@@ -569,4 +571,4 @@ def start_spark_for(runtime: Any) -> SparkHandle:
             py_files = (code_archive(code, out),)
         except (OSError, ValueError) as exc:  # Spark still starts; UDFs from the bundle would fail on executors
             log.error("spark-code-archive-failed", code_dir=str(code), error=str(exc))
-    return acquire_spark(spark_settings(runtime.conf, app_name=name, local_dir=local_dir, py_files=py_files))
+    return acquire_spark(spark_settings(config, app_name=name, local_dir=local_dir, py_files=py_files))

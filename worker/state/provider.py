@@ -28,6 +28,8 @@ import threading
 from collections.abc import Iterable, Mapping
 from typing import Any, Protocol
 
+from gale.config import as_config
+from gale.config_keys import Config
 from gale.errors import GaleError
 
 Changes = Mapping[str, tuple[Mapping[bytes, bytes], Iterable[bytes]]]
@@ -99,13 +101,14 @@ class MemoryStateProvider:
         pass
 
 
-def open_provider(conf: Mapping[str, Any]) -> Any:
+def open_provider(conf: Config | Mapping[str, Any]) -> Any:
     """The provider ``topology.state.provider`` names, connected per ``conf``."""
-    name = conf.get("topology.state.provider") or "memory"
+    config = as_config(conf, "topology configuration")
+    name = config.topology_state_provider
     if name == "memory":
         return MemoryStateProvider()
     if name == "redis":
         from gale.worker.state.redis_provider import RedisStateProvider
 
-        return RedisStateProvider(conf["topology.state.redis.url"])
+        return RedisStateProvider(config.topology_state_redis_url)
     raise StateProviderError(f"unknown topology.state.provider {name!r}: use 'memory' or 'redis'")
