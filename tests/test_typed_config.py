@@ -2,9 +2,8 @@
 no module reads configuration by a key's name outside the configuration modules.
 
 The scan (``tests/config_scan.py``) looks at every module of common/, nimbus/, supervisor/ and
-worker/. :data:`STILL_READ_BY_NAME` lists the modules being rewritten elsewhere that still read keys
-by name; it only shrinks: a module on it that no longer reads by name fails the test too, so it is
-taken off.
+worker/ and fails naming the file, line and key of any read by name; a synthetic module below shows
+it finds every kind of read and lets writes be.
 """
 
 from __future__ import annotations
@@ -24,24 +23,6 @@ from gale.config_types import AnyValue, Bool, Int, ListOf, MapOf, Number, Option
 from gale.errors import ConfigError
 from tests.config_scan import Read, scan, scan_source
 
-#: modules that still read configuration by a key's name (their migration is pending)
-STILL_READ_BY_NAME = frozenset({
-    "common/topology/builder.py",
-    "common/topology/checkpointing.py",
-    "common/topology/definition.py",
-    "worker/local.py",
-    "worker/multilang/executor.py",
-    "worker/runtime/executor.py",
-    "worker/runtime/runtime.py",
-    "worker/runtime/windows/executor.py",
-    "worker/spark/executor.py",
-    "worker/state/checkpoint_spout.py",
-    "worker/state/exactly_once.py",
-    "worker/state/executor.py",
-    "worker/state/routing.py",
-})
-
-
 # ------------------------------------------------------------------------------ the scan
 
 
@@ -51,16 +32,10 @@ def reads() -> list[Read]:
 
 
 def test_no_module_reads_configuration_by_a_keys_name(reads):
-    offending = [str(r) for r in reads if r.path not in STILL_READ_BY_NAME]
+    offending = [str(r) for r in reads]
     assert not offending, (
         "configuration read by a key's name; resolve it once (Config.resolve / as_config) and read the "
         "attribute:\n" + "\n".join(offending))
-
-
-def test_the_list_of_modules_still_reading_by_name_only_shrinks(reads):
-    reading = {r.path for r in reads}
-    done = sorted(STILL_READ_BY_NAME - reading)
-    assert not done, f"these modules no longer read configuration by name: take them off STILL_READ_BY_NAME: {done}"
 
 
 SAMPLE = '''

@@ -27,7 +27,6 @@ from gale.topology.checkpointing import EXACTLY_ONCE, has_checkpointing
 from gale.topology.definition import ACKER_COMPONENT, GroupingDef
 from gale.topology.state import CHECKPOINT_COMPONENT, StatefulBolt
 from gale.topology.tuple import Fields
-from gale.topology.windowing import PERSISTENT
 from gale.worker.runtime.bolt import BoltExecutor, attach_ticks
 from gale.worker.runtime.executor import AckerExecutor, Executor
 from gale.worker.runtime.spout import SpoutExecutor
@@ -56,7 +55,7 @@ class Assembly:
             if "state" not in runtime.resources:
                 from gale.worker.state.provider import open_provider
 
-                runtime.resources["state"] = open_provider(runtime.conf)
+                runtime.resources["state"] = open_provider(runtime.config)
             runtime.resources.setdefault("state_prefix", state_prefix(runtime))
             runtime.resources["source_components"] = sorted(
                 c for c, comp in defn.components.items() if comp.kind == "spout" and c != CHECKPOINT_COMPONENT)
@@ -118,7 +117,7 @@ class Assembly:
         exactly_once = checkpointing and ex.config.topology_state_guarantee == EXACTLY_ONCE
         stateful = comp.stateful or (body == "python" and issubclass(runtime.topology.component_class(component),
                                                                     StatefulBolt))
-        persistent = body == "window" and bool(runtime.component_conf(component).get(PERSISTENT))
+        persistent = body == "window" and ex.config.topology_bolts_window_persistent
         participants: list[Any] = []
         gate = None
         if checkpointing:
@@ -186,4 +185,4 @@ class Assembly:
 
 def state_prefix(runtime: Any) -> str:
     """Where the topology's state lives in the provider: its name (the state outlives a submission)."""
-    return runtime.conf.get("topology.name") or runtime.defn.name or runtime.topology_id
+    return runtime.config.topology_name or runtime.defn.name or runtime.topology_id

@@ -21,6 +21,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from gale import config as gconfig
+from gale.config import as_config
 from gale.clock import REAL_CLOCK
 from gale.errors import GaleError
 from gale.records import ExecutorStats
@@ -51,7 +52,7 @@ class LocalTopology:
         self.name = name
         self.topology = topology
         self.conf = conf
-        workers = int(conf.get("topology.workers", 1))
+        workers = int(as_config(conf, "topology configuration").topology_workers)
         self.layout = TopologyTasks(topology.definition, conf, workers)
         self.runtime = WorkerRuntime(
             topology,

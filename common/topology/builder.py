@@ -20,10 +20,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from gale import config as gconfig
-from gale.errors import TopologyError
+from gale.config_keys import Config
+from gale.errors import ConfigError, TopologyError
 from gale.topology.checkpointing import add_checkpointing
-from gale.topology.composition import validate_composition
+from gale.topology.composition import persistent, validate_composition
 from gale.topology.components import Bolt, Component, OutputFieldsDeclarer, Spout, can_rewind
 from gale.topology.definition import (
     ComponentDef,
@@ -37,7 +37,6 @@ from gale.topology.definition import (
     validate,
 )
 from gale.topology.state import StatefulBolt
-from gale.topology.windowing import PERSISTENT
 from gale.topology.tuple import DEFAULT_STREAM
 
 
@@ -166,6 +165,10 @@ class TopologyBuilder:
     def create_topology(self, name: str | None = None, conf: Mapping[str, Any] | None = None) -> Topology:
         """Validate everything and build the :class:`Topology`."""
         conf = dict(conf or {})
+        try:
+            config = Config.resolve(conf, where="topology configuration", allow_user_keys=True)
+        except ConfigError as exc:
+            raise TopologyError(str(exc)) from None
         components: dict[str, ComponentDef] = {}
         for cid, spec in self._specs.items():
             streams = self._declared_streams(spec)
@@ -173,7 +176,7 @@ class TopologyBuilder:
             instance_conf = self._instance_conf(spec)
             for k, v in instance_conf.items():
                 comp_conf.setdefault(k, v)
-            tasks = spec.tasks or conf.get("topology.tasks") or spec.parallelism
+            tasks = spec.tasks or config.topology_tasks or spec.parallelism
             components[cid] = ComponentDef(
                 kind=spec.kind,
                 class_path=spec.cls_path,
@@ -190,11 +193,11 @@ class TopologyBuilder:
                 rewindable=can_rewind(spec.cls) if spec.kind == "spout" else None,
             )
         if any(issubclass(spec.cls, StatefulBolt) for spec in self._specs.values()) or any(
-                comp.conf.get(PERSISTENT) for comp in components.values()):
+                persistent(comp, config) for comp in components.values()):
             add_checkpointing(components)
         defn = TopologyDef(name=name, conf=conf, components=components)
         validate(defn)
-        validate_composition(defn, {**gconfig.defaults(), **conf})
+        validate_composition(defn, config)
         return Topology(defn, {cid: spec.cls for cid, spec in self._specs.items()})
 
     @staticmethod

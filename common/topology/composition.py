@@ -31,11 +31,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from gale.config import as_config
+from gale.config_keys import Config
 from gale.errors import TopologyError
 from gale.topology.checkpointing import EXACTLY_ONCE, GUARANTEE, has_checkpointing
 from gale.topology.definition import ComponentDef, TopologyDef
 from gale.topology.state import CHECKPOINT_COMPONENT
-from gale.topology.windowing import PERSISTENT, WINDOW_KEYS
+from gale.topology.windowing import PERSISTENT
 
 #: spouts that cannot go back to a position, by class path, with the reason (a definition built by
 #: Gale's builder also records ``rewindable`` for any class)
@@ -46,14 +48,16 @@ NOT_REWINDABLE = {
 
 
 def windowed(comp: ComponentDef) -> bool:
-    return comp.kind == "bolt" and (comp.body == "window" or any(comp.conf.get(k) is not None for k in WINDOW_KEYS))
+    return comp.kind == "bolt" and comp.windowed
 
 
-def persistent(comp: ComponentDef, conf: Mapping[str, Any]) -> bool:
-    return windowed(comp) and bool({**conf, **comp.conf}.get(PERSISTENT))
+def persistent(comp: ComponentDef, config: Config) -> bool:
+    """A persistent window: its own configuration over the topology's says so."""
+    return windowed(comp) and config.with_overrides(comp.conf, where="component configuration").\
+        topology_bolts_window_persistent
 
 
-def describe(comp: ComponentDef, conf: Mapping[str, Any]) -> str:
+def describe(comp: ComponentDef, conf: Config) -> str:
     """What a component is, in the words of the refusals (``a StatefulBolt``, ``a shell spout``, ...)."""
     if comp.kind == "spout":
         return "a shell spout" if comp.body == "shell" else "a spout"
@@ -64,9 +68,10 @@ def describe(comp: ComponentDef, conf: Mapping[str, Any]) -> str:
     return {"shell": "a shell bolt", "spark": "a Spark component"}.get(comp.body or "python", "a bolt")
 
 
-def validate_composition(defn: TopologyDef, conf: Mapping[str, Any]) -> None:
+def validate_composition(defn: TopologyDef, conf: Config | Mapping[str, Any]) -> None:
     """Raise :class:`TopologyError` naming the component and the combination that cannot work
     (module docstring); ``conf``: the effective configuration (defaults, cluster, topology, overrides)."""
+    conf = as_config(conf, "topology configuration")
     components = {cid: comp for cid, comp in sorted(defn.components.items()) if cid != CHECKPOINT_COMPONENT}
     for cid, comp in components.items():
         if comp.stateful and windowed(comp):
@@ -78,25 +83,25 @@ def validate_composition(defn: TopologyDef, conf: Mapping[str, Any]) -> None:
         return
     stateful = [f"{cid!r} ({describe(comp, conf)})" for cid, comp in components.items()
                 if comp.stateful or persistent(comp, conf)]
-    if conf.get("topology.acker.executors") == 0:
+    if conf.topology_acker_executors == 0:
         raise TopologyError(
             f"components {', '.join(stateful)} keep managed state, which needs the acker: a checkpoint commits when "
             "its tuple tree completes, and their inputs are acknowledged only then; topology.acker.executors is 0 "
             "(acking off) — leave it unset (one acker per worker) or above 0")
-    interval_ms = conf.get("topology.state.checkpoint.interval.ms", 1000)
-    timeout_s = conf.get("topology.message.timeout.secs", 30)
+    interval_ms = conf.topology_state_checkpoint_interval_ms
+    timeout_s = conf.topology_message_timeout_secs
     if interval_ms >= timeout_s * 1000:
         raise TopologyError(
             f"topology.state.checkpoint.interval.ms ({interval_ms}) must be below topology.message.timeout.secs "
             f"({timeout_s} s = {timeout_s * 1000} ms): acks of a stateful bolt's inputs wait for the next checkpoint "
             "to commit, and would time out first"
         )
-    if conf.get(GUARANTEE) == EXACTLY_ONCE:
+    if conf.topology_state_guarantee == EXACTLY_ONCE:
         _exactly_once(components, conf)
 
 
-def _without_checkpoints(components: Mapping[str, ComponentDef], conf: Mapping[str, Any]) -> None:
-    if conf.get(GUARANTEE) == EXACTLY_ONCE:
+def _without_checkpoints(components: Mapping[str, ComponentDef], conf: Config) -> None:
+    if conf.topology_state_guarantee == EXACTLY_ONCE:
         raise TopologyError(
             f"{GUARANTEE} is {EXACTLY_ONCE}, but the topology has no stateful bolt: exactly-once is about "
             "managed state (gale.StatefulBolt); without one there is nothing to keep exactly once"
@@ -110,7 +115,7 @@ def _without_checkpoints(components: Mapping[str, ComponentDef], conf: Mapping[s
         )
 
 
-def _exactly_once(components: Mapping[str, ComponentDef], conf: Mapping[str, Any]) -> None:
+def _exactly_once(components: Mapping[str, ComponentDef], conf: Config) -> None:
     """What exactly-once needs of a topology (docs/state.md "Exactly-once")."""
     where = f"{GUARANTEE} {EXACTLY_ONCE}"
     for cid, comp in components.items():

@@ -25,8 +25,11 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from gale import config as gconfig
+from gale.config import as_config
+from gale.config_keys import Config
 from gale.errors import ConfigError, TopologyError
 from gale.records import ExecutorId
+from gale.topology.windowing import sets_window
 from gale.topology.windowing import validate_component as validate_window
 
 ACKER_COMPONENT = "__acker"
@@ -87,12 +90,11 @@ class ComponentDef(_Model):
 
     @property
     def windowed(self) -> bool:
-        """A windowed bolt (its configuration sets a window)."""
+        """A windowed bolt (recorded, or — definitions from before — its own configuration sets a window)."""
         if self.body is not None:
             return self.body == "window"
-        from gale.topology.windowing import WINDOW_KEYS
-
-        return any(self.conf.get(k) is not None for k in WINDOW_KEYS)
+        return self.kind == "bolt" and sets_window(Config.resolve(self.conf, where="component configuration",
+                                                                  allow_user_keys=True))
 
 
 class TopologyDef(_Model):
@@ -257,9 +259,9 @@ def validate(defn: TopologyDef) -> None:
 # ------------------------------------------------------------------------------ tasks & executors
 
 
-def num_ackers(conf: Mapping[str, Any], num_workers: int) -> int:
+def num_ackers(conf: Config | Mapping[str, Any], num_workers: int) -> int:
     """``topology.acker.executors``, or one per worker when unset (Storm's default)."""
-    value = conf.get("topology.acker.executors")
+    value = as_config(conf, "topology configuration").topology_acker_executors
     return num_workers if value is None else int(value)
 
 

@@ -29,6 +29,7 @@ from collections import deque
 from pathlib import Path
 from typing import Any
 
+from gale.config_keys import SECRET_KEYS
 from gale.worker.multilang import protocol as p
 from gale.worker.multilang.codec import Codec, ProtocolError, codec_for
 from gale.worker.multilang.process import ChildProcess, Exited, child_env, resolve_command, stop_children
@@ -37,8 +38,6 @@ from gale.worker.runtime.executor import Executor
 
 STOP_GRACE_SECS = 0.5
 STDERR_DRAIN_SECS = 1.0  # how long a dead child's last stderr lines are awaited for its error report
-#: daemon credentials a subprocess has no use for: left out of the handshake's conf
-CREDENTIAL_KEYS = ("topology.secret", "storm.zookeeper.auth.payload", "nimbus.api.token")
 _LOG_METHODS = {"debug": "debug", "info": "info", "warning": "warning", "error": "error"}
 
 
@@ -161,10 +160,9 @@ class ShellBody:
         argv = resolve_command(shell.component.command, cwd)
         child = ChildProcess(argv, cwd, child_env(shell.component.env), self.codec,
                              lambda item: shell.deliver(generation, item), shell.name)
-        conf = runtime.task_conf(ex.component)
-        for key in CREDENTIAL_KEYS:
-            conf.pop(key, None)
-        if not conf.get("topology.name"):
+        # the topology's configuration without the daemons' credentials, and with its name
+        conf = {k: v for k, v in runtime.task_conf(ex.component).items() if k not in SECRET_KEYS}
+        if not ex.config.topology_name:
             conf["topology.name"] = runtime.defn.name or runtime.topology_id
         context = p.storm_context(runtime.defn, runtime.layout.task_to_component, ex.component, shell.task)
         hello = session.handshake(_plain(conf), context, self.pid_dir, now)

@@ -19,6 +19,8 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Protocol
 
 from gale.clock import REAL_CLOCK
+from gale.config import as_config
+from gale.config_keys import Config
 from gale.errors import TopologyError
 from gale.log import get_logger
 from gale.records import ExecutorStats, executor_key
@@ -105,19 +107,6 @@ class PlainExecutors:
 
     def grouper(self, runtime: WorkerRuntime, target: str, grouping: GroupingDef, fields: Fields) -> Grouper | None:
         return None
-
-
-class _AttrConfig:
-    """Attribute access to a configuration mapping (``topology.message.timeout.secs`` →
-    ``topology_message_timeout_secs``)."""
-
-    def __init__(self, conf: Mapping[str, Any]):
-        self.__dict__.update({k.replace(".", "_").replace("-", "_"): v for k, v in conf.items()})
-        from gale import config as gconfig
-        for name, key in gconfig.KEYS.items():
-            attr = name.replace(".", "_").replace("-", "_")
-            if attr not in self.__dict__:
-                self.__dict__[attr] = key.default
 
 
 class TransferIO(Protocol):
@@ -249,7 +238,10 @@ class WorkerRuntime:
         self.topology = topology
         self.defn = topology.definition
         self.topology_id = topology_id
+        #: the topology's configuration as its tasks see it (a dict: Storm's API hands user code a Map)
         self.conf = dict(conf)
+        #: the same, resolved: what the worker itself reads (attributes, never key names)
+        self.config: Config = as_config(conf, "topology configuration")
         self.layout = layout
         self.clock = clock
         self.remote = remote
@@ -270,13 +262,14 @@ class WorkerRuntime:
         self.stopping = False
         self.congested = False
         self.errors: dict[str, list[str]] = {}
-        self.idle_wait = max(0.0005, float(self.conf.get("topology.spout.wait.sleep.millis", 1)) / 1000.0)
-        self.queue_high_water = int(self.conf["topology.executor.receive.buffer.size"])
+        config = self.config
+        self.idle_wait = max(0.0005, float(config.topology_spout_wait_sleep_millis) / 1000.0)
+        self.queue_high_water = int(config.topology_executor_receive_buffer_size)
         #: (higher, lower) bounds of load-aware shuffles; None in one process or when disabled
         self.locality: tuple[float, float] | None = None
-        if remote is not None and not self.conf.get("topology.disable.loadaware.messaging", False):
-            self.locality = (float(self.conf.get("topology.localityaware.higher.bound", 0.8)),
-                             float(self.conf.get("topology.localityaware.lower.bound", 0.2)))
+        if remote is not None and not config.topology_disable_loadaware_messaging:
+            self.locality = (float(config.topology_localityaware_higher_bound),
+                             float(config.topology_localityaware_lower_bound))
         #: the load-aware shuffles of every executor here, refreshed every LOAD_REFRESH_SECS
         self.load_aware: list[LoadAwareShuffleGrouper] = []
         self.next_load_refresh = 0.0
@@ -292,7 +285,7 @@ class WorkerRuntime:
             for sid, s in comp.streams.items()
         }
         self._component_conf: dict[str, dict[str, Any]] = {}
-        self._component_config: dict[str, Any] = {}
+        self._component_config: dict[str, Config] = {}
         self.executors: dict[tuple[int, int], Executor] = {}
         self._local: dict[int, Executor] = {}
         for ex_id in sorted(executors):
@@ -319,11 +312,14 @@ class WorkerRuntime:
             self._component_conf[component] = conf
         return conf
 
-    def component_config(self, component: str) -> Any:
-        """The component's configuration (the topology's, its own keys over it), read by attribute."""
+    def component_config(self, component: str) -> Config:
+        """The component's configuration (the topology's, its own keys over it), resolved."""
         config = self._component_config.get(component)
         if config is None:
-            config = self._component_config[component] = _AttrConfig(self.component_conf(component))
+            comp = self.defn.components.get(component)
+            config = self.config if comp is None or not comp.conf else self.config.with_overrides(
+                comp.conf, where=f"configuration of component {component!r}")
+            self._component_config[component] = config
         return config
 
     def stream_fields(self, component: str, stream: str) -> Fields:
@@ -504,7 +500,7 @@ class WorkerRuntime:
         With ``spawn=False`` the threads are built but not started: the caller drives them with
         :meth:`run_until_idle` (tests with a simulated clock).
         """
-        n = max(1, int(threads or self.conf.get("topology.worker.executor.threads", 1)))
+        n = max(1, int(threads or self.config.topology_worker_executor_threads))
         # in round order (spouts, then bolts after what they subscribe to, the ackers last): a
         # tuple emitted in a round is executed in the same round
         rank = round_order(self.defn)
@@ -517,7 +513,7 @@ class WorkerRuntime:
         self.threads = [ExecutorThread(self, g, f"executors-{i}", self.io if i == 0 else None)
                         for i, g in enumerate(groups)]
         self.prepare()
-        raise_gc_threshold(self.conf.get("topology.worker.gc.threshold"))
+        raise_gc_threshold(self.config.topology_worker_gc_threshold)
         self.active = active
         if spawn:
             for t in self.threads:

@@ -49,7 +49,6 @@ from typing import Any
 
 import psutil
 
-from gale.config import as_config
 from gale.config_keys import Config
 from gale.deadline import Deadline, within
 from gale.log import get_logger
@@ -561,7 +560,7 @@ def start_spark_for(runtime: Any) -> SparkHandle:
         name += f"-{runtime.worker_port}"
     local_dir = getattr(runtime, "local_dir", "")
     py_files: tuple[str, ...] = ()
-    config = as_config(runtime.conf, "topology configuration")
+    config = runtime.config
     code = topology_code_dir(config, runtime.topology_id)
     master = config.topology_spark_master
     if code.is_dir() and not master.startswith(CONNECT_PREFIX):

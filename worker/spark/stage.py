@@ -111,7 +111,7 @@ class SparkStage:
     def __init__(self, executor: BoltExecutor):
         self.executor = executor
         config = executor.config
-        self.policy = BatchPolicy.from_conf(executor.runtime.component_conf(executor.component))
+        self.policy = BatchPolicy.from_conf(config)
         self.timeout = float(config.topology_message_timeout_secs)
         self.timeouts_enabled = bool(config.topology_enable_message_timeouts)
         self.start_timeout = float(config.topology_spark_start_timeout_secs)

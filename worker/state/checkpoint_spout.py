@@ -13,7 +13,9 @@ import json
 import time
 from typing import Any
 
+from gale.config import as_config
 from gale.log import get_logger
+from gale.topology.checkpointing import EXACTLY_ONCE
 from gale.topology.components import Spout
 from gale.topology.state import CHECKPOINT_FIELDS, CHECKPOINT_STREAM
 from gale.worker.state.coordinator import Committed, Coordinator, Emit, Save, TxState
@@ -67,17 +69,18 @@ class CheckpointSpout(CoordinatorShell, Spout):
 
     def open(self, conf, context, collector) -> None:
         super().open(conf, context, collector)
-        if conf.get("topology.state.guarantee") == "exactly-once":
+        config = as_config(conf, "topology configuration")
+        if config.topology_state_guarantee == EXACTLY_ONCE:
             from gale.worker.state.exactly_once import ExactlyOnceCheckpointer
 
             collector.declare_metrics(["checkpoints_committed", "checkpoint_failures", "checkpoint_rollbacks"])
-            self._eo = ExactlyOnceCheckpointer(self, conf, context, collector, self._now)
+            self._eo = ExactlyOnceCheckpointer(self, config, context, collector, self._now)
             self.next_tuple, self.ack, self.fail = self._eo.next_tuple, self._eo.ack, self._eo.fail
             return
         self.provider = context.resources["state"]
         prefix = context.resources["state_prefix"]
         self.meta_name = f"{prefix}/__state"
-        self.coordinator = Coordinator(conf["topology.state.checkpoint.interval.ms"] / 1000.0)
+        self.coordinator = Coordinator(config.topology_state_checkpoint_interval_ms / 1000.0)
         collector.declare_metrics(["checkpoints_committed", "checkpoint_failures"])
         # levels (latest values) beside the counters; gale's own component, so it may hold the dict
         self._levels = collector._stats.extra

@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from gale.config_keys import Config
 from gale.log import get_logger
 from gale.topology.state import StateError, pack, unpack_value
 from gale.worker.state.checkpoint_spout import CoordinatorShell
@@ -111,13 +112,13 @@ def source_tasks(task_to_component: dict[int, str], spouts: list[str], prefix: s
 
 
 class ExactlyOnceCheckpointer(CoordinatorShell):
-    def __init__(self, spout: Any, conf: dict, context: Any, collector: Any, clock: Any):
+    def __init__(self, spout: Any, config: Config, context: Any, collector: Any, clock: Any):
         self.collector = collector
         self.provider = context.resources["state"]
         self.prefix = context.resources["state_prefix"]
         self._clock = clock
-        interval = conf["topology.state.checkpoint.interval.ms"] / 1000.0
-        self.coordinator = EpochCoordinator(interval, pause_timeout=float(conf["topology.message.timeout.secs"]),
+        interval = config.topology_state_checkpoint_interval_ms / 1000.0
+        self.coordinator = EpochCoordinator(interval, pause_timeout=float(config.topology_message_timeout_secs),
                                             retry_secs=interval)
         spouts = list(context.resources["source_components"])
         self.sources = source_tasks(dict(context.task_to_component), spouts, self.prefix)

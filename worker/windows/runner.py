@@ -29,7 +29,7 @@ from typing import Any
 from gale.errors import ConfigError
 from gale.topology.checkpointing import data_inputs
 from gale.topology.tuple import Tuple
-from gale.topology.windowing import PERSISTENT, TupleWindow, WindowSpec, check_limits
+from gale.topology.windowing import TupleWindow, WindowSpec, check_limits
 from gale.worker.runtime.collector import BoltOutputCollector
 from gale.worker.runtime.bolt import BoltExecutor
 from gale.worker.windows.core import CountWindows, Expire, Fire, Late, SessionWindows, TimeWindows
@@ -73,8 +73,7 @@ class WindowRunner:
     """One task's window: looks like a bolt to the executor loop."""
 
     def __init__(self, executor: BoltExecutor, bolt: Any, collector: BoltOutputCollector, spec: WindowSpec,
-                 input_tasks: list[int], store: WindowStore | None = None, conf: dict[str, Any] | None = None,
-                 holder: Any = None):
+                 input_tasks: list[int], store: WindowStore | None = None, holder: Any = None):
         self.executor = executor
         self.bolt = bolt
         self.collector = collector
@@ -102,14 +101,13 @@ class WindowRunner:
         self.next_watermark = self._mono_ms() + spec.watermark_interval_ms
         # every quarter of the message timeout, the tuples buffered since before the previous round
         # (so at most half the timeout old) get their timeout reset
-        conf = conf or {}
+        config = executor.config
         #: with_persistence(): the store is the task's managed state; a tuple is acked on arrival,
         #: which the executor's collector holds until the checkpoint holding the tuple commits;
         #: outputs are not anchored to the window's tuples (their acks are already on their way)
-        self.persistent = bool(conf.get(PERSISTENT))
-        timeouts = conf.get("topology.enable.message.timeouts", True) and executor.runtime.acking \
-            and not self.persistent
-        self.reset_every_ms = conf.get("topology.message.timeout.secs", 30) * 250.0 if timeouts else None
+        self.persistent = bool(config.topology_bolts_window_persistent)
+        timeouts = config.topology_enable_message_timeouts and executor.runtime.acking and not self.persistent
+        self.reset_every_ms = config.topology_message_timeout_secs * 250.0 if timeouts else None
         self.next_reset = self._mono_ms() + (self.reset_every_ms or 0)
         self.reset_mark = self.seq  # entries below this arrived before the last round
 
@@ -292,15 +290,14 @@ class WindowBody:
         # checkpoint spout sends no data and would hold the watermark back until its idle timeout)
         inputs = data_inputs(runtime.defn, ex.component)
         input_tasks = sorted({t for inp in inputs for t in runtime.layout.component_tasks(inp.component)})
-        conf = runtime.task_conf(ex.component)
         where = f"windowed bolt {ex.component!r}"
-        spec = WindowSpec.from_conf(conf, where=where)
-        check_limits(spec, conf, where)
+        spec = WindowSpec.from_conf(ex.config, where=where)
+        check_limits(spec, ex.config, where)
 
         def runner(task: int, bolt: Any, collector: BoltOutputCollector, given: Any) -> WindowRunner:
             store = self.store_for(task, spec) if self.store_for is not None else InMemoryWindowStore()
             collector.declare_metrics(METRICS)
-            return WindowRunner(ex, bolt, collector, spec, input_tasks, store, conf,
+            return WindowRunner(ex, bolt, collector, spec, input_tasks, store,
                                 holder=given if given is not collector else None)
 
         ex.prepare_tasks(make=runner, collector_for=self.holder_for)
