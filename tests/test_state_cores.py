@@ -192,8 +192,8 @@ def test_held_acks_follow_prepare_commit_rollback():
     d.acked(10, 0b0110)  # the same tree again: one entry, the XOR of both
     assert d.prepare() == []
     d.acked(12, 7)  # after PREPARE: belongs to the next checkpoint
-    assert sorted(d.commit()) == [(10, 0b0101), (11, 0b0100)]
-    assert d.commit() == []
+    assert d.commit() == {10: 0b0101, 11: 0b0100}
+    assert d.commit() == {}
     d.prepare()
     d.acked(13, 1)
     assert d.rollback() == [12, 13] and len(d) == 0
@@ -207,7 +207,7 @@ def test_held_acks_of_the_checkpoint_s_own_tree_are_given_back_at_its_prepare():
     d.acked(99, 3)  # 99: the root of the PREPARE tuple
     d.acked(99, 1)
     assert d.prepare(release=[99]) == [(99, 2)]
-    assert d.commit() == [(10, 5)]
+    assert d.commit() == {10: 5}
     assert d.prepare(release=[99]) == []  # nothing held for it: nothing given back
 
 

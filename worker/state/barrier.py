@@ -71,22 +71,25 @@ class HeldAcks:
 
     def prepare(self, release: Iterable[int] = ()) -> list[tuple[int, int]]:
         """Move the pending acks into the checkpoint being prepared; returns the acks of the
-        ``release`` roots, to send now."""
+        ``release`` roots, to send now. :attr:`pending` is a new dict afterwards (the caller hands
+        it to whoever fills it): the usual case — nothing prepared and not committed — is a swap."""
         pending, prepared = self.pending, self.prepared
         now = []
         for root in release:
             value = pending.pop(root, 0) ^ prepared.pop(root, 0)
             if value:
                 now.append((root, value))
-        for root, value in pending.items():
-            prepared[root] = prepared.get(root, 0) ^ value
-        pending.clear()  # in place: the task's collector holds this dict
+        if not prepared:
+            self.prepared = pending
+        else:
+            for root, value in pending.items():
+                prepared[root] = prepared.get(root, 0) ^ value
+        self.pending = {}
         return now
 
-    def commit(self) -> list[tuple[int, int]]:
-        """The acks to really send now."""
-        out = list(self.prepared.items())
-        self.prepared.clear()
+    def commit(self) -> dict[int, int]:
+        """The acks to really send now (root → value; the dict is the caller's from now on)."""
+        out, self.prepared = self.prepared, {}
         return out
 
     def rollback(self) -> list[int]:

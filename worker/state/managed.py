@@ -25,7 +25,8 @@ once: the quiescent cut makes holding unnecessary.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from itertools import islice
 from typing import Any
 
 from gale.topology.checkpointing import data_inputs
@@ -132,7 +133,7 @@ class AckHolding:
     def __init__(self, executor: Any):
         self.executor = executor
         self.held: dict[int, HeldAcks] = {}
-        self.releasing: deque[list] = deque()  # [acks, next index]
+        self.releasing: deque[list] = deque()  # [acks left to send (an iterator), how many]
 
     def attach(self) -> None:
         ex = self.executor
@@ -155,40 +156,41 @@ class AckHolding:
         held = self.held[task]
         if action == PREPARE:
             self._send(held.prepare(tup.message_id or ()))
+            self.executor.collectors[task]._ack_buf = held.pending  # the next interval's acks
         elif action == COMMIT:
             acks = held.commit()
             if acks:
-                self.releasing.append([acks, 0])
-        elif action == ROLLBACK:
+                self.releasing.append([iter(acks.items()), len(acks)])
+        elif action == ROLLBACK:  # (HeldAcks.rollback empties both dicts in place)
             runtime = self.executor.runtime
             send, acker_task = runtime.send_acker, runtime.acker_task
             for root in held.rollback():
                 send(acker_task(root), (FAIL, root, 0, 0))
 
-    def _send(self, acks: list[tuple[int, int]]) -> None:
+    def _send(self, acks: Iterable[tuple[int, int]]) -> int:
         runtime = self.executor.runtime
         send, acker_task = runtime.send_acker, runtime.acker_task
+        n = 0
         for root, value in acks:
             send(acker_task(root), (ACK, root, value, 0))
+            n += 1
+        return n
 
     def poll(self, now: float) -> int:
         sent = 0
         releasing = self.releasing
         while releasing and sent < self.RELEASE_PER_ROUND:
             entry = releasing[0]
-            acks, start = entry
-            stop = min(len(acks), start + self.RELEASE_PER_ROUND - sent)
-            self._send(acks[start:stop])
-            sent += stop - start
-            if stop >= len(acks):
+            n = self._send(islice(entry[0], self.RELEASE_PER_ROUND - sent))
+            sent += n
+            entry[1] -= n
+            if entry[1] <= 0:
                 releasing.popleft()
-            else:
-                entry[1] = stop
         return sent
 
     def has_work(self) -> bool:
         return bool(self.releasing)
 
     def pending(self) -> int:
-        releasing = sum(len(acks) - start for acks, start in self.releasing)
+        releasing = sum(left for _, left in self.releasing)
         return sum(len(h) for h in self.held.values()) + releasing
