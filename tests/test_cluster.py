@@ -5,6 +5,8 @@ waited out when the test ends, pass or fail) and asserts only about its own topo
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import json
 import os
 import signal
@@ -20,6 +22,8 @@ from tests.cluster import (
     status, workers,
 )
 from tests.waiting import eventually, until
+
+STATEFUL_WC = Path(__file__).resolve().parent / "cluster_topologies" / "stateful_wc.py"
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(240)]
 
@@ -212,6 +216,11 @@ def test_bad_input_is_refused_before_zookeeper(cluster, tmp_path):
             (DURABLE_WC, ["-c", "topology.localityaware.lower.bound=0.9"],
              "topology.localityaware.lower.bound (0.9) must be below topology.localityaware.higher.bound (0.8)"),
             (_write(tmp_path, "empty.py", "x = 1\n"), [], "defines no 'topology'"),
+            # combinations that cannot work, refused by nimbus with the effective configuration
+            (STATEFUL_WC, ["-c", "topology.acker.executors=0"],
+             "components 'count' (a StatefulBolt) keep managed state, which needs the acker"),
+            (STATEFUL_WC, ["-c", "topology.state.guarantee=exactly-once"],
+             "spout 'source' (DurableSpout) cannot rewind"),
         ]
         for path, extra, message in cases:
             proc = cli(cluster, "submit", str(path), *extra, check=False)

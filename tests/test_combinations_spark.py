@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import pytest
 
+from gale.config_keys import Config
 from gale.worker.spark.session import acquire_spark, spark_settings
 from tests.combinations import bolt_cases, build_bolt_case, params, run_case
 
@@ -19,7 +20,7 @@ KINDS = ("SparkBolt", "SparkSink")
 
 @pytest.fixture(scope="module")
 def spark_handle():
-    handle = acquire_spark(spark_settings({}))  # the settings every runtime of this module asks for
+    handle = acquire_spark(spark_settings(Config()))  # the settings every runtime of this module asks for
     try:
         session = handle.wait(180)
         # the first jobs of a new JVM take seconds: run one before the cases' waits start
