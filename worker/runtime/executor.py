@@ -5,7 +5,7 @@ bolt's are :mod:`gale.worker.runtime.spout` and :mod:`gale.worker.runtime.bolt`.
 
 An executor owns one input queue per task (a deque of payloads: tuples for bolts, acker messages for
 ackers, acker verdicts and control messages for spouts), its statistics and its error throttle. An
-executor thread (:class:`gale.worker.runtime.runtime.ExecutorThread`) calls :meth:`Executor.run_batch`
+executor thread (:class:`gale.worker.runtime.threads.ExecutorThread`) calls :meth:`Executor.run_batch`
 in rounds; nothing here sleeps or blocks except user code.
 
 What a task *does* with its input is its **body**, and what the topology needs around the body are

@@ -45,7 +45,8 @@ from gale.worker.runtime.collector import BoltOutputCollector
 from gale.worker.state.barrier import PROCESS, CheckpointBarrier
 from gale.worker.state.coordinator import ROLLBACK
 
-#: what an act may raise: the participants' errors (user hooks, the provider) fail the checkpoint
+#: a checkpoint participant: ``act(task, txid, action, tup)``; what it raises (a user hook, the
+#: provider) fails the checkpoint tuple
 Participant = Any
 
 
@@ -60,7 +61,7 @@ class Checkpointing:
         self.participants = participants
         self.hold = hold
         self.exactly_once = exactly_once
-        self.generations = filter_data
+        self.filter_data = filter_data
         self.inner: dict[int, Callable[[int, deque, int], int]] = {}
         self.barriers: dict[int, CheckpointBarrier] = {}
         #: per task: acks checkpoint tuples and emits the forwarded ones (the thread's ack buffer,
@@ -123,7 +124,7 @@ class Checkpointing:
         inner = self.inner[task]
         run = self._run
         pop = queue.popleft
-        generations = self.generations
+        filter_data = self.filter_data
         lo, hi = self.range[task]
         stale = 0
         ack = self.forwarders[task].ack
@@ -148,7 +149,7 @@ class Checkpointing:
                 if tup.fields.stream == CHECKPOINT_STREAM:
                     break
                 pop()
-                if generations:
+                if filter_data:
                     roots = tup.message_id
                     if roots:
                         current = True
@@ -228,7 +229,7 @@ class Checkpointing:
             return
         if self.exactly_once and action == ROLLBACK:
             self.generation[task] = generation
-            if self.generations:
+            if self.filter_data:
                 self.range[task] = generation_range(generation)
         forwarder.emit([txid, action], anchors=tup, stream=CHECKPOINT_STREAM)
         forwarder.ack(tup)

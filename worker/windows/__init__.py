@@ -6,6 +6,8 @@
   :mod:`.mixed` — the same for Storm's mixed windows (a count and a duration);
 * :mod:`.watermark` — pure: the watermark of a bolt task, the minimum over its input tasks with an
   idleness timeout;
-* :mod:`.executor` — the shell: the executor that buffers tuples, fires ``execute(window)``, anchors,
-  acks on expiry and routes late tuples.
+* :mod:`.runner` — the shell: the window body of a bolt executor (a runner per task that buffers
+  tuples, fires ``execute(window)``, anchors, acks on expiry and routes late tuples).
+
+A capability on top of the executor core (``gale.worker.runtime``), which imports none of it.
 """

@@ -5,7 +5,7 @@ The window core (:mod:`.core`) keeps its own indexes (panes, sessions, the count
 (:meth:`WindowStore.remove`); the store is the record a restarted task rebuilds the core from
 (:meth:`WindowStore.entries` + :meth:`WindowStore.meta`: the core writes its metadata after every
 watermark and firing, and ``core.restore()`` rebuilds a core from a store; a restored core continues
-exactly as the original, ``tests/test_windows_core.py``). ``WindowedBoltExecutor.make_store`` picks
+exactly as the original, ``tests/test_windows_core.py``). ``WindowBody``'s ``store_for`` picks
 the store of each task.
 
 :class:`InMemoryWindowStore` is a dict (tuples are lost with the worker, and replayed by their spouts

@@ -1,0 +1,120 @@
+"""Executor threads: each runs a set of a worker's executors in rounds (``WorkerRuntime.start``
+makes them; ``topology.worker.executor.threads``, default one)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import TYPE_CHECKING, Protocol
+
+from gale.log import get_logger
+from gale.worker.runtime.executor import Executor
+
+if TYPE_CHECKING:  # pragma: no cover
+    from gale.worker.runtime.runtime import WorkerRuntime
+
+log = get_logger("runtime")
+
+
+class TransferIO(Protocol):
+    """What an executor thread that owns the transfer drives (``gale.worker.transfer.Transfer``)."""
+
+    def pump(self) -> None: ...
+    def idle(self, timeout: float) -> None: ...
+    def wake(self) -> None: ...
+
+
+class ExecutorThread(threading.Thread):
+    """Runs a set of executors in rounds; sleeps when there is nothing to do — on an event, or,
+    for the thread that owns the transfer (``io``), in the transfer's :meth:`~TransferIO.idle`,
+    which also wakes for batches from other workers. The owner pumps the transfer before every round
+    and between its executors (:meth:`TransferIO.pump` returns at once until it is due)."""
+
+    def __init__(self, runtime: WorkerRuntime, executors: list[Executor], name: str, io: TransferIO | None = None):
+        super().__init__(name=name, daemon=True)
+        self.runtime = runtime
+        self.executors = executors
+        self.io = io
+        #: the transfer's pump (the owner calls it between executors; it returns at once unless due)
+        self.pump = io.pump if io is not None else None
+        self.sleeping = False
+        self._event = threading.Event()
+        self.rounds = 0
+        #: seconds this thread spent waiting for work since it was made (the load reports' busy
+        #: share is the rest)
+        self.made = time.monotonic()
+        self.idle_secs = 0.0
+        self.next_timer = 0.0
+        self.all_queues = [q for ex in executors for q in ex.queue_list]
+        #: acks made during a round by any executor of this thread, root → XOR of their values;
+        #: handed to the ackers at the end of the round (and after timers). A tree whose tuples are
+        #: executed in one round — a sentence split and its words counted — gives one acker message
+        #: instead of one per executor. Set before the executors are prepared: collectors keep it.
+        self.ack_buf: dict[int, int] = {}
+        for ex in executors:
+            ex.thread = self
+            ex.ack_buf = self.ack_buf
+
+    def wake(self) -> None:
+        if self.io is not None:
+            self.io.wake()
+        else:
+            self._event.set()
+
+    def fire_timers(self, now: float) -> None:
+        """Timers of this thread's own executors (spout fail callbacks stay on their thread)."""
+        runtime = self.runtime
+        self.next_timer = now + runtime.timer_period
+        if runtime.load_aware and now >= runtime.next_load_refresh:
+            runtime.refresh_loads(now)
+        for ex in self.executors:
+            ex.on_timer(now)
+            ex.count_acked()
+        if self.ack_buf:
+            runtime.flush_acks(self.ack_buf)
+
+    def run_round(self) -> int:
+        runtime = self.runtime
+        now = runtime.clock.monotonic()
+        if now >= self.next_timer:
+            self.fire_timers(now)
+        runtime.update_congestion()
+        worked = 0
+        pump = self.pump
+        for ex in self.executors:
+            worked += ex.run_batch(ex.budget)
+            ex.count_acked()
+            if pump is not None:
+                pump()  # between executors too: a round of full batches can take milliseconds
+        if self.ack_buf:
+            runtime.flush_acks(self.ack_buf)
+        self.rounds += 1
+        if worked:
+            for peer in runtime.threads:
+                if peer.sleeping and peer is not self and any(peer.all_queues):
+                    peer.wake()
+        return worked
+
+    def run(self) -> None:
+        runtime = self.runtime
+        idle_wait = runtime.idle_wait
+        io = self.io
+        pump = self.pump
+        wait = io.idle if io is not None else self._event.wait
+        monotonic = time.monotonic
+        try:
+            while not runtime.stopping:
+                if pump is not None:
+                    pump()
+                if self.run_round():
+                    continue
+                self.sleeping = True
+                if not any(ex.has_work() for ex in self.executors):
+                    t0 = monotonic()
+                    wait(idle_wait)
+                    self.idle_secs += monotonic() - t0
+                self.sleeping = False
+                self._event.clear()
+        except BaseException as exc:  # pragma: no cover - a bug in Gale itself: fail fast
+            log.exception("executor-thread-crashed", thread=self.name)
+            runtime.crashed(exc)
