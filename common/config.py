@@ -99,13 +99,28 @@ def parse_overrides(pairs: list[str] | tuple[str, ...]) -> dict[str, Any]:
     return out
 
 
-def load_file(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """Read a YAML config file; refuse unreadable files, bad YAML and non-mapping documents."""
+def read_text(path: str | os.PathLike[str], what: str, hint: str = "") -> str:
+    """A text file Gale reads (a config file, a token file), as UTF-8: an unreadable file, or one
+    that is not UTF-8 (a Latin-1 comment, random bytes), is refused naming the file and the place."""
     p = Path(path)
     try:
-        text = p.read_text()
+        data = p.read_bytes()
     except OSError as exc:
-        raise ConfigError(f"cannot read config file {p}: {exc.strerror or exc}") from exc
+        raise ConfigError(f"cannot read {what} {p}: {exc.strerror or exc}{hint}") from exc
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data[:exc.start].count(b"\n") + 1
+        column = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
+        raise ConfigError(f"{what} {p} is not UTF-8 text: byte 0x{data[exc.start]:02x} at line {line}, column "
+                          f"{column}{hint}") from None
+
+
+def load_file(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """Read a YAML config file; refuse unreadable files, text that is not UTF-8, bad YAML and
+    non-mapping documents."""
+    p = Path(path)
+    text = read_text(p, "config file", " (save it as UTF-8)")
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
@@ -155,12 +170,8 @@ def api_token(conf: Config | Mapping[str, Any]) -> str | None:
         return token or None
     if token:
         raise ConfigError("set either nimbus.api.token or nimbus.api.token.file, not both")
-    try:
-        text = Path(path).read_text()
-    except OSError as exc:
-        raise ConfigError(f"cannot read nimbus.api.token.file {path}: {exc.strerror or exc} (create it once per "
-                          "cluster, e.g. 'openssl rand -hex 32', readable by the gale user only, and copy it to "
-                          "every node; docs/security.md)") from exc
+    text = read_text(path, "nimbus.api.token.file", " (create it once per cluster as text, e.g. 'openssl rand -hex "
+                     "32 > FILE', readable by the gale user only, and copy it to every node; docs/security.md)")
     lines = text.strip().splitlines()
     token = lines[0].strip() if lines else ""
     if not token:

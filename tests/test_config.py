@@ -106,8 +106,32 @@ def test_yaml_errors_name_file_and_problem(tmp_path):
         config.daemon_config(user)
 
 
+def test_a_config_file_that_is_not_utf8_is_refused_naming_the_file_and_the_place(tmp_path):
+    latin1 = tmp_path / "latin1.yaml"
+    latin1.write_bytes("storm.zookeeper.port: 2181\n# r\u00e9sum\u00e9 of the cluster\n".encode("latin-1"))
+    with pytest.raises(ConfigError, match=r"config file .*latin1.yaml is not UTF-8 text: byte 0xe9 at line 2, "
+                                          r"column 4 \(save it as UTF-8\)"):
+        config.daemon_config(latin1)
+
+
 def test_topology_config_overlays_cluster():
     cluster = config.defaults()
     eff = config.topology_config(cluster, {"topology.workers": 3, "kafka.topic": "t"})
     assert eff["topology.workers"] == 3 and eff["kafka.topic"] == "t"
     assert cluster["topology.workers"] == 1
+
+
+@pytest.mark.parametrize("argv", [["-m", "gale.nimbus.cli", "list"], ["-m", "gale.nimbus.cli", "serve"],
+                                  ["-m", "gale.supervisor.cli", "serve"]],
+                         ids=["nimbus-list", "nimbus-serve", "supervisor-serve"])
+def test_a_daemon_or_command_given_a_config_file_that_is_not_utf8_says_so_in_one_line(tmp_path, argv):
+    import subprocess
+    import sys
+
+    latin1 = tmp_path / "gale.yaml"
+    latin1.write_bytes(b"# caf\xe9\nstorm.zookeeper.port: 2181\n")
+    proc = subprocess.run([sys.executable, *argv, "--config", str(latin1)], capture_output=True, text=True,
+                          timeout=60)
+    assert proc.returncode == 1, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "is not UTF-8 text: byte 0xe9 at line 1, column 6" in lines[0], proc.stderr

@@ -231,6 +231,10 @@ def test_api_token_file(tmp_path):
         gconfig.api_token({**conf, "nimbus.api.token.file": str(path)})
     with pytest.raises(ConfigError, match="cannot read nimbus.api.token.file .*missing"):
         gconfig.api_token({**conf, "nimbus.api.token.file": str(tmp_path / "missing")})
+    path.write_bytes(b"\x9a\x03\xff binary, as from openssl rand 32")
+    with pytest.raises(ConfigError, match=r"nimbus.api.token.file .* is not UTF-8 text: byte 0x9a at line 1, "
+                                          r"column 1 .*openssl rand -hex 32"):
+        gconfig.api_token({**conf, "nimbus.api.token.file": str(path)})
 
 
 def test_content_type_and_host_decisions():
