@@ -138,3 +138,18 @@ def test_round_order_runs_spouts_first_then_each_bolt_after_what_it_subscribes_t
     assert ranked.index("b") < ranked.index("a") < ranked.index("c")
     assert set(ranked[-2:]) == {"x", "y"}  # the cycle after everything that does not depend on it
     assert "__acker" not in order  # components the definition does not hold go last (the runtime's)
+
+
+@pytest.mark.parametrize("source,expected", [
+    ("import sys\nsys.exit(0)\n", r"exits\.py:2: the file called sys.exit\(0\) while it was imported"),
+    ("import sys\n\nsys.exit(3)\n", r"exits\.py:3: the file called sys.exit\(3\)"),
+    ("raise SystemExit('usage: ...')\n", r"called sys.exit\('usage: \.\.\.'\)"),
+    ("def topology(conf):\n    raise SystemExit(2)\n", r"topology\(\) called sys.exit\(2\); nothing to submit"),
+])
+def test_a_topology_file_that_exits_while_loaded_is_refused_by_name_not_submitted_silently(tmp_path, source, expected):
+    from gale.topology.loader import load_topology_file
+
+    path = tmp_path / "exits.py"
+    path.write_text(source)
+    with pytest.raises(TopologyError, match=expected):
+        load_topology_file(path)

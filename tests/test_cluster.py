@@ -216,6 +216,9 @@ def test_bad_input_is_refused_before_zookeeper(cluster, tmp_path):
             (DURABLE_WC, ["-c", "topology.localityaware.lower.bound=0.9"],
              "topology.localityaware.lower.bound (0.9) must be below topology.localityaware.higher.bound (0.8)"),
             (_write(tmp_path, "empty.py", "x = 1\n"), [], "defines no 'topology'"),
+            (_write(tmp_path, "exits0.py", "import sys\nsys.exit(0)\n"), [],
+             "exits0.py:2: the file called sys.exit(0) while it was imported"),
+            (_write(tmp_path, "exits3.py", "import sys\nsys.exit(3)\n"), [], "called sys.exit(3)"),
             # combinations that cannot work, refused by nimbus with the effective configuration
             (STATEFUL_WC, ["-c", "topology.acker.executors=0"],
              "components 'count' (a StatefulBolt) keep managed state, which needs the acker"),

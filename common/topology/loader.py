@@ -44,6 +44,8 @@ def load_topology_file(path: str | Path, conf: Mapping[str, Any] | None = None) 
             result = obj(dict(conf or {})) if params else obj()
         except GaleError:
             raise
+        except SystemExit as exc:
+            raise TopologyError(f"{path}: topology() called sys.exit({exc.code!r}); nothing to submit") from None
         except Exception as exc:  # noqa: BLE001
             raise TopologyError(f"{path}: topology() raised {type(exc).__name__}: {exc}") from exc
         obj = result
@@ -77,6 +79,15 @@ def exec_topology_module(path: Path, paths: list[str]) -> Any:
     except GaleError:
         sys.modules.pop(module_name, None)
         raise
+    except (SystemExit, KeyboardInterrupt) as exc:
+        # a file that exits while it is imported (a script's ``if`` missing its ``__main__`` guard):
+        # nothing was defined, so nothing can be submitted — say so rather than exit with its code
+        sys.modules.pop(module_name, None)
+        tb = traceback.extract_tb(exc.__traceback__)
+        where = next((f"{f.filename}:{f.lineno}" for f in reversed(tb) if f.filename == str(path)), str(path))
+        what = f"sys.exit({exc.code!r})" if isinstance(exc, SystemExit) else type(exc).__name__
+        raise TopologyError(f"importing {path} stopped at {where}: the file called {what} while it was imported "
+                            "(guard script code with if __name__ == '__main__':)") from None
     except Exception as exc:  # noqa: BLE001 - the user's module failed to import
         sys.modules.pop(module_name, None)
         tb = traceback.extract_tb(exc.__traceback__)
