@@ -572,3 +572,14 @@ def test_an_invalid_control_message_in_a_group_is_dropped_and_the_others_deliver
     sink, seen, invalid = decode(pack([7, 1, [1, 2, 3, 4, *quad, 2, 0, 0, 9]]))
     assert seen == 3 and invalid == {reason: 1}
     assert [o for _, o in sink.items] == [(CONTROL, (1, 2, 3, 4)), (CONTROL, (2, 0, 0, 9))]
+
+
+@pytest.mark.parametrize("cut", [1, 3, 7])
+def test_a_payload_whose_last_message_is_cut_short_delivers_the_whole_ones_and_counts_the_rest(cut):
+    """The complete messages are delivered; the cut one is counted ``undecodable``, not lost silently
+    (msgpack alone would wait for the rest)."""
+    whole = pack(tuples_group([GOOD_BODY]), [ACKERS, 7, [ACK, 9, 9, 0]])
+    last = pack([RESULTS, 1, [ACKED, 5, FAILED, 6]])
+    sink, seen, invalid = decode(whole + last[:-cut])
+    assert invalid == {"undecodable": 1}
+    assert [t for t, _ in sink.items] == [3, 7] and seen == 3

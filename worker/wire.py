@@ -150,8 +150,10 @@ class BatchDecoder:
                                     max_buffer_size=max(len(payload), 1024))
         unpacker.feed(payload)
         seen = 0
+        consumed = 0  # the end of the last whole message
         try:
             for msg in unpacker:
+                consumed = unpacker.tell()
                 seen += 1
                 try:
                     kind = msg[0]
@@ -265,6 +267,10 @@ class BatchDecoder:
         except Exception:  # noqa: BLE001 - bad msgpack, bad UTF-8, nesting too deep: the rest is lost
             invalid[UNDECODABLE] += 1
             seen += 1
+        else:
+            if consumed < len(payload):  # the last message is cut short: msgpack would wait for the rest
+                invalid[UNDECODABLE] += 1
+                seen += 1
         return seen, refused
 
     def _loads(self, msg: Any) -> None:
