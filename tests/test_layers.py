@@ -161,3 +161,37 @@ def test_a_persistent_window_s_layers(guarantee, layers):
 
 def _eq(a, b):
     assert a == b, (len(a), len(b))
+
+
+def test_no_message_in_a_task_s_queue_crashes_its_executor_thread():
+    """What reaches a queue however it got there — a verdict in a bolt's queue, junk in a spout's,
+    an INIT naming a bolt as its tree's spout at the acker — is reported and dropped; the thread and
+    the topology go on, every sentence acked."""
+    from tests.topologies import ListSpout, Sink
+
+    b = TopologyBuilder()
+    b.set_spout("src", ListSpout, 1, args=[[f"s{i}" for i in range(50)]])
+    b.set_bolt("sink", Sink, 1).shuffle_grouping("src")
+    topo = b.create_topology("junk", {"topology.acker.executors": 1})
+    lt = LocalTopology("junk", topo, local_conf(topo))
+    try:
+        rt = lt.runtime
+        (sink_task,) = rt.layout.component_tasks("sink")
+        (src_task,) = rt.layout.component_tasks("src")
+        (acker_task,) = rt.layout.component_tasks("__acker")
+        rt.deliver(sink_task, (1, 12345))  # a verdict where a tuple belongs
+        rt.deliver(src_task, ("junk",))  # not a verdict
+        rt.deliver(acker_task, (0, 77, 5, sink_task))  # INIT naming the sink as the tree's spout
+        rt.deliver(acker_task, (1, 77, 5, 0))  # ... and the ACK that completes it
+        (spout,) = [s for ex in rt.executors.values() if ex.component == "src" for s in ex.spouts.values()]
+        eventually(lambda: _eq(sorted(spout.acked), list(range(50))), timeout=30)
+
+        def reported():
+            assert any("src" in e or "_ack_results" in e for e in lt.errors.get("src", [])), lt.errors
+            assert lt.errors.get("sink"), lt.errors
+            assert any("names task" in e and "no spout task" in e for e in lt.errors.get("__acker", [])), lt.errors
+
+        eventually(reported, timeout=30)
+        assert all(t.is_alive() for t in rt.threads)
+    finally:
+        lt.kill()

@@ -583,3 +583,16 @@ def test_a_payload_whose_last_message_is_cut_short_delivers_the_whole_ones_and_c
     sink, seen, invalid = decode(whole + last[:-cut])
     assert invalid == {"undecodable": 1}
     assert [t for t, _ in sink.items] == [3, 7] and seen == 3
+
+
+@pytest.mark.parametrize("single", [False, True], ids=["group", "single"])
+def test_an_init_that_names_no_spout_task_is_dropped_and_counted(single):
+    """An INIT names the spout task its tree's verdict goes to: a bolt task or the acker itself there
+    would have its executor handed a verdict (a sealed batch could crash a worker that way)."""
+    dec = BatchDecoder(fields_for, ROLES, INPUTS, on_loads=None)
+    dec.set_roles(ROLES, INPUTS, spout_tasks={1})
+    msgs = [(INIT, 5, 9, 1), (INIT, 6, 9, 3), (INIT, 7, 9, 7), (ACK, 6, 9, 0)]
+    payload = pack(*[[ACKER, 7, *m] for m in msgs]) if single else pack([ACKERS, 7, [x for m in msgs for x in m]])
+    sink, seen, invalid = decode(payload, dec)
+    assert invalid == {"not_a_spout_task": 2} and seen == 4
+    assert [tuple(o) for _, o in sink.items] == [(INIT, 5, 9, 1), (ACK, 6, 9, 0)]

@@ -476,7 +476,7 @@ def attach(transfer: Transfer, runtime: WorkerRuntime) -> None:
     transfer.local_loads = runtime.local_loads
     transfer.local_full = runtime.queue_full
     transfer.busy_time = runtime.busy_time
-    transfer.set_roles(message_roles(runtime), subscriptions(runtime))
+    transfer.set_roles(message_roles(runtime), subscriptions(runtime), runtime.spout_tasks)
 
 
 def message_roles(runtime: WorkerRuntime) -> dict[int, int]:

@@ -252,12 +252,14 @@ class Transfer:
 
     # ------------------------------------------------------------------ routing
 
-    def set_roles(self, roles: Mapping[int, int], inputs: Mapping[int, Collection[tuple[str, str]]] | None = None) -> None:
+    def set_roles(self, roles: Mapping[int, int], inputs: Mapping[int, Collection[tuple[str, str]]] | None = None,
+                  spout_tasks: Collection[int] | None = None) -> None:
         """task id → the message kind it takes (:data:`TUPLE`, :data:`ACKER`, :data:`RESULT`), for
         every task of this worker; messages for any other task are dropped as ``unknown_task``.
         ``inputs``: bolt task → the ``(component, stream)`` pairs it subscribes to (a tuple on
-        another stream is dropped as ``not_subscribed``)."""
-        self.decoder.set_roles(roles, inputs)
+        another stream is dropped as ``not_subscribed``). ``spout_tasks``: the topology's spout tasks
+        (an INIT naming another task as its spout is dropped as ``not_a_spout_task``)."""
+        self.decoder.set_roles(roles, inputs, spout_tasks)
 
     def set_routes(self, routes: Mapping[int, str], identities: Mapping[str, str] | None = None,
                    host: str | None = None) -> None:

@@ -51,10 +51,10 @@ import msgpack
 
 from gale.topology.tuple import Fields, Tuple, new_tracked, new_tuple
 from gale.worker.arrow_codec import ext_hook
-from gale.worker.runtime.acker import CONTROL
+from gale.worker.runtime.acker import CONTROL, INIT
 from gale.worker.wire_fast import read_fast
 from gale.worker.wire_kinds import (ACKER, ACKER_KINDS, ACKERS, CONTROLS, GROUP_WIDTH, INVALID_REASONS, KINDS,
-                                    LOAD_SCALE, LOADS, MALFORMED, MAX_TASK, MAX_U64, MIN_I64, NOT_SUBSCRIBED, OUT_OF_RANGE, OUTCOMES,
+                                    LOAD_SCALE, LOADS, MALFORMED, NOT_A_SPOUT, MAX_TASK, MAX_U64, MIN_I64, NOT_SUBSCRIBED, OUT_OF_RANGE, OUTCOMES,
                                     RESULTS, ROLE_OF, TUPLE, TUPLES, UNDECODABLE, UNKNOWN_KIND, UNKNOWN_STREAM,
                                     UNKNOWN_TASK)
 
@@ -82,8 +82,11 @@ class BatchDecoder:
         self.invalid: dict[str, int] = {reason: 0 for reason in INVALID_REASONS}
         self.set_roles(roles or {}, inputs)
 
-    def set_roles(self, roles: Mapping[int, int], inputs: Mapping[int, Collection[tuple[str, str]]] | None = None) -> None:
+    def set_roles(self, roles: Mapping[int, int], inputs: Mapping[int, Collection[tuple[str, str]]] | None = None,
+                  spout_tasks: Collection[int] | None = None) -> None:
         self.roles = dict(roles)
+        #: every spout task of the topology: an INIT names one as its tree's spout (None: not checked)
+        self.spout_tasks = None if spout_tasks is None else frozenset(spout_tasks)
         self.inputs = None if inputs is None else {task: frozenset(pairs) for task, pairs in inputs.items()}
         #: (receiving task, component, stream) → (fields, field count): the streams a task takes
         self._fields: dict[tuple[int, str, str], tuple[Fields, int]] = {}
@@ -206,7 +209,7 @@ class BatchDecoder:
                         if not count:
                             continue
                         if kind == ACKERS:
-                            messages = _acker_messages(ints) or self._checked_acker_messages(ints)
+                            messages = _acker_messages(ints, self.spout_tasks) or self._checked_acker_messages(ints)
                         elif kind == CONTROLS:
                             messages = self._checked_controls(ints)
                         else:
@@ -249,7 +252,7 @@ class BatchDecoder:
                             invalid[MALFORMED] += 1
                     elif kind == ACKER:
                         _, _, akind, root, val, spout_task = msg
-                        reason = _acker_problem(akind, root, val, spout_task)
+                        reason = _acker_problem(akind, root, val, spout_task, self.spout_tasks)
                         if reason is not None:
                             invalid[reason] += 1
                         elif not deliver(task, (akind, root, val, spout_task)):
@@ -319,7 +322,7 @@ class BatchDecoder:
         out = []
         it = iter(ints)
         for m in zip(it, it, it, it):
-            reason = _acker_problem(*m)
+            reason = _acker_problem(*m, self.spout_tasks)
             if reason is None:
                 out.append(m)
             else:
@@ -389,7 +392,7 @@ def _tuples(bodies: list, fields: Fields, n_fields: cython.Py_ssize_t, source_ta
     return out
 
 
-def _acker_messages(ints: list) -> list | None:
+def _acker_messages(ints: list, spout_tasks: frozenset | None) -> list | None:
     out: list = []
     append = out.append
     i: cython.Py_ssize_t
@@ -400,6 +403,8 @@ def _acker_messages(ints: list) -> list | None:
         spout_task = ints[i + 3]
         if type(kind) is not int or type(root) is not int or type(val) is not int or type(spout_task) is not int \
                 or kind not in ACKER_KINDS or root < 0 or val < 0 or spout_task < 0 or spout_task > MAX_TASK:
+            return None
+        if kind == INIT and spout_tasks is not None and spout_task not in spout_tasks:
             return None
         append((kind, root, val, spout_task))
     return out
@@ -418,13 +423,15 @@ def _results(ints: list) -> list | None:
     return out
 
 
-def _acker_problem(akind: Any, root: Any, val: Any, spout_task: Any) -> str | None:
+def _acker_problem(akind: Any, root: Any, val: Any, spout_task: Any, spout_tasks: frozenset | None = None) -> str | None:
     if type(akind) is not int or type(root) is not int or type(val) is not int or type(spout_task) is not int:
         return MALFORMED
     if akind not in ACKER_KINDS:
         return UNKNOWN_KIND
     if root < 0 or val < 0 or not 0 <= spout_task <= MAX_TASK or root > MAX_U64 or val > MAX_U64:
         return OUT_OF_RANGE
+    if akind == INIT and spout_tasks is not None and spout_task not in spout_tasks:
+        return NOT_A_SPOUT
     return None
 
 

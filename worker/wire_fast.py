@@ -190,6 +190,7 @@ def _fast_groups(decoder: object, payload: bytes) -> object:
     r.bad = False
     roles: dict = decoder.roles
     streams: dict = decoder._fields
+    spout_tasks = decoder.spout_tasks  # an INIT must name one (None: not checked)
     groups: list = []
     seen: cython.Py_ssize_t = 0
     count: cython.Py_ssize_t
@@ -260,8 +261,11 @@ def _fast_groups(decoder: object, payload: bytes) -> object:
                 d = r.uint()
                 if r.bad or (a != INIT and a != ACK and a != FAIL and a != RESET) or d > MAX_TASK:
                     return None
+                spout = PyLong_FromUnsignedLongLong(d)
+                if a == INIT and spout_tasks is not None and spout not in spout_tasks:
+                    return None
                 tuples.append((PyLong_FromUnsignedLongLong(a), PyLong_FromUnsignedLongLong(b),
-                               PyLong_FromUnsignedLongLong(c), PyLong_FromUnsignedLongLong(d)))
+                               PyLong_FromUnsignedLongLong(c), spout))
         elif size == 3 and kind == RESULTS:
             count = r.header()
             if r.bad or role != RESULT or count & 1:

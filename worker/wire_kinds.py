@@ -36,4 +36,6 @@ OUT_OF_RANGE = "out_of_range"      # root / edge id / ack value outside unsigned
 UNKNOWN_STREAM = "unknown_stream"  # a component/stream the topology does not declare
 NOT_SUBSCRIBED = "not_subscribed"  # a declared stream the receiving task's component does not subscribe to
 UNDECODABLE = "undecodable"        # the payload is not msgpack from this point on
-INVALID_REASONS = (UNKNOWN_KIND, UNKNOWN_TASK, MALFORMED, OUT_OF_RANGE, UNKNOWN_STREAM, NOT_SUBSCRIBED, UNDECODABLE)
+NOT_A_SPOUT = "not_a_spout_task"   # an INIT whose spout task is no spout task of the topology (its verdict would go there)
+INVALID_REASONS = (UNKNOWN_KIND, UNKNOWN_TASK, MALFORMED, OUT_OF_RANGE, UNKNOWN_STREAM, NOT_SUBSCRIBED, UNDECODABLE,
+                   NOT_A_SPOUT)

@@ -213,6 +213,7 @@ class Executor:
         """A body's or layer's hook raised (not user code, which is caught where it is called):
         reported on the component; the executor goes on (what the hook held times out and replays)."""
         name = getattr(hook, "__qualname__", None) or repr(hook)
+        self._current[0] = None
         self.stats.extra["layer_errors"] = self.stats.extra.get("layer_errors", 0) + 1
         self.report_error(f"{name} failed in {self.body_name} executor of {self.component!r}: {format_error(exc)}")
 
@@ -300,6 +301,7 @@ class AckerExecutor(Executor):
     def run_batch(self, budget: int) -> int:
         done = 0
         send = self.runtime.send_result
+        spouts = self.runtime.spout_tasks
         for task, queue in self.queues.items():
             if not queue:
                 continue
@@ -308,11 +310,26 @@ class AckerExecutor(Executor):
                 n = budget
             pop = queue.popleft
             batch = [pop() for _ in range(n)]
-            for spout_task, outcome, root in self.tables[task].apply(batch):
-                send(spout_task, (outcome, root))
+            try:
+                verdicts = self.tables[task].apply(batch)
+            except Exception as exc:  # noqa: BLE001 - a message no check caught: never the worker's end
+                self.dropped("acker_batch_dropped", n, f"acker task {task} dropped a batch of {n} messages it "
+                                                        f"could not apply: {format_error(exc)}")
+                verdicts = ()
+            for spout_task, outcome, root in verdicts:
+                if spout_task in spouts:
+                    send(spout_task, (outcome, root))
+                else:  # an INIT named a task that is no spout (a forged or buggy message): its verdict goes nowhere
+                    self.dropped("acker_verdicts_dropped", 1, f"acker task {task}: tree {root} names task "
+                                                              f"{spout_task} as its spout, which is no spout task")
             done += n
         self.stats.executed["__acker:messages"] += done
         return done
+
+    def dropped(self, counter: str, n: int, why: str) -> None:
+        extra = self.stats.extra
+        extra[counter] = extra.get(counter, 0) + n
+        self.report_error(why)
 
     def on_timer(self, now: float) -> None:
         while self.timeouts_enabled and now >= self.next_rotation:

@@ -176,6 +176,9 @@ class WorkerRuntime:
         self.builtin_hash = remote is None or process_hash_is_shared()
         self.acker_tasks = layout.component_tasks(ACKER_COMPONENT)
         self.acking = bool(self.acker_tasks)
+        #: every spout task of the topology (the acker sends its verdicts to these only)
+        self.spout_tasks = frozenset(t for cid, comp in self.defn.components.items() if comp.kind == "spout"
+                                     for t in layout.component_tasks(cid))
         self._stream_fields: dict[tuple[str, str], Fields] = {
             (cid, sid): Fields(s.fields, f"{cid}:{sid}")
             for cid, comp in self.defn.components.items()

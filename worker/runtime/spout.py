@@ -118,7 +118,10 @@ class SpoutExecutor(Executor):
             if queue:
                 n = len(queue)
                 work += n
-                self._ack_results(task, queue, n)
+                try:
+                    self._ack_results(task, queue, n)
+                except Exception as exc:  # noqa: BLE001 - a message that is no verdict: dropped, never fatal
+                    self.hook_failed(self._ack_results, exc)
         if self.runtime.active != self.active:
             self.set_active(self.runtime.active)
         emitted = 0
