@@ -142,6 +142,17 @@ class Config:
         "let nimbus listen on a non-loopback address without an API token (anyone reaching it can run code)")
     nimbus_max_request_bytes: int = key(
         "nimbus.max.request.bytes", 64 * 1024 * 1024, _POS, "largest accepted HTTP body")
+    nimbus_slots_perTopology: int = key(  # noqa: N815 - Storm's key name
+        "nimbus.slots.perTopology", 1000, _POS,
+        "the most workers one topology may ask for, at submit or rebalance (Storm's key; Gale bounds it by default)")
+    nimbus_executors_perTopology: int = key(  # noqa: N815 - Storm's key name
+        "nimbus.executors.perTopology", 20_000, _POS,
+        "the most executors (ackers included) one topology may ask for, at submit or rebalance (Storm's key; Gale "
+        "bounds it by default)")
+    nimbus_tasks_perTopology: int = key(  # noqa: N815 - after Storm's two above
+        "nimbus.tasks.perTopology", 20_000, _POS,
+        "Gale: the most tasks (ackers included) one topology may ask for, at submit or rebalance: a worker keeps "
+        "routing state for every task")
     nimbus_assignment_max_bytes: int = key(
         "nimbus.assignment.max.bytes", 512 * 1024, Int(1024, 1_000_000),
         "largest assignment znode nimbus writes: a submit or rebalance whose assignment could be bigger is "

@@ -41,6 +41,7 @@ from gale.zk import connect, stop_client
 from gale.nimbus import transitions
 from gale.nimbus.blobstore import BlobStore
 from gale.nimbus.leadership import LeaderElection, Term
+from gale.nimbus.limits import check_counts
 from gale.nimbus.plan import (
     RoundPlan, RoundSnapshot, SchedulingTimeouts, TopologyInputs, assignment_size_bound, plan_round,
     workerbeats_wanted,
@@ -264,7 +265,8 @@ class Nimbus:
         defn, definition_json, stored_conf, config = sub.defn, sub.definition_json, sub.stored_conf, sub.config
         status = TopologyStatus(initial_status)
         num_workers = config.topology_workers
-        component_executors = component_parallelism(defn, config.to_dict(), num_workers)
+        check_counts(name, "submit", self.config, config, defn, num_workers)  # before anything is built
+        component_executors = component_parallelism(defn, config, num_workers)
         self.check_assignment_size(name, defn, config, num_workers, component_executors, "submit")
         with self.lock:
             topology_id, now = self._reserve(name)
@@ -424,6 +426,8 @@ class Nimbus:
         plan = plan_rescale(defn, config, base.component_executors, base.component_tasks,
                             dict(num_executors or {}), dict(num_tasks or {}))
         executors, tasks = plan.executors, plan.tasks
+        check_counts(base.name, "rebalance", self.config, config, defn, num_workers or base.num_workers,
+                     {**base.component_executors, **executors}, {**base.component_tasks, **tasks})
         self.check_assignment_size(base.name, defn, config, num_workers or base.num_workers,
                                    {**base.component_executors, **executors}, "rebalance",
                                    {**base.component_tasks, **tasks})

@@ -127,6 +127,50 @@ def test_a_rebalance_that_would_outgrow_the_limit_is_refused_and_nothing_changes
     assert leader.state.storm_base(tid).status == TopologyStatus.REBALANCING
 
 
+def _nothing_built(monkeypatch):
+    """Refusals by the counts alone: building the executor list of such a topology would take minutes
+    and gigabytes, so the test fails if nimbus starts building it."""
+    import gale.nimbus.daemon as daemon
+
+    def built(*args, **kwargs):
+        raise AssertionError("nimbus built the executors before checking the counts")
+
+    monkeypatch.setattr(daemon, "TopologyTasks", built)
+
+
+@pytest.mark.parametrize("spouts,bolts,workers,own,expected", [
+    (1, 1_000_000, 1, {}, r"asks for 1,000,002 executors, more than nimbus.executors.perTopology \(20,000\)"),
+    (1, 2, 1_000_000, {}, r"asks for 1,000,000 workers, more than nimbus.slots.perTopology \(1,000\)"),
+    # the topology's own configuration cannot raise nimbus's bounds
+    (1, 30_000, 1, {"nimbus.executors.perTopology": 10**9},
+     r"asks for 30,002 executors, more than nimbus.executors.perTopology \(20,000\)"),
+], ids=["executors", "workers", "own-conf"])
+def test_a_submit_over_nimbus_s_counts_is_refused_by_arithmetic_before_anything_is_built(
+        leader, monkeypatch, spouts, bolts, workers, own, expected):
+    topo = topology(spouts, 1, workers)
+    defn = topo.definition.model_copy(deep=True)
+    defn.components["split"].parallelism = defn.components["split"].tasks = bolts
+    payload = make_bundle(None, defn.to_json(), {"topology.workers": workers, **own})
+    _nothing_built(monkeypatch)
+    with pytest.raises(TopologyError, match=r"submit refused: topology 'big' " + expected):
+        leader.submit("big", payload)
+    assert leader.client.get_children(leader.layout.storms_dir) == [] and leader.blobs.ids() == []
+
+
+@pytest.mark.parametrize("executors,tasks,expected", [
+    ({"split": 10**30}, {}, r"asks for 1(,000){9},002 executors, more than nimbus.executors.perTopology"),
+    ({}, {"split": 200_000}, r"asks for 200,002 tasks, more than nimbus.tasks.perTopology \(20,000\)"),
+], ids=["executors-10e30", "tasks-200k"])
+def test_a_rebalance_over_nimbus_s_counts_is_refused_by_arithmetic_and_nothing_changes(
+        leader, monkeypatch, executors, tasks, expected):
+    tid = leader.submit("steady", bundle(1, 2, 1))
+    before = leader.state.storm_base(tid)
+    _nothing_built(monkeypatch)
+    with pytest.raises(TopologyError, match=r"rebalance refused: topology 'steady' " + expected):
+        leader.rebalance("steady", num_executors=executors, num_tasks=tasks)
+    assert leader.state.storm_base(tid) == before
+
+
 # ------------------------------------------------------------------------------ reads at scale
 
 
