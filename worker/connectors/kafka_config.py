@@ -34,6 +34,8 @@ SPOUT_KEYS: dict[str, tuple[Any, str]] = {
     "kafka.retry.max.delay.ms": (10000, "largest retry delay"),
     "kafka.retry.limit": (-1, "retries per failed offset before it is dropped (-1: forever)"),
     "kafka.rebalance.backoff.ms": (2000, "wait between rebalance attempts"),
+    "kafka.rebalance.drain.ms": (5000, "how long a rebalance waits for tuples in flight from partitions the task "
+                                       "gives up to be acked, before it commits and releases them"),
     "kafka.rebalance.max.retries": (None, "attempts before an error is logged (default: enough to outlast the session timeout)"),
     "kafka.fetch.max.records": (500, "records taken from the consumer per poll"),
     "kafka.fetch.max.wait.ms": (100, "how long the broker may hold a fetch when there is no data (also delays "
@@ -131,6 +133,7 @@ class SpoutSettings:
     commit_interval: float
     retry: RetryPolicy
     rebalance_backoff: float
+    rebalance_drain: float
     rebalance_max_retries: int
     fetch_max_records: int
     fetch_max_wait_ms: int
@@ -205,6 +208,7 @@ def spout_settings(conf: Mapping[str, Any], overrides: Mapping[str, Any] | None 
         commit_interval=_int(c, "kafka.commit.interval.ms", 1) / 1000.0,
         retry=retry,
         rebalance_backoff=backoff_ms / 1000.0,
+        rebalance_drain=_int(c, "kafka.rebalance.drain.ms", 0) / 1000.0,
         rebalance_max_retries=max_retries,
         fetch_max_records=_int(c, "kafka.fetch.max.records", 1),
         fetch_max_wait_ms=_int(c, "kafka.fetch.max.wait.ms", 0),

@@ -21,7 +21,9 @@ A rebalance attempt (the old consumer's, ``docs/storm-model.md`` §10):
 
 1. read the members (``ids``, watched) and the partitions, compute the assignment;
    if this member's share is unchanged and it still holds every owner node, stop here;
-2. pause the spout, commit its offsets, release (delete) every owner node it holds;
+2. pause the spout; wait (at most ``drain`` seconds) until no tuple from a partition it gives up is
+   still in flight, so their acks count before the offsets move to the next owner; commit its
+   offsets, release (delete) every owner node it holds;
 3. claim each assigned partition with an ephemeral owner node; if one is still held by another
    member, delete everything claimed in this attempt and retry after ``backoff`` (the previous
    owner may be dead and its session not yet expired: ``retries × backoff`` exceeds the session
@@ -63,8 +65,13 @@ from gale.worker.connectors.kafka_group import (
 
 log = get_logger("connectors.kafka.group")
 
+#: how often a draining rebalance looks at the tuples still in flight
+DRAIN_POLL_SECS = 0.005
+
 #: returns (generation the spout has applied, {(topic, partition): offset to resume from})
 OffsetsSource = Callable[[], "tuple[int, Mapping[TopicPartition, int]]"]
+#: called under the member's lock: how many tuples of these partitions are still in flight
+InflightSource = Callable[[frozenset], int]
 #: returns the sorted partition ids of a topic (from Kafka metadata)
 PartitionsSource = Callable[[str], "list[int]"]
 
@@ -93,6 +100,8 @@ class GroupMember:
         partitions: PartitionsSource | None = None,
         broker_paths: BrokerPaths | None = None,
         commit_interval: float = 2.0,
+        inflight: InflightSource | None = None,
+        drain: float = 0.0,
         backoff: float = 2.0,
         max_retries: int = 4,
         clock: Any = REAL_CLOCK,
@@ -109,6 +118,8 @@ class GroupMember:
         self._partitions = partitions
         self._broker_paths = broker_paths
         self.commit_interval = commit_interval
+        self._inflight = inflight
+        self.drain = drain
         self.backoff = backoff
         self.max_retries = max_retries
         self.clock = clock
@@ -132,6 +143,7 @@ class GroupMember:
         self.rebalances = 0
         self.rebalance_failures = 0
         self.commit_writes = 0
+        self.drain_timeouts = 0
         self.last_rebalance_secs = 0.0
         #: set when the member thread died of a bug: the spout reports it (and stays paused)
         self.failure: str | None = None
@@ -351,8 +363,12 @@ class GroupMember:
                     self.paused = False
                 return True
             previous = frozenset(self._owned)
-            # stop emitting, commit while still the owner, release everything
-            self._commit(pause=True)
+            # stop emitting, let what is in flight from the partitions given up finish, commit while
+            # still the owner, release everything
+            with self.lock:
+                self.paused = True
+            self._drain(previous - mine)
+            self._commit()
             for tp in sorted(self._owned):
                 try:
                     self.client.delete(self.paths.owner(*tp))
@@ -409,6 +425,26 @@ class GroupMember:
             self.log.warning("kafka-rebalance-failed", error=f"{type(exc).__name__}: {exc}")
             self._release(claimed)
             return False
+
+    def _drain(self, giving_up: frozenset[TopicPartition]) -> None:
+        """Wait (at most :attr:`drain` seconds) until no tuple from ``giving_up`` is in flight: acked
+        ones then count in the commit instead of being replayed by the next owner. Failed ones, and
+        those still in flight at the deadline, are replayed there (at-least-once)."""
+        if not giving_up or self._inflight is None or self.drain <= 0:
+            return
+        started = self.clock.monotonic()
+        while True:
+            with self.lock:
+                left = self._inflight(giving_up)
+            waited = self.clock.monotonic() - started
+            if left == 0:
+                return
+            if waited >= self.drain:
+                self.log.warning("kafka-drain-timeout", inflight=left, waited_secs=round(waited, 3),
+                                 partitions=[f"{t}-{p}" for t, p in sorted(giving_up)])
+                self.drain_timeouts += 1
+                return
+            self.clock.sleep(DRAIN_POLL_SECS)
 
     def _owner_of(self, tp: TopicPartition) -> str | None:
         try:

@@ -21,8 +21,9 @@ the message id ``(topic, partition, offset)``:
   ``kafka_offset_out_of_range``. Tansu never answers OFFSET_OUT_OF_RANGE and its ListOffsets(latest)
   is wrong after multi-record batches, so both bounds are checked here: the log start with
   ListOffsets(earliest), the high watermark from fetch responses.
-* On a rebalance the spout stops emitting, its offsets are committed and the partitions released;
-  acks of tuples from partitions it lost are ignored (the new owner resumes from the committed
+* On a rebalance the spout stops emitting, waits (``kafka.rebalance.drain.ms``) for the tuples in
+  flight from the partitions it gives up, commits its offsets and releases the partitions; acks of
+  tuples from partitions it lost after that are ignored (the new owner resumes from the committed
   offset, so they are replayed there: at-least-once).
 
 Output fields are chosen with ``fields`` from topic, partition, offset, key, value, timestamp;
@@ -72,6 +73,7 @@ RECORD_FIELDS = ("topic", "partition", "offset", "key", "value", "timestamp")
 COUNTERS = (
     "kafka_retried", "kafka_dropped", "kafka_lost", "kafka_offset_out_of_range", "kafka_decode_errors",
     "kafka_dead_letters", "kafka_rebalances", "kafka_rebalance_failures", "kafka_commit_writes", "kafka_owned_partitions",
+    "kafka_drain_timeouts",
 )
 HOUSEKEEPING_SECS = 0.02
 APPLY_RETRY_SECS = 1.0
@@ -154,6 +156,8 @@ class KafkaSpout(BrokerSpout):
                 partitions=None if s.zk_discovery else self._topic_partitions,
                 broker_paths=broker_paths if s.zk_discovery else None,
                 commit_interval=s.commit_interval,
+                inflight=self._inflight,
+                drain=s.rebalance_drain,
                 backoff=s.rebalance_backoff,
                 max_retries=s.rebalance_max_retries,
                 clock=self._clock,
@@ -172,7 +176,7 @@ class KafkaSpout(BrokerSpout):
             self._next_refresh = self._clock.monotonic() + s.partition_refresh
             self._apply_retry_at = 0.0
             self._failure_reported = False
-            self._seen = {"rebalances": 0, "rebalance_failures": 0, "commit_writes": 0}
+            self._seen = {"rebalances": 0, "rebalance_failures": 0, "commit_writes": 0, "drain_timeouts": 0}
             self._member.start()
         except BaseException:
             self._close_clients()
@@ -531,7 +535,7 @@ class KafkaSpout(BrokerSpout):
     def _publish_member_counters(self) -> None:
         m = self._member
         for attr, name in (("rebalances", "kafka_rebalances"), ("rebalance_failures", "kafka_rebalance_failures"),
-                           ("commit_writes", "kafka_commit_writes")):
+                           ("commit_writes", "kafka_commit_writes"), ("drain_timeouts", "kafka_drain_timeouts")):
             value = getattr(m, attr)
             self.counters.incr(name, value - self._seen[attr])
             self._seen[attr] = value
@@ -543,6 +547,13 @@ class KafkaSpout(BrokerSpout):
         if self._checkpointed is not None:
             return self._generation, {tp: o for tp, o in self._checkpointed.items() if tp in self._trackers}
         return self._generation, {tp: t.committed() for tp, t in self._trackers.items()}
+
+    def _inflight(self, partitions) -> int:
+        """Called by the group member, under its lock: tuples of ``partitions`` emitted and not yet
+        acked or failed (exactly-once: 0, the checkpoint is where the next owner starts)."""
+        if self._checkpointed is not None:
+            return 0
+        return sum(len(t.inflight) for tp, t in self._trackers.items() if tp in partitions)
 
     # ------------------------------------------------------------------ exactly-once
 
