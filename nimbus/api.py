@@ -271,8 +271,8 @@ def _require_token(nimbus: Nimbus, request: Request, write: bool) -> None:
 
 
 def _require_cluster_token(nimbus: Nimbus, request: Request) -> None:
-    """Routes only cluster daemons use (topology secrets): the token whenever one is configured,
-    whatever ``nimbus.api.read.token.required`` says."""
+    """Routes that hand out code or configuration (the bundle, the stored conf with its secret): the
+    token whenever one is configured, whatever ``nimbus.api.read.token.required`` says."""
     _require_token(nimbus, request, write=True)
 
 
@@ -369,9 +369,16 @@ def make_router(nimbus: Nimbus) -> APIRouter:
         return ActionResponse(id=nimbus.rebalance(name, body.wait_secs, body.num_workers, body.executors, body.tasks),
                               action="rebalance")
 
-    @router.get("/topologies/{topology_id}/code", dependencies=[Depends(reader)],
-                responses={200: {"content": {"application/gzip": {}}}})
+    def cluster_daemon(request: Request) -> None:
+        _require_cluster_token(nimbus, request)
+
+    @router.get("/topologies/{topology_id}/code", dependencies=[Depends(cluster_daemon)],
+                responses={200: {"content": {"application/gzip": {}}}},
+                summary="A topology's code bundle with its configuration file (the token whenever one is set)")
     def code(topology_id: str) -> Response:
+        """The bundle as submitted: the user's code and their configuration file, where database URLs
+        and passwords live — so, like ``stormconf``, it needs the API token whenever one is configured,
+        whatever ``nimbus.api.read.token.required`` says."""
         try:
             path = nimbus.blobs.bundle_path(topology_id)
         except ValueError:
@@ -380,9 +387,6 @@ def make_router(nimbus: Nimbus) -> APIRouter:
             raise ApiError(404, f"this nimbus holds no code for {topology_id!r}")
         return Response(path.read_bytes(), media_type="application/gzip",
                         headers={"X-Gale-Checksum": nimbus.blobs.checksum(topology_id) or ""})
-
-    def cluster_daemon(request: Request) -> None:
-        _require_cluster_token(nimbus, request)
 
     @router.get("/topologies/{topology_id}/stormconf", dependencies=[Depends(cluster_daemon)],
                 summary="The stored topology configuration with its secret (supervisors and nimbuses only)")

@@ -144,6 +144,7 @@ class NimbusClient:
         return self.post(f"/api/v1/topologies/{name}/rebalance", json=body)["id"]
 
     def code(self, topology_id: str) -> bytes:
+        """The topology's code bundle (needs the API token when one is set: it holds the user's conf)."""
         return self.request("GET", f"/api/v1/topologies/{topology_id}/code").content
 
     def stored_conf(self, topology_id: str) -> dict[str, Any]:

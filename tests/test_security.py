@@ -101,7 +101,11 @@ def test_api_token_guards_writes_and_topology_secrets(zk_server, tmp_path):
             assert secret not in resp.text, path
         for worker in httpx.get(f"{base}/topologies/guarded/workers", trust_env=False).json():
             assert secret not in httpx.get(f"http://127.0.0.1:{worker['metrics_port']}/metrics", trust_env=False).text
-        code = httpx.get(f"{base}/topologies/{tid}/code", trust_env=False).content
+        # code and configuration: the token even though reads are open (the bundle holds the user's conf file)
+        resp = httpx.get(f"{base}/topologies/{tid}/code", trust_env=False)
+        assert resp.status_code == 401 and "API token" in resp.json()["error"]
+        code = httpx.get(f"{base}/topologies/{tid}/code", headers={"Authorization": f"Bearer {TOKEN}"},
+                         trust_env=False).content
         with tarfile.open(fileobj=io.BytesIO(code), mode="r:gz") as tar:
             for member in tar.getmembers():
                 if member.isfile():
