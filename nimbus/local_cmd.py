@@ -18,7 +18,9 @@ from gale.worker.local import LocalCluster
 
 
 def run_local(topology_file: str, duration: float, overrides: dict[str, Any], as_json: bool, name: str | None) -> int:
-    configure(fmt="console", level="WARNING")
+    # INFO, as a worker logs (worker/daemon.py): what a topology's components log at info — a
+    # shell child's `log` messages at level 2 among them — is part of what a local run shows
+    configure(fmt="console", level="INFO")
     topology = load_topology_file(topology_file, overrides)
     name = name or topology.name or Path(topology_file).stem
     stop = threading.Event()

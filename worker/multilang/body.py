@@ -12,10 +12,10 @@ next round). The child sees data only: the executor's layers (checkpoints, ticks
 
 A child that exits, stays silent past ``topology.subprocess.timeout.secs`` (falling back to
 ``supervisor.worker.timeout.secs``), writes what is not the protocol (a ``print`` to stdout) or
-breaks it is killed; the error is reported against the component with the last line seen and the
-end of its stderr; a bolt's pending tuples are failed (their trees replay); the child is started
-again after ``topology.multilang.restart.secs``, doubling with each failure in a row. The worker
-keeps running (Storm halts it with exit code 11).
+breaks it is killed; the error is reported against the component with the last line seen, below
+the end of its stderr (on lines of their own); a bolt's pending tuples are failed (their trees
+replay); the child is started again after ``topology.multilang.restart.secs``, doubling with each
+failure in a row. The worker keeps running (Storm halts it with exit code 11).
 """
 
 from __future__ import annotations
@@ -178,8 +178,13 @@ class ShellBody:
         child.write(self.codec.encode(hello))
         ex.log.info("subprocess-started", task=shell.task, pid=child.pid, command=argv, cwd=cwd)
 
-    def _report(self, shell: Shell, text: str) -> None:
-        self.executor.report_error(f"shell {self.kind} {self.executor.component!r} task {shell.task}: {text}")
+    def _report(self, shell: Shell, text: str, before: str = "") -> None:
+        """Report ``text`` against the component, naming the task; ``before`` (the child's own lines)
+        goes on lines of its own above it, so Gale's sentence stays whole and last: a report is
+        summed up by its last line (the worker log's ``component-error``, ``nimbus status``,
+        ``nimbus local``), as a traceback is."""
+        sentence = f"shell {self.kind} {self.executor.component!r} task {shell.task}: {text}"
+        self.executor.report_error(f"{before}\n{sentence}" if before else sentence)
 
     def _child_failed(self, shell: Shell, reason: str, now: float, last_line: str = "") -> None:
         """Kill the child, report why, fail what it held, schedule its restart."""
@@ -191,14 +196,13 @@ class ShellBody:
         parts = [f"subprocess {child.argv} (pid {child.pid}) {reason}"]
         parts.append(f"last line seen: {last!r}" if last else "no output seen")
         stderr = child.stderr_text(wait=STDERR_DRAIN_SECS)
-        if stderr:
-            parts.append(f"its stderr ends with:\n{stderr}")
         failed = shell.session.fail_all() if self.kind == "bolt" else []
         if failed:
             parts.append(f"{len(failed)} pending tuples failed (they replay)")
         shell.restart_at = shell.restarts.failed(now)
         parts.append(f"restarting in {shell.restart_at - now:.1f}s")
-        self._report(shell, "; ".join(parts))
+        self._report(shell, "; ".join(parts),
+                     before=f"the end of subprocess {child.pid}'s stderr:\n{stderr}" if stderr else "")
         shell.generation += 1  # whatever the dead child's reader still delivers is dropped
         shell.child = None
         shell.session = None
