@@ -43,11 +43,12 @@ def checkpointed_offsets(provider, name) -> dict[int, int]:
     return {int(key.rpartition("/")[2]): offset for key, offset in (merged or {}).items()}
 
 
-def submit(cluster, topologies, redis_server, kafka_broker, topic, name, topology=TOPOLOGY):  # noqa: F811
+def submit(cluster, topologies, redis_server, kafka_broker, topic, name, topology=TOPOLOGY,  # noqa: F811
+           **extra):
     return topologies.submit(topology, name, *[x for k, v in {
         "kafka.bootstrap.servers": kafka_broker.bootstrap, "kafka.topic": topic, "kafka.group": name,
         "kafka.zookeeper.root": cluster.root.rsplit("/", 1)[0] + "/kafka",
-        "topology.state.provider": "redis", "topology.state.redis.url": redis_server.url,
+        "topology.state.provider": "redis", "topology.state.redis.url": redis_server.url, **extra,
     }.items() for x in ("-c", f"{k}={v}")])[0]
 
 
@@ -102,7 +103,10 @@ def test_kill_minus_9_of_the_counting_worker_counts_every_record_exactly_once(cl
     kafka_broker.produce(topic, values[:1500], partitions=PARTITIONS)
     provider = RedisStateProvider(redis_server.url)
     with Topologies(cluster) as topologies:
-        name = submit(cluster, topologies, redis_server, kafka_broker, topic, "eo-kill")
+        # a message timeout longer than the test: the kill must not be noticed by trees timing out, but
+        # by the restarted tasks' hellos (gale.worker.state.liveness), and rolled back from at once
+        name = submit(cluster, topologies, redis_server, kafka_broker, topic, "eo-kill",
+                      **{"topology.message.timeout.secs": 600})
         with logs_kept_on_failure(cluster, name), watch_cuts(redis_server, name) as cuts:
             eventually(lambda: some_committed(provider, name), 120)
 

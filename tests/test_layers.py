@@ -132,15 +132,15 @@ def test_checkpoints_never_reach_a_body_and_each_executor_has_the_layers_it_need
     finally:
         lt.kill()
     assert set(SEEN) == {"default"}  # only data: $checkpoint tuples were acted on and forwarded by the layer
-    assert layers["split"] == ("python", ["checkpoint"])
-    assert layers["count"] == ("python", ["checkpoint", "held-acks", "state"])
-    assert layers["after"] == ("python", ["checkpoint"])
+    assert layers["split"] == ("python", ["checkpoint", "incarnation"])
+    assert layers["count"] == ("python", ["checkpoint", "held-acks", "incarnation", "state"])
+    assert layers["after"] == ("python", ["checkpoint", "incarnation"])
     assert layers["sentences"] == ("python", [])
 
 
 @pytest.mark.parametrize("guarantee,layers", [
-    ("at-least-once", ["checkpoint", "held-acks", "held-outputs", "state"]),
-    ("exactly-once", ["checkpoint", "held-outputs", "state"]),
+    ("at-least-once", ["checkpoint", "held-acks", "held-outputs", "incarnation", "state"]),
+    ("exactly-once", ["checkpoint", "held-outputs", "incarnation", "state"]),
 ])
 def test_a_persistent_window_s_layers(guarantee, layers):
     from tests.state_topologies import PersistentTens, RewindableItems

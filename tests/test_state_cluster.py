@@ -3,6 +3,7 @@ Redis server; counts read back from Redis must be exact after faults."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -10,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from gale.worker.state.coordinator import COMMITTED, TxState
 from gale.worker.state.inspect import read_committed
 from gale.worker.state.redis_provider import RedisStateProvider
 from tests.cluster import CORPUS, DurableInput, Topologies, api, cli, make_cluster, status, worker_pids
@@ -207,3 +209,50 @@ def test_the_state_demo_kills_the_counting_worker_and_the_counts_go_on(tmp_path)
     after = re.findall(r"after kill -9 of \d+: (\d+) counted, (\d+) before: (.*)", out)
     assert after, out[-3000:]
     assert all(int(now) >= int(before) and verdict == "resumed from the checkpoint" for now, before, verdict in after)
+
+
+def committed_txid(redis_server, name) -> int:
+    raw = RedisStateProvider(redis_server.url).get_meta(f"{name}/__state")
+    state = TxState.from_record(json.loads(raw) if raw else None)
+    return state.txid if state.phase == COMMITTED else state.txid - 1
+
+
+def test_a_killed_worker_is_recovered_from_at_once_not_at_the_message_timeout(cluster, topologies, redis_server,
+                                                                             tmp_path):
+    """With a message timeout of 600 s, waiting for the checkpoint tuple lost with a worker to time out
+    would outlast this test. The restarted tasks say hello to the checkpoint spout with a new
+    incarnation, and it recovers at once: checkpoints commit again while the lost sentences still wait
+    for their timeout."""
+    work = DurableInput(tmp_path, 6000)
+    name, _ = topologies.submit(STATEFUL_WC, "state-recover", *work.overrides(**{
+        "topology.state.provider": "redis", "topology.state.redis.url": redis_server.url,
+        "topology.message.timeout.secs": 600,
+    }))
+    work.wait_acked_beyond(500, 90)
+
+    def pids(component):
+        executors = status(cluster, name)["components"][component]["executor_list"]
+        assert all(e["worker"] and e["worker"]["pid"] for e in executors), f"{component}: not all reported"
+        return {e["worker"]["pid"] for e in executors}
+
+    coordinator = eventually(lambda: pids("$checkpointspout"), 30)
+    # a worker of the two that does not run the coordinator (whose own restart is a recovery anyway)
+    victim = eventually(lambda: min((pids("count") | pids("split")) - coordinator), 30)
+    at_kill = eventually(lambda: committed_txid(redis_server, name) or None, 30)
+    assert at_kill
+    os.kill(victim, signal.SIGKILL)
+
+    def replaced():
+        now = pids("count") | pids("split")
+        assert victim not in now and len(now) == 2, now
+
+    eventually(replaced, 60)
+
+    def committing_again():
+        txid = committed_txid(redis_server, name)
+        assert txid >= at_kill + 2, f"committed txid {txid}, {at_kill} at the kill"
+
+    eventually(committing_again, 60)
+    logs = "".join(p.read_text(errors="replace")
+                   for p in cluster.base.glob(f"supervisor-*/logs/workers-artifacts/{name}-*/*/worker.log*"))
+    assert "checkpoint-task-restarted" in logs

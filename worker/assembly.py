@@ -12,7 +12,8 @@ cluster workers): from the component's definition it picks
   ``StatefulBolt``, a persistent window) its managed state, its held acks (at-least-once) or the
   generation filter (exactly-once), and a persistent window's held outputs; on every data spout of
   an exactly-once topology its source layer (``gale.worker.state.sources``), whose epochs arrive in
-  band from the checkpoint spout.
+  band from the checkpoint spout; and on every bolt of such a topology its hello to the checkpoint
+  spout (``gale.worker.state.liveness``), so a restarted task is recovered from at once.
 
 Which combinations make sense is decided at submit (``gale.topology.composition``), so none is
 refused here; the layers are composed in one order — body first, then state, held acks and held
@@ -59,6 +60,8 @@ class Assembly:
             runtime.resources.setdefault("state_prefix", state_prefix(runtime))
             runtime.resources["source_components"] = sorted(
                 c for c, comp in defn.components.items() if comp.kind == "spout" and c != CHECKPOINT_COMPONENT)
+            runtime.resources["bolt_components"] = sorted(
+                c for c, comp in defn.components.items() if comp.kind != "spout" and c != ACKER_COMPONENT)
         if "spark" not in runtime.resources and defn.uses_spark(runtime.local_components()):
             from gale.worker.spark.session import start_spark_for
 
@@ -147,6 +150,9 @@ class Assembly:
                 self._hold_acks(ex, participants)
         attach_ticks(ex)
         if gate is not None:
+            from gale.worker.state.liveness import Incarnation
+
+            Incarnation(ex).attach()  # its restart makes the coordinator recover at once
             gate.attach()  # last: it wraps whatever intake the body set up
         return ex
 

@@ -19,6 +19,7 @@ from gale.topology.checkpointing import EXACTLY_ONCE
 from gale.topology.components import Spout
 from gale.topology.state import CHECKPOINT_FIELDS, CHECKPOINT_STREAM
 from gale.worker.state.coordinator import Committed, Coordinator, Emit, Save, TxState
+from gale.worker.state.liveness import Incarnations
 
 log = get_logger("checkpoint")
 
@@ -32,6 +33,22 @@ class CoordinatorShell:
     coordinator: Any
     collector: Any
     _levels: dict
+    incarnations: Incarnations
+
+    def _watch_restarts(self, context: Any) -> None:
+        """Know the bolt tasks whose hellos (``gale.worker.state.liveness``) tell of restarts."""
+        bolts = set(context.resources.get("bolt_components", ()))
+        self.incarnations = Incarnations({t for t, c in context.task_to_component.items() if c in bolts})
+        self.collector.declare_metrics(["checkpoint_task_restarts"])
+
+    def _restarted(self, payload: tuple) -> bool:
+        """A bolt executor's hello: True when it was restarted since its last one (logged, counted)."""
+        tasks = self.incarnations.hello(payload)
+        if tasks is None:
+            return False
+        self.collector.incr_metric("checkpoint_task_restarts")
+        log.warning("checkpoint-task-restarted", tasks=f"{tasks[0]}-{tasks[1]}", note="recovering now")
+        return True
 
     def ack(self, msg_id: Any) -> None:
         txid, action = msg_id
@@ -75,6 +92,7 @@ class CheckpointSpout(CoordinatorShell, Spout):
 
             collector.declare_metrics(["checkpoints_committed", "checkpoint_failures", "checkpoint_rollbacks"])
             self._eo = ExactlyOnceCheckpointer(self, config, context, collector, self._now)
+            self._eo._watch_restarts(context)
             self.next_tuple, self.ack, self.fail = self._eo.next_tuple, self._eo.ack, self._eo.fail
             return
         self.provider = context.resources["state"]
@@ -86,6 +104,7 @@ class CheckpointSpout(CoordinatorShell, Spout):
         self._levels = collector._stats.extra
         self._opened = False
         self._retry_at = float("-inf")
+        self._watch_restarts(context)
 
     def attach_control(self, send: Any) -> None:
         """The way to the source tasks, ``send(task, payload)`` (exactly-once: its epochs go to them
@@ -95,11 +114,13 @@ class CheckpointSpout(CoordinatorShell, Spout):
             eo.attach_control(send)
 
     def on_control(self, payload: tuple) -> None:
-        """A control message for this task: a source task's report (exactly-once only)."""
+        """A control message for this task: a bolt executor's hello, or (exactly-once) a source
+        task's report."""
         eo = getattr(self, "_eo", None)
-        if eo is None:
-            raise ValueError(f"control message {payload!r} for the checkpoint spout of an at-least-once topology")
-        eo.on_control(payload)
+        if eo is not None:
+            eo.on_control(payload)
+        elif self._restarted(payload) and self._opened:
+            self._perform(self.coordinator.restarted(self._now()))
 
     def _start(self) -> None:
         now = self._now()

@@ -13,7 +13,8 @@ COMMITTING before any COMMIT is sent makes it the global commit point.
 Normal cycle: COMMITTED(n) and the interval elapsed → save PREPARING(n+1), emit PREPARE(n+1);
 acked → save COMMITTING(n+1), emit COMMIT(n+1); acked → save COMMITTED(n+1).
 
-Recovery (at start, and after any checkpoint tuple fails or times out), by the recorded state:
+Recovery (at start, after any checkpoint tuple fails or times out, and at once when a task was
+restarted — :meth:`Coordinator.restarted`), by the recorded state:
 PREPARING(n) → ROLLBACK(n), acked → COMMITTED(n-1); COMMITTING(n) → COMMIT(n) (again), acked →
 COMMITTED(n); COMMITTED(n) → INITSTATE(n), acked → recovery done. A failed recovery step is
 retried (after ``retry_secs``) until it succeeds.
@@ -166,6 +167,17 @@ class Coordinator:
         if self.in_flight != (txid, action):
             return []
         return self._failure(now)
+
+    def restarted(self, now: float) -> list[Action]:
+        """A task was restarted (``gale.worker.state.liveness``): the checkpoint tuple in flight (if
+        any) was lost with it and would only fail at the message timeout. Give it up and recover now
+        (the restarted task gets its state on the way); its late ack, if any, is ignored."""
+        if not self.started:
+            return []
+        self.in_flight = None
+        self.recovering = True
+        self.not_before = now
+        return self.tick(now)
 
     def save_failed(self, now: float) -> list[Action]:
         """The last :class:`Save` could not be written (the actions after it were not performed):

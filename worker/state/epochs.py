@@ -15,7 +15,7 @@ per checkpoint (milliseconds) and needs neither alignment buffers nor in-band ba
 which Storm's wire model (a spout never receives tuples) does not have.
 
 **A failure rolls back instead of replaying.** Any failed or timed-out tree of a source task, a
-source task that restarted, a checkpoint tuple that failed or a pause that cannot drain, starts a
+source task or a bolt task that restarted (``gale.worker.state.liveness``), a checkpoint tuple that failed or a pause that cannot drain, starts a
 new *generation* ``g + 1``: the record says ROLLING_BACK(``c``, ``g + 1``) with ``c`` the last
 committed checkpoint; every source task drops its pending trees and rewinds to its position of
 ``c``; every stateful task reloads its state of ``c`` (ROLLBACK(``c``) on ``$checkpoint``) and from
@@ -315,6 +315,17 @@ class EpochCoordinator:
             return self._rollback(now, f"PREPARE({txid}) failed")
         self.not_before = now + self.retry_secs  # COMMIT and ROLLBACK must go through: re-sent then
         return []
+
+    def restarted(self, reason: str) -> None:
+        """A task was restarted (``gale.worker.state.liveness``): what it held is lost, so the sources'
+        trees through it would only fail at the message timeout, and so would a checkpoint tuple in
+        flight. Roll back at the next :meth:`tick` — after finishing a commit past its commit point
+        (COMMITTING: COMMIT is sent again) — instead of waiting."""
+        if not self.started:
+            return
+        self.in_flight = None
+        self.not_before = float("-inf")
+        self.rollback_wanted = reason
 
     def save_failed(self, now: float) -> list[Action]:
         """The last :class:`Save` could not be written (the actions after it were not performed):

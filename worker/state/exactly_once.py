@@ -27,6 +27,7 @@ from gale.config_keys import Config
 from gale.log import get_logger
 from gale.topology.state import StateError, pack, unpack_value
 from gale.worker.state.checkpoint_spout import CoordinatorShell
+from gale.worker.state.liveness import is_hello
 from gale.worker.state.epochs import (
     CommitSources,
     Committed,
@@ -139,7 +140,11 @@ class ExactlyOnceCheckpointer(CoordinatorShell):
         self.send = send
 
     def on_control(self, payload: tuple) -> None:
-        """A source task's report (or hello)."""
+        """A source task's report (or hello), or a bolt executor's hello."""
+        if is_hello(payload):
+            if self._restarted(payload):
+                self.coordinator.restarted(f"bolt task(s) {payload[1]}-{payload[3]} restarted")
+            return
         message = read_control(payload)
         if isinstance(message, Epoch):
             raise ValueError(f"the checkpoint coordinator was sent an epoch: {payload!r}")
