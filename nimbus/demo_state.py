@@ -1,6 +1,7 @@
 """``make demo-state``: word counts that survive ``kill -9`` of the worker holding them.
 
-Starts a Redis server (Debian's ``redis-server``) beside the dev cluster, submits
+Uses the dev cluster's Redis server (``nimbus dev-cluster --demo-state`` starts one, as ``--redis``
+does), submits
 ``examples/stateful_word_count.py`` with its state in Redis, and every 5 s prints the counts
 committed in Redis and which worker process holds the ``count`` tasks. After ``kill_after`` seconds
 (0: never) the demo itself ``kill -9``s that worker — or do it yourself with the pid shown — and the
@@ -20,7 +21,6 @@ import click
 from gale import config as gconfig
 from gale.nimbus.client import NimbusClient
 from gale.nimbus.demo import submit_file
-from gale.redisserver import RedisServer
 
 NAME = "stateful-word-count"
 
@@ -41,10 +41,9 @@ def run_state_demo(cluster, config_path: Path, duration: float, stop: dict, kill
     from gale.worker.state.redis_provider import RedisStateProvider
 
     client = NimbusClient(gconfig.load_daemon_config(config_path))
-    redis = RedisServer(data_dir=cluster.base / "redis").start()
+    redis = cluster.redis  # started and stopped with the cluster
+    provider = RedisStateProvider(redis.url)
     try:
-        click.echo(f"Redis      {redis.url} (data in {redis.data_dir})")
-        provider = RedisStateProvider(redis.url)
         tid = submit_file(client, example_path(), NAME, {
             "topology.workers": 2, "topology.state.provider": "redis", "topology.state.redis.url": redis.url,
             "topology.state.checkpoint.interval.ms": 1000, "wordcount.sentences.per.task": 0,
@@ -83,4 +82,4 @@ def run_state_demo(cluster, config_path: Path, duration: float, stop: dict, kill
                 click.echo(f"   try: kill -9 {min(pids)}   (or wait: the demo does it at {kill_after:.0f}s)")
         return 0
     finally:
-        redis.cleanup()
+        provider.close()

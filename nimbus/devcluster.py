@@ -1,5 +1,6 @@
 """A real local cluster for development, demos and tests: ZooKeeper (one server or an ensemble),
-nimbus(es), supervisors.
+nimbus(es), supervisors, and on request the services topologies read and write: a Kafka-protocol
+broker (Tansu, :mod:`gale.kafkaserver`) and a Redis server for managed state (:mod:`gale.redisserver`).
 
 Every daemon is a separate process started exactly as in production (``nimbus serve``,
 ``supervisor serve`` with a YAML config each); only the machine is shared. ``nimbus dev-cluster``
@@ -11,7 +12,10 @@ falls back to port 0 if another program took it meanwhile). A supervisor's slot 
 slot's worker metrics port, slot + ``worker.metrics.port.offset``) must be in its config before
 its workers start, so they are reserved with :func:`gale.ports.reserve_port` — outside the
 kernel's ephemeral range, so no port-0 bind or outgoing connection on the machine can take them,
-and locked against other dev clusters — for the cluster's lifetime.
+and locked against other dev clusters — for the cluster's lifetime. The Kafka broker prefers Kafka's
+port (``kafka_port``, 9092) and takes a reserved port when another program holds that one; Redis
+gets a reserved port. Both live in the cluster's directory (``kafka/tansu.log``, ``redis/redis.log``),
+start after ZooKeeper and stop after the workers that use them.
 """
 
 from __future__ import annotations
@@ -36,7 +40,9 @@ import yaml
 from gale import config as gconfig
 from gale.config_keys import Config
 from gale.errors import GaleError
+from gale.kafkaserver import KAFKA_PORT, TansuBroker, broker_binary
 from gale.ports import PortReservation, reserve_port
+from gale.redisserver import RedisServer
 from gale.zkserver import ZooKeeperEnsemble, ZooKeeperServer
 
 _CONSOLE_LISTENING = re.compile(r"http-listening\b.*\bport=(\d+)")
@@ -133,7 +139,12 @@ class DevCluster:
         conf: dict[str, Any] | None = None,
         log_format: str = "json",
         advertise_host: str = "127.0.0.1",
+        kafka: bool = False,
+        kafka_port: int = KAFKA_PORT,
+        redis: bool = False,
     ):
+        """``kafka`` starts a Tansu broker (on ``kafka_port`` when free, 0: any free port) and
+        ``redis`` a Redis server with the cluster; :attr:`kafka` and :attr:`redis` hold them."""
         self._own_dir = base_dir is None
         self.base = Path(base_dir) if base_dir else Path(tempfile.mkdtemp(prefix="gale-dev-"))
         self.base.mkdir(parents=True, exist_ok=True)
@@ -165,6 +176,8 @@ class DevCluster:
         self.supervisor_confs: list[dict[str, Any]] = []
         #: per supervisor: argv prefix of its command (e.g. ``["ip", "netns", "exec", ns]``), kept for restarts
         self.supervisor_prefixes: list[list[str]] = []
+        self.kafka = TansuBroker(prefer_port=kafka_port or None, data_dir=self.base / "kafka") if kafka else None
+        self.redis = RedisServer(data_dir=self.base / "redis") if redis else None
 
     # ------------------------------------------------------------------ config
 
@@ -202,8 +215,11 @@ class DevCluster:
     # ------------------------------------------------------------------ lifecycle
 
     def start(self, timeout: float = 60.0) -> DevCluster:
-        """Start ZooKeeper (unless given one), the nimbuses and the supervisors; if any of it
-        fails, stop what was started before raising (a failed start leaves no daemon behind)."""
+        """Start ZooKeeper (unless given one), the Kafka broker and Redis (when asked for), the
+        nimbuses and the supervisors; if any of it fails, stop what was started before raising (a
+        failed start leaves no daemon behind). A missing broker binary or redis-server fails first,
+        before anything starts."""
+        self.check_services()
         try:
             if self.zk is None and self.n_zookeepers > 1:
                 self.zk = ZooKeeperEnsemble(self.n_zookeepers, base_dir=self.base / "zookeeper")
@@ -211,6 +227,10 @@ class DevCluster:
                 self.zk = ZooKeeperServer(data_dir=self.base / "zookeeper")
             if not self.zk.running():
                 self.zk.start()
+            if self.kafka is not None:
+                self.kafka.start()
+            if self.redis is not None:
+                self.redis.start()
             for i in range(self.n_nimbuses):
                 self._launch_nimbus(i, self.nimbus_ports[i])
             for i in range(self.n_nimbuses):
@@ -223,6 +243,14 @@ class DevCluster:
             self.stop()
             raise
         return self
+
+    def check_services(self) -> None:
+        """A :class:`GaleError` naming what is missing when a requested service cannot be started."""
+        if self.kafka is not None and self.kafka.executable is None:
+            self.kafka.executable = broker_binary()  # BrokerNotFound is a GaleError with the fix in it
+        if self.redis is not None and not Path(self.redis.executable).exists():
+            raise GaleError(f"the dev cluster's Redis needs redis-server, not found at {self.redis.executable}: "
+                            "apt-get install redis-server (make deps installs it)")
 
     def add_nimbus(self, i: int, timeout: float = 60.0) -> Daemon:
         """(Re)start nimbus ``i`` and wait until it listens: on its previous port when it had one
@@ -400,11 +428,17 @@ class DevCluster:
                 pass
         for d in self.nimbus_procs:
             d.stop()
+        for server in (self.redis, self.kafka):
+            if server is not None:
+                server.stop()
         if self._own_zk and self.zk is not None:
             self.zk.stop()
 
     def cleanup(self) -> None:
         self.stop()
+        for server in (self.redis, self.kafka):
+            if server is not None:
+                server.cleanup()
         for r in self.reservations:
             r.release()
         self.reservations = []
@@ -418,15 +452,40 @@ class DevCluster:
         self.cleanup()
 
 
+def service_lines(cluster: DevCluster) -> list[str]:
+    """What to tell a user about the cluster's Kafka broker and Redis: the config to pass and the log."""
+    lines = []
+    if cluster.kafka is not None:
+        k = cluster.kafka
+        port = (f"port {k.port}" if not k.prefer_port or k.got_preferred_port
+                else f"port {k.prefer_port} is taken: port {k.port}")
+        lines.append(f"Kafka      kafka.bootstrap.servers={k.bootstrap}  (Tansu, in memory, {port}; log {k.log_path})")
+    if cluster.redis is not None:
+        r = cluster.redis
+        lines.append(f"Redis      topology.state.redis.url={r.url}  (log {r.log_path})")
+    return lines
+
+
 def run_dev_cluster(supervisors: int, slots: int, base_dir: str | None, http_port: int, demo: bool,
-                    demo_duration: float, zookeepers: int = 1, demo_state: bool = False) -> int:
+                    demo_duration: float, zookeepers: int = 1, demo_state: bool = False, *,
+                    kafka: bool = False, kafka_port: int = KAFKA_PORT, redis: bool = False) -> int:
     import click
 
     if zookeepers < 1 or zookeepers % 2 == 0:
         raise GaleError(f"--zookeepers must be an odd number >= 1 (a quorum is a majority), got {zookeepers}")
-    cluster = DevCluster(base_dir, supervisors=supervisors, slots=slots, http_port=http_port, zookeepers=zookeepers)
+    if not 0 <= kafka_port <= 65535:
+        raise GaleError(f"--kafka-port must be a port number (0: any free port), got {kafka_port}")
+    # the state demo keeps its counts in the cluster's Redis
+    cluster = DevCluster(base_dir, supervisors=supervisors, slots=slots, http_port=http_port, zookeepers=zookeepers,
+                         kafka=kafka, kafka_port=kafka_port, redis=redis or demo_state)
+    try:
+        cluster.check_services()  # a missing broker binary or redis-server: one line, before anything starts
+    except GaleError:
+        cluster.cleanup()  # nothing ran: leave no temp directory either
+        raise
     what = "ZooKeeper" if zookeepers == 1 else f"a ZooKeeper ensemble of {zookeepers}"
-    click.echo(f"starting {what}, nimbus and {supervisors} supervisors x {slots} slots in {cluster.base} ...")
+    services = "".join(f", {name}" for name, on in (("a Kafka broker", kafka), ("Redis", redis or demo_state)) if on)
+    click.echo(f"starting {what}{services}, nimbus and {supervisors} supervisors x {slots} slots in {cluster.base} ...")
     stop = {"flag": False}
 
     def on_signal(*_):
@@ -438,6 +497,8 @@ def run_dev_cluster(supervisors: int, slots: int, base_dir: str | None, http_por
         cluster.start()
         config_path = cluster.client_config_path()
         click.echo(f"ZooKeeper  {cluster.zk.address} (root {cluster.root})")
+        for line in service_lines(cluster):
+            click.echo(line)
         click.echo(f"nimbus     {cluster.nimbus_url()}  (API /api/v1, UI /)")
         for i in range(supervisors):
             click.echo(f"supervisor {cluster.supervisor_id(i)} slots {list(cluster.supervisor_config(i).supervisor_slots_ports)}")

