@@ -88,13 +88,24 @@ class Producer(threading.Thread):
         self.producer.close()
 
 
+def uptime() -> float:
+    """Seconds since boot (``/proc/uptime``): the clock process start times are kept in."""
+    return float(Path("/proc/uptime").read_text().split()[0])
+
+
 def worker_processes(topology_id: str) -> dict[int, float]:
-    """pid → start time (epoch s) of the topology's worker processes."""
+    """pid → start time (seconds since boot, from ``/proc/<pid>/stat``; psutil's ``create_time`` adds
+    the boot time, which the kernel gives in whole seconds) of the topology's worker processes."""
     out = {}
-    for p in psutil.process_iter(["pid", "cmdline", "create_time"]):
+    ticks = os.sysconf("SC_CLK_TCK")
+    for p in psutil.process_iter(["pid", "cmdline"]):
         cmd = p.info["cmdline"] or []
         if "gale.worker.cli" in cmd and topology_id in cmd:
-            out[p.info["pid"]] = p.info["create_time"]
+            try:
+                fields = Path(f"/proc/{p.info['pid']}/stat").read_text().rpartition(")")[2].split()
+            except FileNotFoundError:
+                continue
+            out[p.info["pid"]] = int(fields[19]) / ticks  # starttime, the 22nd field
     return out
 
 
@@ -129,11 +140,11 @@ def run_guarantee(cluster: DevCluster, broker, redis: RedisServer, guarantee: st
             victim = sorted(procs)[i % 2]
             at_kill, phase = committed_of(record())
             os.kill(victim, signal.SIGKILL)
-            killed = time.time()
+            killed = uptime()
             replacement = wait(lambda: [t for p, t in worker_processes(topology_id).items() if p not in procs], 120, 0.02)
             started = replacement[0]
             wait(lambda: committed_of(record())[0] > at_kill, 180, 0.01)
-            committed = time.time()
+            committed = uptime()
             row = (phase, started - killed, committed - started, committed - killed)
             results.append(row)
             print(f"{guarantee} kill {i + 1}: at {phase}, kill → replacement {row[1]:.2f} s, "

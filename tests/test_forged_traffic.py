@@ -177,6 +177,12 @@ def test_forged_replayed_and_invalid_batches_never_execute_and_the_worker_surviv
             [RESULT, sink_tasks[0], 1, 5],                            # a verdict for a bolt task
             [TUPLE, sink_tasks[0], "probe", "default", 1, "FORGED-not-a-list", [], 0],
             [TUPLE, sink_tasks[0], "nosuch", "default", 1, ["FORGED-stream", "x"], [], 0],
+            # a tree whose "spout" is a bolt task, or the acker itself, then its ACK: the acker would
+            # send its verdict there, and an executor thread would crash on it
+            [ACKER, acker_task, INIT, 777, 5, sink_tasks[0]],
+            [ACKER, acker_task, ACK, 777, 5, 0],
+            [ACKER, acker_task, INIT, 778, 6, acker_task],
+            [ACKER, acker_task, ACK, 778, 6, 0],
         ]
         push.send_multipart(insider.seal(identity, batch(*bad)))
         # 5. positive control: the same path, sealed with the secret, valid — it does execute
@@ -186,7 +192,7 @@ def test_forged_replayed_and_invalid_batches_never_execute_and_the_worker_surviv
         def counted():
             assert rejected(metrics_port) == {"bad_mac": 2, "replayed": 1}
             assert invalid(metrics_port) == {"out_of_range": 3, "unknown_kind": 1, "unknown_task": 2,
-                                             "malformed": 1, "unknown_stream": 1}
+                                             "malformed": 1, "unknown_stream": 1, "not_a_spout_task": 2}
 
         try:
             eventually(counted, 30)
