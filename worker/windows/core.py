@@ -3,7 +3,9 @@
 Each core takes :class:`~.store.Entry` objects (``add``) and watermarks (``advance``) and returns a
 list of actions for the shell to perform in order:
 
-* :class:`Fire` — run ``execute(window)`` on these entries (emits anchored to all of them);
+* :class:`Fire` — run ``execute(window)`` on these entries (emits anchored to all of them); an
+  update (a late tuple within the allowed lateness changed a window that fired) carries in
+  ``replaces`` the bounds of the results it supersedes;
 * :class:`Expire` — these entries left the last window they belong to: ack them (always after the
   firings that used them);
 * :class:`Late` — this entry arrived too late for any window: emit it on the late-tuple stream (if
@@ -14,6 +16,9 @@ The rules (``docs/windows.md``):
 * **Time windows** (:class:`TimeWindows`, tumbling when ``slide == length``): the windows are
   ``[s, s + length)`` for every multiple ``s`` of ``slide``; a tuple with timestamp ``ts`` belongs to
   every one of them that contains ``ts`` (``length / slide`` of them when the length is a multiple).
+  The window is start-inclusive and end-exclusive: a timestamp exactly on an edge ``B`` is in the
+  window starting at ``B``, not in the one ending there (Storm's windows are ``(end - length, end]``:
+  ``docs/storm-model.md`` §12).
   A window fires once the watermark ``W`` reaches its end (``end <= W``) if it holds any tuple. A tuple
   is *late* when ``ts < W - allowed_lateness``; one with ``W - allowed_lateness <= ts < W`` is kept and
   fires again, as an update, every window of it that already fired. A window is dropped once
@@ -22,7 +27,11 @@ The rules (``docs/windows.md``):
   between windows (STORM-2489).
 * **Session windows** (:class:`SessionWindows`): per key, a tuple opens ``[ts, ts + gap)``; sessions
   whose intervals overlap merge. Firing, lateness, updates and expiry as for time windows, with the
-  session's ``[first ts, last ts + gap)`` as its bounds.
+  session's ``[first ts, last ts + gap)`` as its bounds. A late tuple can extend a session that fired,
+  or merge several: the update's ``replaces`` lists the bounds of every session of that key that
+  fired and that it supersedes (a time window's update: its own bounds), so a sink can delete those
+  rows. A session's superseded bounds are those of the chains of its fired tuples (tuples less than
+  ``gap`` apart), so a core restored from its store derives them from the fired tuples it records.
 * **Count windows** (:class:`CountWindows`): every ``slide`` tuples, the last ``length`` tuples; in
   arrival order (processing time), or in timestamp order as the watermark passes them (event time:
   a tuple with ``ts < W`` is late). Tuples that no future window can contain expire after a firing.
@@ -43,10 +52,15 @@ FOREVER = 2**62
 
 
 class Fire:
-    __slots__ = ("start", "end", "key", "entries", "new", "expired", "update")
+    """A window to run ``execute(window)`` on. ``replaces``: for an update, the ``(start, end)`` of
+    every earlier result of this window (same key) it supersedes — a time window's own bounds; for a
+    session, those of each session that fired and that the late tuple extended or merged into this
+    one —, by start; empty for a first firing (``update`` is ``bool(replaces)``)."""
+
+    __slots__ = ("start", "end", "key", "entries", "new", "expired", "update", "replaces")
 
     def __init__(self, start: int, end: int, entries: list[Entry], new: list[Entry], expired: list[Entry],
-                 update: bool = False, key: Any = None):
+                 update: bool = False, key: Any = None, replaces: list[tuple[int, int]] | None = None):
         self.start = start
         self.end = end
         self.key = key
@@ -54,9 +68,10 @@ class Fire:
         self.new = new
         self.expired = expired
         self.update = update
+        self.replaces: list[tuple[int, int]] = replaces if replaces is not None else []
 
     def __repr__(self) -> str:
-        u = " update" if self.update else ""
+        u = f" update of {self.replaces}" if self.update else ""
         return f"Fire{u}([{self.start}, {self.end}) key={self.key!r} {[e.seq for e in self.entries]})"
 
 
@@ -247,7 +262,8 @@ class TimeWindows(_Core):
         last = self.fired.get(start)
         self.fired[start] = max(e.seq for e in entries)
         if last is not None:
-            return Fire(start, end, entries, [e for e in entries if e.seq > last], [], update=True)
+            return Fire(start, end, entries, [e for e in entries if e.seq > last], [], update=True,
+                        replaces=[(start, end)])
         if self._last_end is not None and end <= self._last_end:  # a window firing out of order
             return Fire(start, end, entries, entries, [])
         new, expired = _diff(entries, self._prev), _diff(self._prev, entries)
@@ -287,14 +303,30 @@ class TimeWindows(_Core):
 
 
 class _Session:
-    __slots__ = ("key", "start", "end", "entries", "fired")
+    __slots__ = ("key", "start", "end", "entries", "fired", "fired_bounds")
 
-    def __init__(self, key: Any, start: int, end: int, entries: list[Entry], fired: set[int]):
+    def __init__(self, key: Any, start: int, end: int, entries: list[Entry], fired: set[int],
+                 fired_bounds: list[tuple[int, int]]):
         self.key = key
         self.start = start
         self.end = end
         self.entries = entries
         self.fired = fired  # arrival ordinals already fired in this session (or a merged one)
+        #: the bounds of the sessions that fired with those tuples and were not superseded since:
+        #: what the next firing of this session replaces
+        self.fired_bounds = fired_bounds
+
+
+def _chains(entries: list[Entry], gap: int) -> list[list[Entry]]:
+    """``entries`` (sorted by timestamp) cut wherever the next one is ``gap`` or more after the
+    previous: the sessions they form by themselves."""
+    out: list[list[Entry]] = []
+    for e in entries:
+        if out and e.ts < out[-1][-1].ts + gap:
+            out[-1].append(e)
+        else:
+            out.append([e])
+    return out
 
 
 class SessionWindows(_Core):
@@ -319,6 +351,7 @@ class SessionWindows(_Core):
         sessions = self.sessions.setdefault(entry.key, [])
         entries = [entry]
         fired: set[int] = set()
+        bounds: list[tuple[int, int]] = []
         keep = []
         for s in sessions:
             if s.start < end and start < s.end:
@@ -326,9 +359,10 @@ class SessionWindows(_Core):
                 end = max(end, s.end)
                 entries.extend(s.entries)
                 fired |= s.fired
+                bounds.extend(s.fired_bounds)
             else:
                 keep.append(s)
-        session = _Session(entry.key, start, end, entries, fired)
+        session = _Session(entry.key, start, end, entries, fired, sorted(bounds))
         keep.append(session)
         self.sessions[entry.key] = keep
         if w is not None and end <= w:  # within the allowed lateness, in a due session
@@ -351,18 +385,17 @@ class SessionWindows(_Core):
         for e in self.store.entries():
             by_key.setdefault(e.key, []).append(e)
         self.sessions = {}
+        gap = self.gap
         for key, entries in by_key.items():
             entries.sort(key=_order)
             sessions: list[_Session] = []
-            for e in entries:  # the same sessions as merging one by one: overlapping intervals chained
-                last = sessions[-1] if sessions else None
-                if last is not None and e.ts < last.end:
-                    last.end = max(last.end, e.ts + self.gap)
-                    last.entries.append(e)
-                else:
-                    sessions.append(_Session(key, e.ts, e.ts + self.gap, [e], set()))
-            for ses in sessions:
-                ses.fired = {e.seq for e in ses.entries if e.seq in fired}
+            # the same sessions as merging one by one: overlapping intervals chained; and the sessions
+            # that fired and were not superseded since: those of the fired tuples by themselves (each
+            # fired whole, and two that fired apart never overlapped, or one firing would hold both)
+            for chain in _chains(entries, gap):
+                done = [e for e in chain if e.seq in fired]
+                bounds = [(c[0].ts, c[-1].ts + gap) for c in _chains(done, gap)]
+                sessions.append(_Session(key, chain[0].ts, chain[-1].ts + gap, chain, {e.seq for e in done}, bounds))
             self.sessions[key] = sessions
 
     def _fire(self, s: _Session) -> Fire:
@@ -370,7 +403,8 @@ class SessionWindows(_Core):
         update = bool(s.fired)
         new = [e for e in s.entries if e.seq not in s.fired] if update else list(s.entries)
         s.fired = {e.seq for e in s.entries}
-        return Fire(s.start, s.end, list(s.entries), new, [], update=update, key=s.key)
+        replaces, s.fired_bounds = s.fired_bounds, [(s.start, s.end)]
+        return Fire(s.start, s.end, list(s.entries), new, [], update=update, key=s.key, replaces=replaces)
 
     def advance(self, watermark: int) -> list[Any]:
         if self.watermark is not None and watermark <= self.watermark:
