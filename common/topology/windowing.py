@@ -279,13 +279,19 @@ class TupleWindow:
     * :attr:`start`, :attr:`end` — the window's bounds in epoch ms, ``[start, end)`` (count windows:
       the first and last tuple's timestamps); :attr:`key` — a session's key;
       :attr:`is_update` — True when the window fired before and a late tuple within the allowed
-      lateness changed it: this is an updated result.
+      lateness changed it: this is an updated result;
+    * :attr:`replaces` — the ``(start, end)`` of every earlier result of this window (same
+      :attr:`key`) that this one supersedes, by start: empty for a first firing; for an update of a
+      duration window, its own bounds; for a session a late tuple extended or merged, the bounds each
+      of those sessions fired with. A sink deletes the rows ``(key, start, end)`` for these, then writes
+      this window's (``docs/windows.md``, "Updates").
     """
 
-    __slots__ = ("_tuples", "_new", "_expired", "start", "end", "key", "is_update")
+    __slots__ = ("_tuples", "_new", "_expired", "start", "end", "key", "is_update", "replaces")
 
     def __init__(self, tuples: Sequence[Tuple], new: Sequence[Tuple], expired: Sequence[Tuple], start: int,
-                 end: int, key: Any = None, is_update: bool = False):
+                 end: int, key: Any = None, is_update: bool = False,
+                 replaces: Sequence[tuple[int, int]] = ()):
         self._tuples = list(tuples)
         self._new = list(new)
         self._expired = list(expired)
@@ -293,6 +299,7 @@ class TupleWindow:
         self.end = end
         self.key = key
         self.is_update = is_update
+        self.replaces: list[tuple[int, int]] = list(replaces)
 
     def get(self) -> list[Tuple]:
         return self._tuples

@@ -10,8 +10,8 @@ The runner:
   arrival time in epoch ms — processing time), feeds the watermark tracker and the core;
 * on the executor's timer (every ``timer_period``): processing time advances the core to the clock;
   event time computes the watermark every ``topology.bolts.watermark.event.interval.ms``;
-* performs the core's actions in order: ``Fire`` → ``execute(window)`` (a :class:`FiredWindow`:
-  the ``TupleWindow`` with the bounds an update ``replaces``) with every emit anchored to
+* performs the core's actions in order: ``Fire`` → ``execute(window)`` (a ``TupleWindow``
+  with the bounds an update ``replaces``) with every emit anchored to
   all the window's tuples (to one tuple per spout tuple of the window: :func:`covering_anchors`; an
   exception is reported and fails those tuples, so their spout tuples replay); ``Expire`` → ack; ``Late`` → count ``late_tuples``, emit on the late-tuple stream (anchored)
   when there is one, ack.
@@ -40,22 +40,6 @@ from gale.worker.windows.watermark import WatermarkTracker
 
 #: the component counters a windowed bolt shows (stats, nimbus status, /metrics)
 METRICS = ("late_tuples", "windows_fired", "window_updates", "window_timeout_resets")
-
-
-class FiredWindow(TupleWindow):
-    """The :class:`~gale.topology.windowing.TupleWindow` that ``execute(window)`` gets, with
-    :attr:`replaces`: the ``(start, end)`` of every earlier result of this window (same
-    :attr:`key`) that this one supersedes, by start — empty for a first firing; for an update
-    (``is_update``) of a duration window, its own bounds; for a session that a late tuple extended or
-    merged, the bounds each of those sessions fired with. A sink deletes the rows ``(key, start,
-    end)`` for these, then writes this window's (``docs/windows.md``, "Updates")."""
-
-    __slots__ = ("replaces",)
-
-    def __init__(self, tuples: list[Tuple], new: list[Tuple], expired: list[Tuple], start: int, end: int,
-                 key: Any = None, is_update: bool = False, replaces: list[tuple[int, int]] | None = None):
-        super().__init__(tuples, new, expired, start, end, key, is_update)
-        self.replaces: list[tuple[int, int]] = list(replaces or ())
 
 
 def make_core(spec: WindowSpec, store: WindowStore) -> Any:
@@ -260,7 +244,7 @@ class WindowRunner:
     def _run_window(self, fire: Fire) -> None:
         tuples = [e.item for e in fire.entries]
         anchors = None if self.persistent else covering_anchors(tuples)
-        window = FiredWindow(tuples, [e.item for e in fire.new], [e.item for e in fire.expired],
+        window = TupleWindow(tuples, [e.item for e in fire.new], [e.item for e in fire.expired],
                              fire.start, fire.end, fire.key, fire.update, fire.replaces)
         collector = self.collector
         executor = self.executor
