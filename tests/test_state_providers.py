@@ -153,7 +153,8 @@ def test_the_checkpoint_spout_waits_for_an_unreachable_provider_and_starts_when_
             self.emitted.append(list(values))
 
     class Context:
-        resources = {"state": Down(), "state_prefix": "topo"}
+        resources = {"state": Down(), "state_prefix": "topo", "bolt_components": ["count"]}
+        task_to_component = {1: "$checkpointspout", 2: "count"}
 
     now = [0.0]
     spout = CheckpointSpout(clock=lambda: now[0])
