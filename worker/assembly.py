@@ -53,6 +53,7 @@ class Assembly:
         background for Spark components (``context.resources["spark"]``)."""
         defn = runtime.defn
         if has_checkpointing(defn):
+            runtime.resources.setdefault("clock", runtime.clock.monotonic)  # the coordinator's
             if "state" not in runtime.resources:
                 from gale.worker.state.provider import open_provider
 
@@ -127,7 +128,7 @@ class Assembly:
             from gale.worker.state.gate import Checkpointing
 
             gate = Checkpointing(ex, participants, hold=stateful or persistent, exactly_once=exactly_once,
-                                 filter_data=exactly_once and (stateful or persistent))
+                                 filter_data=exactly_once)
         if body == "window":
             self._window(ex, gate, participants, persistent, exactly_once)
         elif body == "shell":

@@ -11,7 +11,7 @@ pauses the spouts.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -85,6 +85,19 @@ class Batcher:
     def next_due_at(self) -> float | None:
         """When the held tuples become due by age (``None`` when empty)."""
         return None if self.first_at is None else self.first_at + self.policy.millis / 1000.0
+
+    def discard(self, drop: Callable[[Any], bool], weight: Callable[[Any], int]) -> list[Any]:
+        """Remove the held tuples ``drop`` says to, keeping the others in order; ``weight(item)`` is a
+        tuple's row count. Returns the removed ones."""
+        kept = [t for t in self.items if not drop(t)]
+        if len(kept) == len(self.items):
+            return []
+        dropped = [t for t in self.items if drop(t)]
+        self.items = kept
+        self.rows = sum(weight(t) for t in kept)
+        if not kept:
+            self.first_at = None
+        return dropped
 
     def take(self) -> list[Any]:
         items, self.items, self.first_at, self.rows = self.items, [], None, 0

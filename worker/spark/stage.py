@@ -254,6 +254,23 @@ class SparkStage:
             batcher.add(tup, now, rows_in(tup.values[0]) if tup.values else 1)
         return taken
 
+    def drop_stale(self, task: int, lo: int, hi: int) -> int:
+        """At a ROLLBACK (exactly-once, the checkpoint layer asks): ack and drop the tuples of the
+        batch being filled whose roots are not all of the new generation (``lo <= root < hi``), so
+        a batch never mixes generations. The batch running on Spark is all older generations (the
+        sources re-emit only once every bolt has rolled back): its rows are dropped downstream."""
+        st = self.states[task]
+
+        def stale(tup: Any) -> bool:
+            return any(not lo <= root < hi for root in tup.message_id or ())
+
+        weight = (lambda t: rows_in(t.values[0]) if t.values else 1) if self.batch_input else (lambda t: 1)
+        dropped = st.batcher.discard(stale, weight)
+        ack = st.collector.ack
+        for tup in dropped:
+            ack(tup)
+        return len(dropped)
+
     def input_ready(self) -> bool:
         """Input this executor can take now (not tuples it leaves queued for backpressure)."""
         return any(q and self.states[t].batcher.room() > 0 for t, q in self.executor.queues.items())

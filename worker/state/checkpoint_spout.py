@@ -78,14 +78,17 @@ class CoordinatorShell:
 
 
 class CheckpointSpout(CoordinatorShell, Spout):
-    def __init__(self, clock: Any = time.monotonic):
-        self._now = clock
+    def __init__(self, clock: Any = None):
+        #: the clock: given here (tests), else the worker's (``context.resources["clock"]``), so a
+        #: runtime on a simulated clock checkpoints on it
+        self._clock = clock
 
     def declare_output_fields(self, declarer) -> None:
         declarer.declare_stream(CHECKPOINT_STREAM, list(CHECKPOINT_FIELDS))
 
     def open(self, conf, context, collector) -> None:
         super().open(conf, context, collector)
+        self._now = self._clock or context.resources.get("clock") or time.monotonic
         config = as_config(conf, "topology configuration")
         if config.topology_state_guarantee == EXACTLY_ONCE:
             from gale.worker.state.exactly_once import ExactlyOnceCheckpointer

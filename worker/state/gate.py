@@ -21,8 +21,13 @@ Two options, for stateful tasks:
 
 * ``hold``: until the task's state is loaded (``set_ready``), data tuples are held and given back
   in order then (Storm's stateful bolts wait for INITSTATE);
-* ``filter_data`` (exactly-once, stateful tasks): a data tuple of an older generation than the task's
+* ``filter_data`` (exactly-once, every bolt): a data tuple of an older generation than the task's
   — sent before the last rollback, which rewound its source — is acked without being executed.
+  A body that holds tuples across checkpoints (a Spark stage's micro-batch) gives back those of
+  older generations at a ROLLBACK (``drop_stale(task, lo, hi)``: it acks them and says how many),
+  so nothing it emits later derives from two generations: a row anchored to a rolled-back tuple
+  and to a current one would be dropped downstream as stale, losing the current one's effect while
+  its tree completes.
 
 In an exactly-once topology (``exactly_once``) every checkpoint tuple carries its generation in its
 root (the checkpoint spout stamps it, like every root id): a ROLLBACK sets the task's generation, a
@@ -78,6 +83,8 @@ class Checkpointing:
         self.outstanding: Callable[[int], int] | None = None
         #: task → (checkpoint tuple, generation): acted on once the body answered what came before it
         self.parked: dict[int, tuple[Any, int]] = {}
+        #: the body's ``drop_stale(task, lo, hi)``, when it holds tuples across checkpoints
+        self.drop_stale: Callable[[int, int, int], int] | None = None
 
     def attach(self) -> None:
         ex = self.executor
@@ -92,6 +99,7 @@ class Checkpointing:
         ex = self.executor
         runtime = ex.runtime
         self.outstanding = getattr(ex.body, "outstanding", None)
+        self.drop_stale = getattr(ex.body, "drop_stale", None) if self.filter_data else None
         if self.outstanding is not None:
             ex.polls.append(self.poll)
         n_inputs = sum(len(runtime.layout.component_tasks(c)) for c in checkpoint_inputs(runtime.defn, ex.component))
@@ -230,6 +238,11 @@ class Checkpointing:
         if self.exactly_once and action == ROLLBACK:
             self.generation[task] = generation
             if self.filter_data:
-                self.range[task] = generation_range(generation)
+                lo, hi = self.range[task] = generation_range(generation)
+                if self.drop_stale is not None:
+                    dropped = self.drop_stale(task, lo, hi)
+                    if dropped:
+                        self.stale += dropped
+                        ex.stats.extra["state_stale_tuples"] += dropped
         forwarder.emit([txid, action], anchors=tup, stream=CHECKPOINT_STREAM)
         forwarder.ack(tup)
