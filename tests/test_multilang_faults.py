@@ -75,7 +75,9 @@ def test_a_hung_child_times_out_is_killed_and_restarted(tmp_path):
 
 
 def test_a_print_before_the_handshake_is_reported_with_the_text_and_the_child_restarts(tmp_path):
-    cluster, running = run_faulty(tmp_path, "QuietBolt", env={"TEST_OUT": str(tmp_path)})
+    # the print reaches the pipe before the handshake answer only when stdout is unbuffered (a
+    # buffered one holds it in the child until exit); say so rather than inherit it from the shell
+    cluster, running = run_faulty(tmp_path, "QuietBolt", env={"TEST_OUT": str(tmp_path), "PYTHONUNBUFFERED": "1"})
     with cluster:
         completes(tmp_path, running)
         error = the_error(running)

@@ -126,6 +126,12 @@ def test_losing_the_quorum_while_running_stops_nothing_and_writes_nothing_partia
             assert h["scheduling_rounds"] > rounds + 1, h  # it has scheduled since, twice
 
         eventually(carried_on, 90)
+        # the observer's own session may have expired in an outage longer than its timeout (a loaded
+        # machine): read with a session opened now that the quorum is back
+        observer.stop()
+        observer.close()
+        observer = KazooClient(hosts=ensemble.address)
+        observer.start(timeout=30)
         # where it was: the same workers on the same assignment; the refused submit left nothing
         after = Assignment.decode(observer.get(layout.assignment(tid))[0], "a")
         assert after.executors() == before.executors(), dump_logs(cluster)
