@@ -135,3 +135,31 @@ def summed(recs: list[dict]) -> dict[str, int]:
     for r in recs:
         out[r["key"]] += r["n"]
     return dict(out)
+
+
+# ------------------------------------------------------------------------------ topologies
+
+
+def word_count_into(sink: type, kwargs: dict, conf: dict, name: str = "wc", spout: Any = None) -> Any:
+    """Sentences → split (fails some first attempts) → stateful count (fails its 3rd prepare once)
+    → ``sink`` (2 tasks, fields-grouped by word), under ``conf``; the sink gets ``(word, count)``."""
+    from gale import TopologyBuilder
+    from tests.state_topologies import FlakySplit, RewindableSentences, StatefulCount
+
+    b = TopologyBuilder()
+    b.set_spout("sentences", spout or RewindableSentences, 2)
+    b.set_bolt("split", FlakySplit, 2).shuffle_grouping("sentences")
+    b.set_bolt("count", StatefulCount, 2).fields_grouping("split", ["word"])
+    b.set_bolt("sink", sink, 2, kwargs=kwargs).fields_grouping("count", ["word"])
+    return b.create_topology(name, {"test.fail.every": 7, "test.fail.prepare": 3,
+                                    "topology.state.checkpoint.interval.ms": 50, "topology.max.spout.pending": 40,
+                                    **conf})
+
+
+def expected_words(n: int) -> dict[str, int]:
+    from tests.state_topologies import sentence
+
+    return dict(Counter(w for i in range(n) for w in sentence(i).split()))
+
+
+EXACTLY_ONCE = {"topology.state.guarantee": "exactly-once"}
