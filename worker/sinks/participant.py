@@ -62,6 +62,7 @@ class SinkParticipant:
             sink = ex.bolts[task]
             self.names[task] = name = SinkName(topology, ex.component, all_tasks.index(task), len(all_tasks))
             sink.sink_name = name
+            sink.sink_state = runtime.resources["state"]  # where a store may keep a small record (Kafka's)
             store = sink.open_store()
             sink._store = store
             self.stores[task] = store
