@@ -56,11 +56,13 @@ def safe_url(url: str) -> str:
 class PostgresSink(TransactionalSink):
     """See the module docstring. ``url``: a libpq URL or conninfo; ``table``: ``name`` or
     ``schema.name``; ``key``/``deltas``/``columns``: the row mapping; ``two_phase``: ``"auto"``,
-    True (prepared transactions; fails if the server has none) or False (staged)."""
+    True (prepared transactions; fails if the server has none) or False (staged); ``create``: the
+    table's column definitions, to make it when it is missing (``"word text PRIMARY KEY, count
+    bigint NOT NULL"``)."""
 
     def __init__(self, url: str, table: str, key: Sequence[str] = (), deltas: Sequence[str] = (),
                  columns: Sequence[str] | None = None, two_phase: Any = "auto", guarantee: str | None = None,
-                 dead_letters: bool = False):
+                 dead_letters: bool = False, create: str | None = None):
         super().__init__(guarantee=guarantee, dead_letters=dead_letters)
         if not isinstance(url, str) or not url:
             raise ConfigError(f"PostgresSink url must be a PostgreSQL URL, got {url!r}")
@@ -68,17 +70,20 @@ class PostgresSink(TransactionalSink):
             raise ConfigError(f"PostgresSink table must be 'name' or 'schema.name', got {table!r}")
         if two_phase not in TWO_PHASE:
             raise ConfigError(f"PostgresSink two_phase must be 'auto', True or False, got {two_phase!r}")
-        self.url, self.table, self.two_phase = url, table, two_phase
+        if create is not None and (not isinstance(create, str) or not create.strip()):
+            raise ConfigError(f"PostgresSink create must be the table's column definitions, got {create!r}")
+        self.url, self.table, self.two_phase, self.create = url, table, two_phase, create
         self.spec = RowSpec(key, deltas, columns, where=f"PostgresSink table {table!r}")
 
     def open_store(self) -> PostgresStore:
-        return PostgresStore(self.url, self.table, self.spec, self.sink_name, self.two_phase)
+        return PostgresStore(self.url, self.table, self.spec, self.sink_name, self.two_phase, self.create)
 
 
 class PostgresStore:
     """One task's connection and transactions (``gale.topology.sink.SinkStore``)."""
 
-    def __init__(self, url: str, table: str, spec: RowSpec, name: Any, two_phase: Any = "auto"):
+    def __init__(self, url: str, table: str, spec: RowSpec, name: Any, two_phase: Any = "auto",
+                 create: str | None = None):
         from psycopg import sql
 
         self.url, self.spec, self.name, self.two_phase_option = url, spec, name, two_phase
@@ -90,6 +95,7 @@ class PostgresStore:
         self.two_phase: bool | None = None
         self._statements: dict[tuple, Any] = {}
         self._staging_ready = False
+        self.create = create
 
     # ------------------------------------------------------------------ connection
 
@@ -106,6 +112,11 @@ class PostgresStore:
                     raise SinkError(f"{self.where}: two_phase=True, but the server allows no prepared transactions "
                                     "(max_prepared_transactions = 0): raise it, or use two_phase='auto'")
                 self.two_phase = bool(allowed) if self.two_phase_option == "auto" else bool(self.two_phase_option)
+            if self.create:
+                from psycopg import sql
+
+                self.conn.execute(sql.SQL("CREATE TABLE IF NOT EXISTS {} ({})").format(self.table,
+                                                                                    sql.SQL(self.create)))
             if not self.two_phase:
                 self._markers()
         except psycopg.Error as exc:
