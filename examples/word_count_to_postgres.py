@@ -1,9 +1,11 @@
 """Word count into PostgreSQL, exactly once: sentences → split → a stateful count → a PostgreSQL sink
 whose rows commit with the checkpoint (docs/sinks.md).
 
-The table (the sink upserts ``count`` by ``word``, once per checkpoint and task)::
+The table: ``count`` is upserted by ``word`` (the last count of each checkpoint) and ``seen`` adds 1
+per count the sink received — so ``seen = count`` on every row says that every count was written
+once: none lost, none twice (docs/sinks.md, "How a record maps to a row")::
 
-    CREATE TABLE word_counts (word text PRIMARY KEY, count bigint NOT NULL);
+    CREATE TABLE word_counts (word text PRIMARY KEY, count bigint NOT NULL, seen bigint NOT NULL);
 
 On a cluster, with the state in Redis and the counts in PostgreSQL — kill -9 any worker and the
 table's counts stay exact (no count is ever ahead of or behind what the topology committed)::
@@ -30,9 +32,12 @@ from gale.sinks import PostgresSink
 TABLE = "word_counts"
 
 
+COLUMNS = "word text PRIMARY KEY, count bigint NOT NULL, seen bigint NOT NULL"
+
+
 class WordCountsToPostgres(PostgresSink):
     def records(self, tup):
-        return ({"word": tup["word"], "count": tup["count"]},)
+        return ({"word": tup["word"], "count": tup["count"], "seen": 1},)
 
 
 def topology(conf=None):
@@ -44,8 +49,8 @@ def topology(conf=None):
     builder.set_bolt("count", StatefulWordCount, 2).fields_grouping("split", ["word"])
     builder.set_bolt("postgres", WordCountsToPostgres, 2, kwargs={
         "url": conf.get("postgres.url", "postgresql://gale@127.0.0.1:5432/postgres"),
-        "table": conf.get("postgres.table", TABLE), "key": ["word"], "guarantee": "exactly-once",
-        "create": "word text PRIMARY KEY, count bigint NOT NULL",
+        "table": conf.get("postgres.table", TABLE), "key": ["word"], "deltas": ["seen"],
+        "guarantee": "exactly-once", "create": COLUMNS,
     }).fields_grouping("count", ["word"])
     return builder.create_topology(name="wordcount-to-postgres",
                                    conf={"topology.max.spout.pending": 5000,
