@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from gale.errors import ConfigError
+from gale.local_state import _fsync_dir
 from gale.topology.sink import Batch, SinkError, TransactionalSink
 
 PENDING = "_pending"
@@ -47,14 +48,6 @@ class FileSink(TransactionalSink):
 
     def open_store(self) -> FileStore:
         return FileStore(self.path, self.format, self.sink_name)
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 class FileStore:

@@ -207,9 +207,7 @@ class PostgresStore:
         from psycopg import sql
 
         def two_phase(conn: Any) -> None:
-            if conn.execute("SELECT 1 FROM pg_prepared_xacts WHERE gid = %s AND database = current_database()",
-                            (name,)).fetchone():
-                conn.execute(sql.SQL("COMMIT PREPARED {}").format(sql.Literal(name)))
+            _end_prepared(conn, "COMMIT PREPARED", name)
 
         def staged(conn: Any) -> None:
             task, _, txid = name.rpartition(":")
@@ -235,9 +233,7 @@ class PostgresStore:
         from psycopg import sql
 
         def two_phase(conn: Any) -> None:
-            if conn.execute("SELECT 1 FROM pg_prepared_xacts WHERE gid = %s AND database = current_database()",
-                            (name,)).fetchone():
-                conn.execute(sql.SQL("ROLLBACK PREPARED {}").format(sql.Literal(name)))
+            _end_prepared(conn, "ROLLBACK PREPARED", name)
 
         def staged(conn: Any) -> None:
             conn.execute("BEGIN")
@@ -335,6 +331,15 @@ class PostgresStore:
         conn.execute(sql.SQL("CREATE INDEX IF NOT EXISTS {} ON {} (gale_txn)").format(
             sql.Identifier(self.staged.as_string(conn).replace('"', "").split(".")[-1] + "_txn"), self.staged))
         self._staging_ready = True
+
+
+def _end_prepared(conn: Any, command: str, name: str) -> None:
+    """``COMMIT PREPARED`` / ``ROLLBACK PREPARED`` of ``name`` if it is still prepared (idempotent)."""
+    from psycopg import sql
+
+    if conn.execute("SELECT 1 FROM pg_prepared_xacts WHERE gid = %s AND database = current_database()",
+                    (name,)).fetchone():
+        conn.execute(sql.SQL(command + " {}").format(sql.Literal(name)))
 
 
 def _message(exc: BaseException) -> str:
