@@ -11,6 +11,7 @@ from collections import Counter
 
 import pytest
 
+import gale
 from gale import TopologyBuilder
 from gale.pgserver import PostgresServer, pg_bin
 from gale.topology.sink import SinkError
@@ -214,3 +215,51 @@ def test_at_least_once_word_counts_in_postgres_lose_nothing(pg):
     # are there only because their held acks failed and the sentences replayed
     assert stats[CHECKPOINT_COMPONENT]["extra"]["checkpoint_failures"] >= 1
 
+
+
+class DeadLetterRecorder(gale.BasicBolt):
+    """Keeps the dead letters it is sent."""
+
+    def prepare(self, conf, context, collector):
+        super().prepare(conf, context, collector)
+        self.seen = []
+
+    def execute(self, tup):
+        self.seen.append((tup["key"], tup["reason"], tup["sink"]))
+
+
+class NegativeForSome(PostgresSink):
+    """``n`` = -1 for the word "kafka" (the table's CHECK refuses it), else 1."""
+
+    def records(self, tup):
+        return ({"key": f"dl/{tup['word']}", "n": -1 if tup["word"] == "kafka" else 1},)
+
+
+def test_rows_the_table_refuses_go_to_the_dead_letter_stream_and_the_rest_commits(pg):
+    n = 100
+    expected = {f"dl/{w}": c for w, c in Counter(w for i in range(n) for w in sentence(i).split()).items()
+                if w != "kafka"}
+    b = TopologyBuilder()
+    b.set_spout("sentences", RewindableSentences, 1)
+    b.set_bolt("split", FlakySplit, 1).shuffle_grouping("sentences")
+    b.set_bolt("count", StatefulCount, 1).shuffle_grouping("split")
+    b.set_bolt("pg", NegativeForSome, 1, kwargs={"url": pg.url, "table": "contract", "key": ["key"],
+                                                 "deltas": ["n"], "dead_letters": True}).shuffle_grouping("count")
+    b.set_bolt("dead", DeadLetterRecorder, 1).shuffle_grouping("pg", "error")
+    topo = b.create_topology("dl", {"topology.state.guarantee": "exactly-once", "test.sentences": n,
+                                    "topology.state.checkpoint.interval.ms": 50})
+    with LocalCluster() as cluster:
+        running = cluster.submit_topology("dl", {}, topo)
+        recorders = [b for ex in running.runtime.executors.values() if ex.component == "dead"
+                     for b in ex.bolts.values()]
+
+        def committed():
+            rows = dict(query(pg, "SELECT key, n FROM contract WHERE key LIKE 'dl/%%'"))
+            assert rows == expected
+            seen = [x for r in recorders for x in r.seen]
+            assert seen and all(k == "dl/kafka" and "check constraint" in r and s == "pg" for k, r, s in seen)
+            return seen
+
+        seen = eventually(committed, timeout=60)
+        stats = running.component_stats()["pg"]["extra"]
+    assert stats["sink_dead_letters"] >= len(seen) >= 1
