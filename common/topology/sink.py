@@ -131,7 +131,7 @@ class TransactionalSink(Bolt):
 
     # --- the runtime's side
     def execute(self, tup: Tuple) -> None:
-        batch = self._batch
+        batch = getattr(self, "_batch", None)  # (a subclass's __init__ may not call ours)
         if batch is None:
             batch = self._batch = self._store_batch()
         for record in self.records(tup):
@@ -144,7 +144,7 @@ class TransactionalSink(Bolt):
 
     def take_batch(self) -> Any:
         """The records gathered since the last call (the checkpoint being prepared's)."""
-        batch, self._batch = self._batch, None
+        batch, self._batch = getattr(self, "_batch", None), None
         return batch
 
     def discard_batch(self) -> None:
