@@ -8,6 +8,7 @@ import sys
 BENCHMARKS = [
     "host_pair", "bench_local", "bench_acker", "bench_grouping", "bench_peers", "bench_latency", "bench_transfer", "bench_crossing", "bench_cluster", "bench_ha",
     "bench_kafka", "bench_spark", "bench_multilang", "bench_windows", "bench_recovery",
+    "bench_sinks",
 ]
 
 

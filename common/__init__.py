@@ -6,6 +6,8 @@ Everything a topology author needs::
     from gale import ConfigError, TopologyError                # errors a topology file may raise or catch
     from gale import WindowedBolt, Count, Duration, TupleWindow  # windows (docs/windows.md)
     from gale import StatefulBolt, KeyValueState, StateError   # managed state (docs/state.md)
+    from gale import TransactionalSink, SinkError              # sinks that commit with the checkpoint (docs/sinks.md)
+    from gale.sinks import PostgresSink, KafkaSink, FileSink, RedisSink
     from gale import LocalCluster, complete_topology          # local mode and tests
     from gale import ShellBolt, ShellSpout                     # multi-lang: a subprocess per task
     from gale.spark import SparkBolt, SparkSink                # Spark stages
@@ -46,6 +48,7 @@ from gale.topology.components import (
 )
 from gale.topology.definition import Topology
 from gale.topology.reliable_spout import ReliableSpout
+from gale.topology.sink import SinkError, TransactionalSink
 from gale.topology.state import KeyValueState, StateError, StatefulBolt
 from gale.topology.tuple import DEFAULT_STREAM, Fields, Tuple
 from gale.topology.windowing import Count, Duration, TupleWindow, WindowedBolt
@@ -68,6 +71,7 @@ __all__ = [
     "GaleError", "LocalCluster", "OutputFieldsDeclarer", "ReliableSpout", "ReportedFailedException", "ShellBolt",
     "ShellSpout", "Spout", "SpoutOutputCollector", "Topology", "TopologyBuilder", "TopologyContext", "TopologyError",
     "Tuple", "TupleWindow", "WindowedBolt", "complete_topology", "KeyValueState", "StateError", "StatefulBolt",
+    "SinkError", "TransactionalSink",
 ]
 
 

@@ -3,7 +3,8 @@
 #   deploy/install-system-deps.sh base   -> Java 17 runtime + ZooKeeper 3.8 + Redis (nimbus, supervisor, demo, state)
 #                                           + a C compiler and Python's headers (the compiled hot path)
 #   deploy/install-system-deps.sh test   -> base + what the test suite drives for real
-#                                           (RabbitMQ, Prometheus, Chromium + chromedriver, systemd-analyze)
+#                                           (RabbitMQ, Prometheus, Chromium + chromedriver, systemd-analyze,
+#                                           PostgreSQL)
 # Re-running when everything is present costs one dpkg query and no network.
 set -euo pipefail
 
@@ -13,6 +14,10 @@ if [ "$set_name" = test ]; then
   pkgs+=(rabbitmq-server prometheus chromium chromium-driver iproute2 procps systemd)
 fi
 
+# the transactional sinks' tests and chaos workload write to a PostgreSQL server they start
+if [ "$set_name" = test ]; then
+  pkgs+=(postgresql)
+fi
 # the multi-lang tests run components in JavaScript (tests/fixtures/multilang/node)
 if [ "$set_name" = test ]; then
   pkgs+=(nodejs)

@@ -557,8 +557,9 @@ def local(topology_file: str, duration: float, overrides: tuple[str, ...], as_js
 @click.option("--http-port", type=int, default=8080, show_default=True, help="nimbus HTTP port (0: any free).")
 @click.option("--demo", is_flag=True, help="Submit the flagship demo topology and show its results live.")
 @click.option("--demo-state", is_flag=True,
-              help="Submit the stateful word count with its counts in Redis, and kill -9 its counting worker "
-                   "at 20 s: the counts survive (docs/state.md).")
+              help="Submit the stateful word count with its counts in Redis, written on into PostgreSQL by a "
+                   "transactional sink, and kill -9 its counting worker at 20 s: the counts survive and the table "
+                   "stays exact (docs/state.md, docs/sinks.md).")
 @click.option("--demo-duration", type=float, default=0,
               help="With --demo or --demo-state: stop after this many seconds (0: Ctrl-C).")
 @click.option("--zookeepers", type=int, default=1, show_default=True,
@@ -570,9 +571,12 @@ def local(topology_file: str, duration: float, overrides: tuple[str, ...], as_js
               help="With --kafka: the broker's port when free, else any free port (0: any free port).")
 @click.option("--redis", is_flag=True,
               help="Also run a Redis server and print its topology.state.redis.url (docs/state.md).")
+@click.option("--postgres", is_flag=True,
+              help="Also run a PostgreSQL server (Debian's postgresql) and print its URL for the PostgreSQL sink "
+                   "(docs/sinks.md).")
 def dev_cluster(supervisors: int, slots: int, base_dir: str | None, http_port: int, demo: bool,
                 demo_state: bool, demo_duration: float, zookeepers: int, kafka: bool, kafka_port: int,
-                redis: bool) -> None:
+                redis: bool, postgres: bool) -> None:
     """Start a real ZooKeeper, a nimbus and N supervisors with M slots each (and, when asked, a Kafka
     broker and a Redis server); Ctrl-C stops all.
 
@@ -581,15 +585,17 @@ def dev_cluster(supervisors: int, slots: int, base_dir: str | None, http_port: i
       nimbus dev-cluster --supervisors 2 --slots 2
       nimbus dev-cluster --zookeepers 3        # a three-server ensemble
       nimbus dev-cluster --kafka --redis       # prints kafka.bootstrap.servers=... and the Redis URL
+      nimbus dev-cluster --postgres            # prints the PostgreSQL URL for the PostgreSQL sink
     """
     from gale.nimbus.devcluster import run_dev_cluster
+    from gale.pgserver import PostgresServerError
     from gale.redisserver import RedisServerError
     from gale.zkserver import ZooKeeperError
 
     try:
         sys.exit(run_dev_cluster(supervisors, slots, base_dir, http_port, demo, demo_duration, zookeepers,
-                                 demo_state, kafka=kafka, kafka_port=kafka_port, redis=redis))
-    except (GaleError, ZooKeeperError, RedisServerError) as exc:
+                                 demo_state, kafka=kafka, kafka_port=kafka_port, redis=redis, postgres=postgres))
+    except (GaleError, ZooKeeperError, RedisServerError, PostgresServerError) as exc:
         fail(str(exc))
 
 

@@ -1,6 +1,7 @@
 """A real local cluster for development, demos and tests: ZooKeeper (one server or an ensemble),
 nimbus(es), supervisors, and on request the services topologies read and write: a Kafka-protocol
-broker (Tansu, :mod:`gale.kafkaserver`) and a Redis server for managed state (:mod:`gale.redisserver`).
+broker (Tansu, :mod:`gale.kafkaserver`), a Redis server for managed state (:mod:`gale.redisserver`)
+and a PostgreSQL server for the PostgreSQL sink (:mod:`gale.pgserver`).
 
 Every daemon is a separate process started exactly as in production (``nimbus serve``,
 ``supervisor serve`` with a YAML config each); only the machine is shared. ``nimbus dev-cluster``
@@ -15,7 +16,8 @@ kernel's ephemeral range, so no port-0 bind or outgoing connection on the machin
 and locked against other dev clusters — for the cluster's lifetime. The Kafka broker prefers Kafka's
 port (``kafka_port``, 9092) and takes a reserved port when another program holds that one; Redis
 gets a reserved port. Both live in the cluster's directory (``kafka/tansu.log``, ``redis/redis.log``),
-start after ZooKeeper and stop after the workers that use them.
+start after ZooKeeper and stop after the workers that use them; PostgreSQL too, except that its
+directory is its own (``gale-pg-*`` in the temp directory: the server runs as the ``postgres`` user).
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ from gale.config_keys import Config
 from gale.errors import GaleError
 from gale.kafkaserver import KAFKA_PORT, TansuBroker, broker_binary
 from gale.ports import PortReservation, reserve_port
+from gale.pgserver import PostgresServer, PostgresServerError, pg_bin
 from gale.redisserver import RedisServer
 from gale.zkserver import ZooKeeperEnsemble, ZooKeeperServer
 
@@ -142,9 +145,11 @@ class DevCluster:
         kafka: bool = False,
         kafka_port: int = KAFKA_PORT,
         redis: bool = False,
+        postgres: bool = False,
     ):
-        """``kafka`` starts a Tansu broker (on ``kafka_port`` when free, 0: any free port) and
-        ``redis`` a Redis server with the cluster; :attr:`kafka` and :attr:`redis` hold them."""
+        """``kafka`` starts a Tansu broker (on ``kafka_port`` when free, 0: any free port), ``redis`` a
+        Redis server and ``postgres`` a PostgreSQL server with the cluster; :attr:`kafka`,
+        :attr:`redis` and :attr:`postgres` hold them."""
         self._own_dir = base_dir is None
         self.base = Path(base_dir) if base_dir else Path(tempfile.mkdtemp(prefix="gale-dev-"))
         self.base.mkdir(parents=True, exist_ok=True)
@@ -178,6 +183,8 @@ class DevCluster:
         self.supervisor_prefixes: list[list[str]] = []
         self.kafka = TansuBroker(prefer_port=kafka_port or None, data_dir=self.base / "kafka") if kafka else None
         self.redis = RedisServer(data_dir=self.base / "redis") if redis else None
+        # in a directory of its own: the server runs as the postgres user, which the cluster's may not admit
+        self.postgres = PostgresServer() if postgres else None
 
     # ------------------------------------------------------------------ config
 
@@ -231,6 +238,8 @@ class DevCluster:
                 self.kafka.start()
             if self.redis is not None:
                 self.redis.start()
+            if self.postgres is not None:
+                self.postgres.start()
             for i in range(self.n_nimbuses):
                 self._launch_nimbus(i, self.nimbus_ports[i])
             for i in range(self.n_nimbuses):
@@ -251,6 +260,11 @@ class DevCluster:
         if self.redis is not None and not Path(self.redis.executable).exists():
             raise GaleError(f"the dev cluster's Redis needs redis-server, not found at {self.redis.executable}: "
                             "apt-get install redis-server (make deps installs it)")
+        if self.postgres is not None:
+            try:
+                pg_bin("postgres")
+            except PostgresServerError as exc:
+                raise GaleError(f"the dev cluster's PostgreSQL: {exc}") from None
 
     def add_nimbus(self, i: int, timeout: float = 60.0) -> Daemon:
         """(Re)start nimbus ``i`` and wait until it listens: on its previous port when it had one
@@ -428,7 +442,7 @@ class DevCluster:
                 pass
         for d in self.nimbus_procs:
             d.stop()
-        for server in (self.redis, self.kafka):
+        for server in (self.redis, self.kafka, self.postgres):
             if server is not None:
                 server.stop()
         if self._own_zk and self.zk is not None:
@@ -436,7 +450,7 @@ class DevCluster:
 
     def cleanup(self) -> None:
         self.stop()
-        for server in (self.redis, self.kafka):
+        for server in (self.redis, self.kafka, self.postgres):
             if server is not None:
                 server.cleanup()
         for r in self.reservations:
@@ -463,12 +477,16 @@ def service_lines(cluster: DevCluster) -> list[str]:
     if cluster.redis is not None:
         r = cluster.redis
         lines.append(f"Redis      topology.state.redis.url={r.url}  (log {r.log_path})")
+    if cluster.postgres is not None:
+        pg = cluster.postgres
+        lines.append(f"PostgreSQL postgres.url={pg.url}  (prepared transactions on; log {pg.log_path})")
     return lines
 
 
 def run_dev_cluster(supervisors: int, slots: int, base_dir: str | None, http_port: int, demo: bool,
                     demo_duration: float, zookeepers: int = 1, demo_state: bool = False, *,
-                    kafka: bool = False, kafka_port: int = KAFKA_PORT, redis: bool = False) -> int:
+                    kafka: bool = False, kafka_port: int = KAFKA_PORT, redis: bool = False,
+                    postgres: bool = False) -> int:
     import click
 
     if zookeepers < 1 or zookeepers % 2 == 0:
@@ -477,14 +495,16 @@ def run_dev_cluster(supervisors: int, slots: int, base_dir: str | None, http_por
         raise GaleError(f"--kafka-port must be a port number (0: any free port), got {kafka_port}")
     # the state demo keeps its counts in the cluster's Redis
     cluster = DevCluster(base_dir, supervisors=supervisors, slots=slots, http_port=http_port, zookeepers=zookeepers,
-                         kafka=kafka, kafka_port=kafka_port, redis=redis or demo_state)
+                         kafka=kafka, kafka_port=kafka_port, redis=redis or demo_state,
+                         postgres=postgres or demo_state)
     try:
         cluster.check_services()  # a missing broker binary or redis-server: one line, before anything starts
     except GaleError:
         cluster.cleanup()  # nothing ran: leave no temp directory either
         raise
     what = "ZooKeeper" if zookeepers == 1 else f"a ZooKeeper ensemble of {zookeepers}"
-    services = "".join(f", {name}" for name, on in (("a Kafka broker", kafka), ("Redis", redis or demo_state)) if on)
+    services = "".join(f", {name}" for name, on in (("a Kafka broker", kafka), ("Redis", redis or demo_state),
+                                                     ("PostgreSQL", postgres or demo_state)) if on)
     click.echo(f"starting {what}{services}, nimbus and {supervisors} supervisors x {slots} slots in {cluster.base} ...")
     stop = {"flag": False}
 

@@ -10,7 +10,8 @@ cluster workers): from the component's definition it picks
 * the **layers** around it, the same whatever the body: tick tuples; in a topology with checkpoints
   the checkpoint barrier on every bolt (``gale.worker.state.gate``), and on a stateful task (a
   ``StatefulBolt``, a persistent window) its managed state, its held acks (at-least-once) or the
-  generation filter (exactly-once), and a persistent window's held outputs; on every data spout of
+  generation filter (exactly-once), and a persistent window's held outputs; on a transactional
+  sink its store's transactions (``gale.worker.sinks``) and, at-least-once, its held acks; on every data spout of
   an exactly-once topology its source layer (``gale.worker.state.sources``), whose epochs arrive in
   band from the checkpoint spout; and on every bolt of such a topology its hello to the checkpoint
   spout (``gale.worker.state.liveness``), so a restarted task is recovered from at once.
@@ -147,6 +148,14 @@ class Assembly:
             state = ManagedState(ex, gate, exactly_once)
             state.attach()
             participants.insert(0, state)
+            if not exactly_once:
+                self._hold_acks(ex, participants)
+        elif comp.sink and checkpointing:
+            from gale.worker.sinks.participant import SinkParticipant
+
+            sink = SinkParticipant(ex, exactly_once)
+            sink.attach()
+            participants.append(sink)  # before its held acks: a failed prepare fails them
             if not exactly_once:
                 self._hold_acks(ex, participants)
         attach_ticks(ex)

@@ -36,6 +36,7 @@ from gale.topology.definition import (
     resolve_class,
     validate,
 )
+from gale.topology.sink import sink_guarantee
 from gale.topology.state import StatefulBolt
 from gale.topology.tuple import DEFAULT_STREAM
 
@@ -191,9 +192,10 @@ class TopologyBuilder:
                 stateful=issubclass(spec.cls, StatefulBolt),
                 body=getattr(spec.cls, "body_kind", "python"),
                 rewindable=can_rewind(spec.cls) if spec.kind == "spout" else None,
+                sink=sink_guarantee(spec.cls, getattr(spec, "_instance", None)),
             )
         if any(issubclass(spec.cls, StatefulBolt) for spec in self._specs.values()) or any(
-                persistent(comp, config) for comp in components.values()):
+                persistent(comp, config) or comp.sink for comp in components.values()):
             add_checkpointing(components)
         defn = TopologyDef(name=name, conf=conf, components=components)
         validate(defn)

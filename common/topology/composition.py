@@ -18,8 +18,11 @@ acking on, managed state at least once, managed state exactly once. What is refu
   it (and its tuples' trees stay open until the window expires, so the sources could never drain);
 * **a checkpoint interval not below the message timeout** — the checkpoint's tree, and the inputs
   whose acks wait for it, would time out first;
-* **exactly-once without a stateful bolt**, and **a persistent window without checkpoints** — the
-  first has nothing to keep exactly once, the second lost the checkpoints the builder adds.
+* **exactly-once without a stateful bolt** (or a transactional sink), and **a persistent window or a
+  transactional sink without checkpoints** — the first has nothing to keep exactly once, the others
+  lost the checkpoints the builder adds;
+* **a sink configured for exactly-once** (``TransactionalSink(guarantee="exactly-once")``) **in an
+  at-least-once topology**, and **a bolt both a sink and stateful or windowed**.
 
 Everything else composes: shell bolts and Spark stages upstream of, downstream of and between
 stateful bolts under both guarantees, persistent windows feeding stateful bolts, and so on
@@ -63,6 +66,8 @@ def describe(comp: ComponentDef, conf: Config) -> str:
         return "a shell spout" if comp.body == "shell" else "a spout"
     if comp.stateful:
         return "a StatefulBolt"
+    if comp.sink:
+        return "a TransactionalSink"
     if windowed(comp):
         return "a persistent window" if persistent(comp, conf) else "a window kept in memory"
     return {"shell": "a shell bolt", "spark": "a Spark component"}.get(comp.body or "python", "a bolt")
@@ -78,11 +83,15 @@ def validate_composition(defn: TopologyDef, conf: Config | Mapping[str, Any]) ->
             raise TopologyError(
                 f"component {cid!r} is both a StatefulBolt and a windowed bolt: a window keeps its state with "
                 "with_persistence() (docs/windows.md, \"Persistent windows\")")
+        if comp.sink and (comp.stateful or windowed(comp)):
+            raise TopologyError(
+                f"component {cid!r} is both a TransactionalSink and {'a StatefulBolt' if comp.stateful else 'a window'}: "
+                "a sink writes what it is sent; keep the state or the window in a bolt before it (docs/sinks.md)")
     if not has_checkpointing(defn):
         _without_checkpoints(components, conf)
         return
     stateful = [f"{cid!r} ({describe(comp, conf)})" for cid, comp in components.items()
-                if comp.stateful or persistent(comp, conf)]
+                if comp.stateful or persistent(comp, conf) or comp.sink]
     if conf.topology_acker_executors == 0:
         raise TopologyError(
             f"components {', '.join(stateful)} keep managed state, which needs the acker: a checkpoint commits when "
@@ -98,6 +107,19 @@ def validate_composition(defn: TopologyDef, conf: Config | Mapping[str, Any]) ->
         )
     if conf.topology_state_guarantee == EXACTLY_ONCE:
         _exactly_once(components, conf)
+    else:
+        _sinks_at_least_once(components, conf)
+
+
+def _sinks_at_least_once(components: Mapping[str, ComponentDef], conf: Config) -> None:
+    """A sink that asked for exactly-once in a topology that gives at-least-once."""
+    for cid, comp in components.items():
+        if comp.sink == EXACTLY_ONCE:
+            raise TopologyError(
+                f"sink {cid!r} ({comp.class_path.rpartition(':')[2]}) is configured for {EXACTLY_ONCE}, but the topology's "
+                f"{GUARANTEE} is {conf.topology_state_guarantee}: its records could be written twice after a failure — "
+                f"set {GUARANTEE}: {EXACTLY_ONCE} (with sources that can rewind), or build the sink with "
+                "guarantee=None to accept at-least-once (docs/sinks.md)")
 
 
 def _without_checkpoints(components: Mapping[str, ComponentDef], conf: Config) -> None:
@@ -106,6 +128,11 @@ def _without_checkpoints(components: Mapping[str, ComponentDef], conf: Config) -
             f"{GUARANTEE} is {EXACTLY_ONCE}, but the topology has no stateful bolt: exactly-once is about "
             "managed state (gale.StatefulBolt); without one there is nothing to keep exactly once"
         )
+    sinks = sorted(cid for cid, comp in components.items() if comp.sink)
+    if sinks:
+        raise TopologyError(
+            f"transactional sinks ({', '.join(sinks)}) commit with the checkpoint, but the topology has no checkpoints: "
+            "build it with gale.TopologyBuilder, which adds them for a TransactionalSink (docs/sinks.md)")
     lost = sorted(cid for cid, comp in components.items() if persistent(comp, conf))
     if lost:
         raise TopologyError(

@@ -83,6 +83,9 @@ class ComponentDef(_Model):
     #: a spout that can go back to a position (``position()``/``rewind()``, set by the builder):
     #: exactly-once topologies refuse one that cannot at submit; None: not recorded
     rewindable: bool | None = None
+    #: a ``TransactionalSink`` (set by the builder): the guarantee it requires (``at-least-once``: the
+    #: topology's, whichever it is; ``exactly-once``: refused at submit unless the topology gives it)
+    sink: Literal["at-least-once", "exactly-once"] | None = None
 
     @property
     def executors(self) -> int:

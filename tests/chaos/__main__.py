@@ -22,6 +22,7 @@ from pathlib import Path
 
 from tests.chaos.report import append_markdown, write_json
 from tests.chaos.eo_workload import KafkaEOWorkload
+from tests.chaos.pg_workload import PostgresEOWorkload
 from tests.chaos.run import run_chaos
 from tests.chaos.workload import RabbitWorkload
 
@@ -36,9 +37,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--bounded", action="store_true", help="every fault kind once (the CI run) instead of a soak")
     parser.add_argument("--duration", type=float, default=600.0, help="soak: seconds of random faults")
     parser.add_argument("--seed", type=int, default=1, help="soak: random seed (fault kinds, parameters, targets)")
-    parser.add_argument("--workload", choices=("rabbitmq", "kafka-eo"), default="rabbitmq",
+    parser.add_argument("--workload", choices=("rabbitmq", "kafka-eo", "postgres-eo"), default="rabbitmq",
                         help="rabbitmq: ids through RabbitMQ, at-least-once (lost, duplicates); kafka-eo: keyed "
-                             "records through Kafka into a count with exactly-once state in Redis (lost, over-counted)")
+                             "records through Kafka into a count with exactly-once state in Redis (lost, over-counted); "
+                             "postgres-eo: the same count written on by a PostgreSQL sink (the table's lost, over-counted)")
     parser.add_argument("--rate", type=float, default=None,
                         help="inputs per second while faults run (default 40 for rabbitmq, 100 for kafka-eo)")
     parser.add_argument("--zookeepers", type=int, default=1,
@@ -47,8 +49,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, help="write the full record of the run here")
     parser.add_argument("--keep", action="store_true", help="keep the run's directory (logs, sink files)")
     args = parser.parse_args(argv)
-    if args.workload == "kafka-eo" and args.zookeepers != 1:
-        parser.error("the kafka-eo workload runs on one ZooKeeper server")
+    if args.workload in ("kafka-eo", "postgres-eo") and args.zookeepers != 1:
+        parser.error(f"the {args.workload} workload runs on one ZooKeeper server")
     if os.geteuid() != 0:
         parser.error("needs root (network namespaces)")
     # SIGTERM (a CI timeout, kill) unwinds like Ctrl-C, so every process, the namespace and the
@@ -58,6 +60,7 @@ def main(argv: list[str] | None = None) -> int:
     base = Path(tempfile.mkdtemp(prefix="gale-chaos-"))
     try:
         workload = (KafkaEOWorkload(args.rate or 100.0) if args.workload == "kafka-eo"
+                    else PostgresEOWorkload(args.rate or 100.0) if args.workload == "postgres-eo"
                     else RabbitWorkload(args.rate or 40.0))
         result = run_chaos(base, mode="bounded" if args.bounded else "soak", duration=args.duration,
                            seed=args.seed, rate=workload.rate, zookeepers=args.zookeepers, workload=workload)

@@ -133,6 +133,8 @@ class ChaosCluster:
         self.topology_id: str | None = None
         #: the workload's Redis server, when it has one (the target of the redis_kill fault)
         self.redis: Any = None
+        #: the workload's PostgreSQL server, when it has one (the target of the postgres_kill fault)
+        self.postgres: Any = None
         self.stopped_pids: set[int] = set()  # SIGSTOPped by a fault and not resumed yet
         #: set when the run stops: fault threads still running must not start or kill anything more
         self.closing = threading.Event()

@@ -10,7 +10,9 @@ on it. They always undo what they did (SIGCONT, link up, restart) in ``finally``
 Kinds (``FAULTS``): ``worker_kill``, ``supervisor_kill``, ``nimbus_leader_kill``, ``zk_restart``,
 ``supervisor_session_expiry``, ``worker_session_expiry``, ``partition``, ``slow_bolt``; on a
 ZooKeeper ensemble also ``zk_leader_kill``, ``zk_follower_kill`` and ``zk_ensemble_restart``; with the
-exactly-once workload ``redis_kill`` (its Redis server, ``c.redis``).
+exactly-once workload ``redis_kill`` (its Redis server, ``c.redis``); with the PostgreSQL workload
+``postgres_kill`` (``c.postgres``). ``worker_kill`` with a ``phase`` kills when the checkpoint record
+says that phase (the sink's worker mid-prepare, mid-commit).
 """
 
 from __future__ import annotations
@@ -102,9 +104,10 @@ def _safe(fn: Callable[[], Any], default: Any = None) -> Any:
 # ---------------------------------------------------------------------------------- processes
 
 
-def worker_kill(ctx: Context, rec: FaultRecord, count: int = 1, component: str | None = None) -> None:
+def worker_kill(ctx: Context, rec: FaultRecord, count: int = 1, component: str | None = None,
+                phase: str | None = None) -> None:
     """kill -9 of ``count`` random workers (among those running ``component``'s executors, when
-    given); the supervisors relaunch them."""
+    given; when the checkpoint record says ``phase``, when given); the supervisors relaunch them."""
     c = ctx.c
     workers = c.workers()
     if component is not None:
@@ -115,6 +118,7 @@ def worker_kill(ctx: Context, rec: FaultRecord, count: int = 1, component: str |
         return
     victims = ctx.rng.sample(sorted(workers), min(count, len(workers)))
     rec.target = ", ".join(f"pid {p} on {c.supervisor_id(workers[p])}" for p in victims)
+    seen = _wait_phase(ctx, phase) if phase is not None else None
     rec.start = ctx.now()
     killed_at = time.monotonic()
     for pid in victims:
@@ -139,6 +143,8 @@ def worker_kill(ctx: Context, rec: FaultRecord, count: int = 1, component: str |
     rec.evidence = {"killed": victims, "dead": bool(dead), "relaunched": relaunched}
     if component is not None:
         rec.evidence["component"] = component
+    if phase is not None:
+        rec.evidence["phase_at_kill"] = seen or f"{phase} not seen in 30 s (killed between checkpoints)"
     rec.injected = bool(dead)
 
 
@@ -250,27 +256,61 @@ def redis_kill(ctx: Context, rec: FaultRecord, down_secs: float = 5.0, phase: st
     if server is None or not server.running():
         rec.error = "this workload has no running Redis"
         return
-    old_pid = server.proc.pid
-    failures0 = _safe(lambda: c.component_stat("$checkpointspout", "checkpoint_failures"))
-    watcher = RedisStateProvider(server.url, timeout=1.0)
+    rec.target = f"Redis {server.host}:{server.port} (pid {server.proc.pid})"
+    _kill_store(ctx, rec, server, phase, down_secs, _redis_pong)
+
+
+def _wait_phase(ctx: Context, phase: str | None) -> str | None:
+    """Wait (30 s at most, polling every 5 ms) until the checkpoint record, in the workload's Redis,
+    says ``phase`` (either phase in flight when None); the phase seen, or None."""
+    watcher = RedisStateProvider(ctx.c.redis.url, timeout=1.0)
     try:
         wanted = IN_FLIGHT if phase is None else (phase,)
         seen, _ = ctx.wait(lambda: (p := read_epoch(watcher, TOPOLOGY_NAME).phase) in wanted and p, 30,
                            interval=0.005)
+        return seen or None
     finally:
         _safe(watcher.close)
-    rec.target = f"Redis {server.host}:{server.port} (pid {old_pid})"
+
+
+def _pg_answers(server: Any) -> bool:
+    try:
+        with server.connect(autocommit=True) as conn:
+            return conn.execute("SELECT 1").fetchone() == (1,)
+    except Exception:  # noqa: BLE001 - down
+        return False
+
+
+def postgres_kill(ctx: Context, rec: FaultRecord, down_secs: float = 5.0, phase: str | None = None) -> None:
+    """kill -9 of the workload's PostgreSQL (the postmaster and its backends) while a checkpoint is
+    in flight (``phase`` as for ``redis_kill``), started again on the same port and data directory
+    after ``down_secs``: the sink's prepared transactions survive it (or its staged rows). Evidence
+    as for ``redis_kill``, with a query in place of PING."""
+    server = ctx.c.postgres
+    if server is None or not server.running():
+        rec.error = "this workload has no running PostgreSQL"
+        return
+    rec.target = f"PostgreSQL {server.host}:{server.port} (pid {server.proc.pid})"
+    _kill_store(ctx, rec, server, phase, down_secs, _pg_answers)
+
+
+def _kill_store(ctx: Context, rec: FaultRecord, server: Any, phase: str | None, down_secs: float,
+                answers: Callable[[Any], bool]) -> None:
+    c = ctx.c
+    old_pid = server.proc.pid
+    failures0 = _safe(lambda: c.component_stat("$checkpointspout", "checkpoint_failures"))
+    seen = _wait_phase(ctx, phase)
     rec.start = ctx.now()
     c.guard()
     server.kill()
     t0 = time.monotonic()
-    unanswered = not _redis_pong(server)
+    unanswered = not answers(server)
     old_dead = not process_alive(old_pid)
     ctx.sleep(down_secs - (time.monotonic() - t0))
     c.guard()
     server.start()
     rec.healed = ctx.now()
-    pong, pong_secs = ctx.wait(lambda: _redis_pong(server), 30)
+    pong, pong_secs = ctx.wait(lambda: answers(server), 30)
     # the checkpoint spout's failure counter reaches nimbus with its heartbeats: read it after
     failed, failed_secs = ctx.wait(
         lambda: (f := c.component_stat("$checkpointspout", "checkpoint_failures")) is not None
@@ -545,6 +585,7 @@ FAULTS: dict[str, Callable[..., None]] = {
     "zk_follower_kill": zk_follower_kill,
     "zk_ensemble_restart": zk_ensemble_restart,
     "redis_kill": redis_kill,
+    "postgres_kill": postgres_kill,
 }
 
 

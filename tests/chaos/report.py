@@ -30,11 +30,16 @@ def _evidence(f: FaultRecord) -> str:
     e = f.evidence
     pick = {
         "worker_kill": lambda: ((f"the worker running {e['component']}: " if e.get("component") else "")
+                                + (f"killed in {e['phase_at_kill']}, " if e.get("phase_at_kill") else "")
                                 + f"relaunched after {[v.get('after_secs') for v in e.get('relaunched', {}).values()]} s"),
         "redis_kill": lambda: (f"killed in {e.get('phase_at_kill')}, pid {e.get('old_pid')}→{e.get('new_pid')}, "
                                f"PING answered {e.get('answers_ping_after_restart_secs')} s after restart, "
                                f"checkpoint failures {e.get('checkpoint_failures_before')}→"
                                f"{e.get('checkpoint_failures_after')}"),
+        "postgres_kill": lambda: (f"killed in {e.get('phase_at_kill')}, pid {e.get('old_pid')}→{e.get('new_pid')}, "
+                                  f"answered a query {e.get('answers_ping_after_restart_secs')} s after restart, "
+                                  f"checkpoint failures {e.get('checkpoint_failures_before')}→"
+                                  f"{e.get('checkpoint_failures_after')}"),
         "supervisor_kill": lambda: (f"node gone from ZK after {e.get('ephemeral_vanished_after_secs')} s, "
                                     f"{e.get('executors_before')} executors moved after "
                                     f"{e.get('executors_moved_after_secs')} s"),

@@ -4,7 +4,9 @@
   healthy again. :func:`bounded_ensemble_plan`: the ZooKeeper ensemble's faults (leader, follower,
   whole ensemble) once each, for a cluster on three ZooKeeper servers. :func:`bounded_eo_plan`: the
   exactly-once workload's faults (:data:`EO_KINDS`) once each, the worker kill twice (the counting
-  worker, a Kafka spout's, the checkpoint spout's) and Redis's twice (mid-prepare, mid-commit). The partition goes first, while the namespaced node surely hosts executors; the
+  worker, a Kafka spout's, the checkpoint spout's) and Redis's twice (mid-prepare, mid-commit).
+  :func:`bounded_pg_plan`: the PostgreSQL workload's (:data:`PG_KINDS`), with the sink's worker
+  killed mid-prepare and mid-commit and PostgreSQL killed mid-commit. The partition goes first, while the namespaced node surely hosts executors; the
   slow bolt goes last, so convergence includes draining the backlog it built up.
 * :func:`soak_steps`: the random faults of a soak, from a seeded :class:`random.Random` — the same
   seed gives the same sequence of kinds and parameters (each fault's targets come from a generator
@@ -40,6 +42,9 @@ ENSEMBLE_KINDS = ("zk_leader_kill", "zk_follower_kill", "zk_ensemble_restart")
 #: faults of the exactly-once workload (Kafka → keyed count, state in Redis): the process faults and
 #: Redis's own kill -9 (no partition, session expiry or slow bolt: those test the acker's timeouts)
 EO_KINDS = ("worker_kill", "supervisor_kill", "nimbus_leader_kill", "zk_restart", "redis_kill")
+#: faults of the PostgreSQL workload (Kafka → keyed count → PostgreSQL sink): the exactly-once ones and
+#: PostgreSQL's own kill -9
+PG_KINDS = EO_KINDS + ("postgres_kill",)
 
 
 def kinds_for(zookeepers: int) -> tuple[str, ...]:
@@ -64,6 +69,7 @@ RESOURCES: dict[str, frozenset[str]] = {
     "zk_follower_kill": frozenset({"zookeeper"}),
     "zk_ensemble_restart": frozenset({"zookeeper", "supervisors"}),
     "redis_kill": frozenset({"redis"}),
+    "postgres_kill": frozenset({"postgres"}),
 }
 MAX_CONCURRENT = 2
 
@@ -127,6 +133,24 @@ def bounded_eo_plan() -> list[Step]:
     return [Step(kind, params, seed=200 + n) for n, (kind, params) in enumerate(steps)]
 
 
+def bounded_pg_plan() -> list[Step]:
+    """The PostgreSQL workload's faults, as many as :func:`bounded_eo_plan` has: kill -9 of the sink's
+    worker while the checkpoint is PREPARING (the sink prepares its transaction) and while it is
+    COMMITTING (the sink commits it), PostgreSQL killed while COMMITTING, the counting worker,
+    Redis (the checkpoint record) mid-commit, a supervisor, the leader nimbus, ZooKeeper."""
+    steps = [
+        ("worker_kill", {"count": 1, "component": "pg", "phase": "PREPARING"}),
+        ("worker_kill", {"count": 1, "component": "pg", "phase": "COMMITTING"}),
+        ("postgres_kill", {"down_secs": 5.0, "phase": "COMMITTING"}),
+        ("worker_kill", {"count": 1, "component": "count"}),
+        ("redis_kill", {"down_secs": 5.0, "phase": "COMMITTING"}),
+        ("supervisor_kill", {"index": 1, "down_secs": 15.0}),
+        ("nimbus_leader_kill", {"down_secs": 5.0}),
+        ("zk_restart", {"down_secs": 3.0}),
+    ]
+    return [Step(kind, params, seed=300 + n) for n, (kind, params) in enumerate(steps)]
+
+
 def soak_steps(rng: random.Random, kinds: tuple[str, ...] = KINDS) -> Iterator[Step]:
     """Endless random steps; the same ``rng`` state gives the same steps."""
     while True:
@@ -151,6 +175,7 @@ def soak_step(rng: random.Random, kind: str) -> Step:
         "zk_follower_kill": lambda: {"down_secs": r(3, 30)},
         "zk_ensemble_restart": lambda: {"down_secs": r(1, 10)},
         "redis_kill": lambda: {"down_secs": r(1, 20), "phase": rng.choice((None, "PREPARING", "COMMITTING"))},
+        "postgres_kill": lambda: {"down_secs": r(1, 20), "phase": rng.choice((None, "PREPARING", "COMMITTING"))},
     }[kind]()
     return Step(kind, params, gap_secs=r(2, 20), wait_healthy=rng.random() < 0.6, overlap=rng.random() < 0.3,
                 seed=rng.randrange(2**32))
