@@ -6,13 +6,16 @@ import pytest
 
 from gale.worker.state.provider import MemoryStateProvider, StateProviderError, open_provider
 from gale.worker.state.redis_provider import RedisStateProvider
+from gale.worker.state.sqlite_provider import SqliteStateProvider
 from gale.config_keys import Config
 
 
-@pytest.fixture(params=["memory", "redis"])
-def provider(request, redis_server):
+@pytest.fixture(params=["memory", "redis", "sqlite"])
+def provider(request, redis_server, tmp_path):
     if request.param == "memory":
         p = MemoryStateProvider()
+    elif request.param == "sqlite":
+        p = SqliteStateProvider(str(tmp_path))
     else:
         p = RedisStateProvider(redis_server.url)
         p.client.flushdb()
