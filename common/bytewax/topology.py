@@ -85,11 +85,14 @@ def edges_of(plan: FlowPlan, recovery: bool) -> dict[str, list[dict[str, Any]]]:
 
 
 def build_definition(plan: FlowPlan, flow_ref: str, conf: Mapping[str, Any] | None = None,
-                     name: str | None = None) -> TopologyDef:
+                     name: str | None = None, keep_conf: bool = True) -> TopologyDef:
     """The topology definition of ``plan``; ``flow_ref``: ``module:attribute`` where a worker finds the
-    dataflow ("" when the classes are bound to it in this process); ``conf``: the topology's
-    configuration (``topology.workers`` is the dataflow's worker count)."""
+    dataflow ("" when the classes are bound to it in this process); ``conf``: the configuration it is
+    built with (``topology.workers`` is the dataflow's worker count), kept as the topology's own unless
+    ``keep_conf`` is false (a file loaded for submit: the submit adds its overrides itself, and the
+    cluster's configuration is not the topology's)."""
     conf = dict(conf or {})
+    own: dict[str, Any] = dict(conf) if keep_conf else {}
     try:
         config = Config.resolve(conf, where="topology configuration", allow_user_keys=True)
     except ConfigError as exc:
@@ -97,7 +100,7 @@ def build_definition(plan: FlowPlan, flow_ref: str, conf: Mapping[str, Any] | No
     recovery = config.topology_bytewax_recovery
     workers = int(config.topology_workers)
     if recovery and all(s.source == "fixed" for s in plan.steps if s.kind == "input"):
-        conf[GUARANTEE] = EXACTLY_ONCE  # every source can rewind: a consistent cut of states and positions
+        own[GUARANTEE] = conf[GUARANTEE] = EXACTLY_ONCE  # every source can rewind: a consistent cut
     edges = edges_of(plan, recovery)
     components: dict[str, ComponentDef] = {}
     for step in plan.steps:
@@ -122,17 +125,16 @@ def build_definition(plan: FlowPlan, flow_ref: str, conf: Mapping[str, Any] | No
         )
     if recovery:
         add_checkpointing(components)
-    defn = TopologyDef(name=name or plan.flow_id, conf=conf, components=components)
+    defn = TopologyDef(name=name or plan.flow_id, conf=own, components=components)
     validate(defn)
     validate_composition(defn, conf)
     return defn
 
 
 def flow_topology(flow: Any, flow_ref: str, conf: Mapping[str, Any] | None = None, name: str | None = None,
-                  classes: Mapping[str, type] | None = None) -> Topology:
-    """A :class:`Topology` running ``flow`` (its classes imported by path in the workers, or
-    ``classes`` given here)."""
-    return Topology(build_definition(plan_flow(flow), flow_ref, conf, name), classes)
+                  keep_conf: bool = True) -> Topology:
+    """A :class:`Topology` running ``flow`` (its classes imported by path in the workers)."""
+    return Topology(build_definition(plan_flow(flow), flow_ref, conf, name, keep_conf))
 
 
 def is_flow_definition(defn: TopologyDef) -> bool:

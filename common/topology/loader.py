@@ -41,7 +41,7 @@ def load_topology_file(path: str | Path, conf: Mapping[str, Any] | None = None) 
         if is_dataflow(flow):  # a Bytewax file: its dataflow as a topology (docs/bytewax.md)
             from gale.bytewax.topology import flow_topology
 
-            topology = flow_topology(flow, f"{module.__name__}:flow", conf)
+            topology = flow_topology(flow, f"{module.__name__}:flow", conf, keep_conf=False)
             topology.code_dir = directory
             return topology
         raise TopologyError(

@@ -1,0 +1,132 @@
+"""Unmodified Bytewax files on a real Gale cluster (ZooKeeper, nimbus, two supervisors, worker
+processes): ``nimbus submit`` of a dataflow file with ``topology.workers=2``, so keyed items cross
+workers (pickled inside sealed batches); a bounded input ends the dataflow on the cluster; and from
+Kafka with recovery on, ``kill -9`` of the worker holding the counting step leaves the committed
+counts exactly the topic's — nothing lost, nothing twice."""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import shutil
+import signal
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from gale.worker.state.exactly_once import committed_position, read_epoch, source_namespace
+from gale.worker.state.inspect import read_committed
+from gale.worker.state.redis_provider import RedisStateProvider
+from tests.brokers import kafka_broker  # noqa: F401
+from tests.cluster import Topologies, make_cluster, status
+from tests.eo_cuts import logs_kept_on_failure
+from tests.test_exactly_once_local import two_more_commits
+from tests.waiting import eventually
+
+pytestmark = [pytest.mark.cluster, pytest.mark.timeout(300)]
+
+FLOWS = Path(__file__).resolve().parent / "bytewax_flows"
+PARTITIONS = 4
+WORDS = [f"w{i}" for i in range(13)]
+COUNT_STEP = "kafka_wc.count.stateful_flat_map.stateful.stateful_batch"
+
+
+@pytest.fixture(scope="module")
+def cluster(zk_server, tmp_path_factory):
+    c = make_cluster(zk_server, tmp_path_factory.mktemp("bytewax"), supervisors=2, slots=2)
+    c.start()
+    yield c
+    c.cleanup()
+
+
+def flow_copy(tmp_path: Path, name: str, **settings) -> Path:
+    """A copy of a dataflow file in its own directory (the code bundle) with its settings beside it."""
+    d = tmp_path / "code"
+    d.mkdir()
+    shutil.copy(FLOWS / name, d / name)
+    (d / "settings.json").write_text(json.dumps(settings))
+    return d / name
+
+
+def test_a_bounded_dataflow_on_two_workers_counts_exactly_and_ends(cluster, tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    path = flow_copy(tmp_path, "bounded_wc.py", lines=600, out_dir=str(out))
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("bounded_reference", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    expected = Counter(w for line in module.LINES for w in line.split())
+    with Topologies(cluster) as topologies:
+        name, _ = topologies.submit(path, "bw-bounded", "-c", "topology.workers=2")
+
+        def ended():
+            comps = status(cluster, name)["components"]
+            for step in ("bounded_wc.lines", "bounded_wc.out"):
+                assert comps[step]["stats"]["extra"].get("bytewax_ended_tasks", 0) == 2, comps[step]["stats"]
+
+        eventually(ended, 120)
+        workers = {e["worker"]["pid"] for e in status(cluster, name)["components"]["bounded_wc.out"]["executor_list"]}
+        assert len(workers) == 2, workers  # the output step's two tasks in two worker processes
+        got = Counter()
+        for part in out.glob("part-*.txt"):
+            for line in part.read_text().splitlines():
+                word, count = line.split()
+                assert word not in got, f"{word} counted by two tasks"
+                got[word] = int(count)
+        assert got == expected
+
+
+def counts(provider, name) -> dict[str, int]:
+    return {k: pickle.loads(v) for k, v in read_committed(provider, name, COUNT_STEP, key_groups=128).items()}
+
+
+def checkpointed_offsets(provider, name) -> dict[int, int]:
+    out = {}
+    for i in range(2):
+        position = committed_position(provider, [source_namespace(name, "kafka_wc.words", i)]) or {}
+        out.update({int(k): pickle.loads(v) for k, v in position.items()})
+    return out
+
+
+def test_kill_minus_9_of_the_counting_worker_counts_every_kafka_record_exactly_once(
+        cluster, tmp_path, redis_server, kafka_broker):  # noqa: F811
+    topic = "bw-eo-words"
+    kafka_broker.create_topic(topic, PARTITIONS)
+    values = [WORDS[(i * 5) % len(WORDS)] for i in range(3000)]
+    kafka_broker.produce(topic, values[:1500], partitions=PARTITIONS)
+    path = flow_copy(tmp_path, "kafka_wc.py", bootstrap=kafka_broker.bootstrap, topic=topic, partitions=PARTITIONS)
+    provider = RedisStateProvider(redis_server.url)
+    with Topologies(cluster) as topologies:
+        name, _ = topologies.submit(path, "bw-eo", *[x for k, v in {
+            "topology.workers": 2, "topology.bytewax.recovery": "true", "topology.state.provider": "redis",
+            "topology.state.redis.url": redis_server.url, "topology.message.timeout.secs": 600,
+        }.items() for x in ("-c", f"{k}={v}")])
+        with logs_kept_on_failure(cluster, name):
+            def some_committed():
+                assert sum(counts(provider, name).values()) > 0, "nothing committed yet"
+
+            eventually(some_committed, 120)
+
+            def worker_of_count():
+                worker = status(cluster, name)["components"][COUNT_STEP]["executor_list"][0]["worker"]
+                assert worker and worker["pid"]
+                return worker["pid"]
+
+            pid = eventually(worker_of_count, 30)
+            kafka_broker.produce(topic, values[1500:], partitions=PARTITIONS)  # records flowing at the kill
+            os.kill(pid, signal.SIGKILL)
+            hws = kafka_broker.high_watermarks(topic, PARTITIONS)
+            assert sum(hws.values()) == len(values)
+
+            def every_record_checkpointed():
+                assert checkpointed_offsets(provider, name) == hws
+                return read_epoch(provider, name).txid
+
+            txid = eventually(every_record_checkpointed, 180)
+            epoch = two_more_commits(provider, name, txid)
+            assert counts(provider, name) == dict(Counter(values))  # lost 0, over-counted 0
+            assert epoch.generation >= 2, epoch  # the kill rolled the dataflow back
