@@ -87,7 +87,7 @@ def counts(provider, name) -> dict[str, int]:
 def checkpointed_offsets(provider, name) -> dict[int, int]:
     out = {}
     for i in range(2):
-        position = committed_position(provider, [source_namespace(name, "kafka_wc.words", i)]) or {}
+        position = committed_position(provider, [source_namespace(name, "kafka_wc.words", i)], False) or {}
         out.update({int(k): pickle.loads(v) for k, v in position.items()})
     return out
 
