@@ -31,6 +31,7 @@ FLOWS = Path(__file__).resolve().parent / "bytewax_flows"
 PARTITIONS = 4
 WORDS = [f"w{i}" for i in range(13)]
 COUNT_STEP = "kafka_wc.count.stateful_flat_map.stateful.stateful_batch"
+INPUT_STEP = "kafka_wc.words"
 
 
 @pytest.fixture(scope="module")
@@ -87,14 +88,18 @@ def counts(provider, name) -> dict[str, int]:
 def checkpointed_offsets(provider, name) -> dict[int, int]:
     out = {}
     for i in range(2):
-        position = committed_position(provider, [source_namespace(name, "kafka_wc.words", i)], False) or {}
+        position = committed_position(provider, [source_namespace(name, INPUT_STEP, i)], False) or {}
         out.update({int(k): pickle.loads(v) for k, v in position.items()})
     return out
 
 
-def test_kill_minus_9_of_the_counting_worker_counts_every_kafka_record_exactly_once(
-        cluster, tmp_path, redis_server, kafka_broker):  # noqa: F811
-    topic = "bw-eo-words"
+@pytest.mark.parametrize("killed", [COUNT_STEP, INPUT_STEP], ids=["counting-worker", "input-worker"])
+def test_kill_minus_9_of_a_worker_counts_every_kafka_record_exactly_once(
+        cluster, tmp_path, redis_server, kafka_broker, killed):  # noqa: F811
+    """kill -9 of the worker holding the counting step's first task, or the input's, while records
+    flow: the dataflow rolls back to its last checkpoint (state and Kafka offsets), and the committed
+    counts equal the topic's."""
+    topic = f"bw-eo-{'count' if killed == COUNT_STEP else 'input'}"
     kafka_broker.create_topic(topic, PARTITIONS)
     values = [WORDS[(i * 5) % len(WORDS)] for i in range(3000)]
     kafka_broker.produce(topic, values[:1500], partitions=PARTITIONS)
@@ -111,12 +116,12 @@ def test_kill_minus_9_of_the_counting_worker_counts_every_kafka_record_exactly_o
 
             eventually(some_committed, 120)
 
-            def worker_of_count():
-                worker = status(cluster, name)["components"][COUNT_STEP]["executor_list"][0]["worker"]
+            def worker_of_killed():
+                worker = status(cluster, name)["components"][killed]["executor_list"][0]["worker"]
                 assert worker and worker["pid"]
                 return worker["pid"]
 
-            pid = eventually(worker_of_count, 30)
+            pid = eventually(worker_of_killed, 30)
             kafka_broker.produce(topic, values[1500:], partitions=PARTITIONS)  # records flowing at the kill
             os.kill(pid, signal.SIGKILL)
             hws = kafka_broker.high_watermarks(topic, PARTITIONS)

@@ -104,7 +104,7 @@ def pack_batch(items: list[Any], step_id: str) -> bytes:
         return pickle.dumps(items, protocol=pickle.HIGHEST_PROTOCOL)
     except Exception as exc:  # noqa: BLE001 - pickling raises many kinds
         bad = _unpicklable(items)
-        what = f"an item of type {type(bad).__module__}.{type(bad).__qualname__}" if bad is not None else "the batch"
+        what = f"an item of type {_describe(bad)}" if bad is not None else "the batch"
         raise CannotSerialize(f"step {step_id!r}: {what} cannot be serialized to go to another worker "
                               f"({type(exc).__name__}: {exc}); items crossing workers must be picklable") from exc
 
@@ -116,6 +116,16 @@ def _unpicklable(items: list[Any]) -> Any:
         except Exception:  # noqa: BLE001
             return item
     return None
+
+
+def _describe(item: Any) -> str:
+    """An item's type, and for a tuple, list or dict the type of what in it cannot be pickled."""
+    name = f"{type(item).__module__}.{type(item).__qualname__}"
+    if isinstance(item, (tuple, list, dict)):
+        inner = _unpicklable(list(item.values()) if isinstance(item, dict) else list(item))
+        if inner is not None:
+            return f"{name} holding a {_describe(inner)}"
+    return name
 
 
 def unpack_batch(payload: Any) -> list[Any]:
