@@ -11,6 +11,7 @@ import os
 import pickle
 import shutil
 import signal
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -124,6 +125,7 @@ def test_kill_minus_9_of_a_worker_counts_every_kafka_record_exactly_once(
             pid = eventually(worker_of_killed, 30)
             kafka_broker.produce(topic, values[1500:], partitions=PARTITIONS)  # records flowing at the kill
             os.kill(pid, signal.SIGKILL)
+            killed_at = time.monotonic()
             hws = kafka_broker.high_watermarks(topic, PARTITIONS)
             assert sum(hws.values()) == len(values)
 
@@ -132,6 +134,14 @@ def test_kill_minus_9_of_a_worker_counts_every_kafka_record_exactly_once(
                 return read_epoch(provider, name).txid
 
             txid = eventually(every_record_checkpointed, 180)
+            caught_up = time.monotonic() - killed_at
             epoch = two_more_commits(provider, name, txid)
-            assert counts(provider, name) == dict(Counter(values))  # lost 0, over-counted 0
+            committed = counts(provider, name)
+            expected = Counter(values)
+            lost = sum(max(0, n - committed.get(k, 0)) for k, n in expected.items())
+            over = sum(max(0, n - expected.get(k, 0)) for k, n in committed.items())
+            # the figures of docs/reliability.md ("Bytewax dataflows under kill -9"), shown with -s
+            print(f"\nbytewax_eo_kill[{killed}]: records={len(values)} lost={lost} over_counted={over} "
+                  f"generation={epoch.generation} every_record_checkpointed_after_kill={caught_up:.1f}s")
+            assert committed == dict(expected)  # lost 0, over-counted 0
             assert epoch.generation >= 2, epoch  # the kill rolled the dataflow back
