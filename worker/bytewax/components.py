@@ -116,9 +116,10 @@ class _Input(_Flow, Spout):
         outlets = self.outlets
         emit = self.collector.emit
         for outlet, idx, batch in outlets.route(items):
+            values = outlets.values(outlet, idx, batch)  # (what cannot be pickled fails here, nothing pending)
             self.seq += 1
             self.pending[self.seq] = (outlet.i, idx, batch)
-            emit(outlets.values(outlet, idx, batch), msg_id=self.seq, stream=outlet.stream)
+            emit(values, msg_id=self.seq, stream=outlet.stream)
 
     def _emit_ends(self) -> None:
         outlets = self.outlets

@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable
 from datetime import datetime
 from typing import Any
 
-from gale.worker.bytewax.stateful import StepError
+from gale.worker.bytewax.stateful import StepError, group_by_key
 
 BatchFn = Callable[[list], list]
 
@@ -250,13 +250,7 @@ class FastKeyedStates:
     def activate(self, items: list | None, now: datetime, eof: bool = False) -> list[tuple[str, Any]]:
         if not items:
             return []
-        groups: dict[str, list] = {}
-        for key, value in items:
-            values = groups.get(key)
-            if values is None:
-                groups[key] = [value]
-            else:
-                values.append(value)
+        groups = group_by_key(items)
         out: list[tuple[str, Any]] = []
         append = out.append
         states, mapper, flat = self.states, self.mapper, self.flat

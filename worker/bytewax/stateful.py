@@ -48,6 +48,18 @@ def batch_ret(res: Any, step_id: str, method: str, key: str) -> tuple[list, bool
     return emit, discard
 
 
+def group_by_key(items: list) -> dict[str, list]:
+    """``(key, value)`` items → each key's values, in arrival order."""
+    groups: dict[str, list] = {}
+    for key, value in items:
+        values = groups.get(key)
+        if values is None:
+            groups[key] = [value]
+        else:
+            values.append(value)
+    return groups
+
+
 class KeyedLogics:
     """The logics of one task of a ``stateful_batch`` step (module docstring)."""
 
@@ -89,13 +101,7 @@ class KeyedLogics:
         out: list[tuple[str, Any]] = []
         awoken: list[str] = []
         if items:
-            groups: dict[str, list] = {}
-            for key, value in items:
-                values = groups.get(key)
-                if values is None:
-                    groups[key] = [value]
-                else:
-                    values.append(value)
+            groups = group_by_key(items)
             self._run("on_batch", sorted(groups), out, awoken, groups)
         if self.sched:
             due = sorted(k for k, t in self.sched.items() if t <= now)
