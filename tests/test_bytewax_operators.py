@@ -69,7 +69,7 @@ def test_branch_merge_and_inspect(entry, capsys):
 def test_inspect_debug_prints_step_worker_and_epoch(capsys):
     flow = Dataflow("dbg")
     s = op.input("inp", flow, TestingSource(["a", "b"]))
-    op.inspect_debug("help", s)
+    op.output("out", op.inspect_debug("help", s), TestingSink([]))
     run_main(flow)
     assert capsys.readouterr().out.splitlines() == ["dbg.help W0 @1: 'a'", "dbg.help W0 @1: 'b'"]
 
@@ -79,7 +79,8 @@ def test_redistribute_spreads_a_batch_over_the_workers():
     flow = Dataflow("redis")
     s = op.input("inp", flow, TestingSource(list(range(100)), batch_size=100))
     s = op.redistribute("spread", s)
-    op.inspect_debug("where", s, lambda step, item, epoch, worker: workers.append(worker))
+    s = op.inspect_debug("where", s, lambda step, item, epoch, worker: workers.append(worker))
+    op.output("out", s, TestingSink([]))
     two_workers(flow)
     assert len(workers) == 100 and set(workers) == {0, 1}
 

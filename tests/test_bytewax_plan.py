@@ -145,3 +145,12 @@ def test_a_source_of_neither_kind_is_refused():
     op.output("out", op.input("inp", flow, Odd()), TestingSink([]))
     with pytest.raises(TopologyError, match=r"step 'odd.inp': source Odd is neither a FixedPartitionedSource"):
         plan_flow(flow)
+
+
+def test_a_dataflow_without_an_input_or_an_output_is_refused_as_bytewax_refuses_it():
+    with pytest.raises(TopologyError, match=r"dataflow 'none' must have at least one input step"):
+        plan_flow(Dataflow("none"))
+    flow = Dataflow("noout")
+    op.input("inp", flow, TestingSource([1]))
+    with pytest.raises(TopologyError, match=r"dataflow 'noout' must have at least one output step"):
+        plan_flow(flow)

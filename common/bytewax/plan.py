@@ -176,7 +176,11 @@ def plan_flow(flow: Any) -> FlowPlan:
         steps.append(CoreStep(op.step_id, kind, inputs, outputs, source, sink,
                               tuple(type(a).__name__ for a in ancestors), tuple(a.step_id for a in ancestors), op))
     if not any(s.kind == "input" for s in steps):
-        raise TopologyError(f"dataflow {flow.flow_id!r} has no input step: add one with bytewax.operators.input")
+        raise TopologyError(f"dataflow {flow.flow_id!r} must have at least one input step "
+                            "(bytewax.operators.input)")
+    if not any(s.kind in ("output", "inspect_debug") for s in steps):
+        raise TopologyError(f"dataflow {flow.flow_id!r} must have at least one output step "
+                            "(bytewax.operators.output, or an inspect), as Bytewax requires")
     produced = {sid for s in steps for sid in s.outputs.values()}
     for s in steps:
         for sid in s.inputs:

@@ -6,8 +6,8 @@ dataflow object, so a dataflow made inside a function runs too. The run ends as 
 
 * when every task of every step has seen the end of its input (a bounded input ran out);
 * when a source raised ``AbortExecution`` (every input stops; what was read is processed);
-* when user code raised: the run stops and ``RuntimeError`` is raised naming the step, with the
-  user's exception as its cause — Bytewax stops a dataflow on the first error (a topology on a cluster
+* when user code raised: the run stops and ``RuntimeError`` (Bytewax's ``BytewaxRuntimeError``) is
+  raised naming the step, with the user's exception as its cause — Bytewax stops a dataflow on the first error (a topology on a cluster
   reports the error on the component and fails the tuple, so it replays, instead).
 
 With a ``RecoveryConfig`` the state is checkpointed to a SQLite file in its directory, exactly once
@@ -117,7 +117,9 @@ class FlowRun:
     def _raise_failure(self) -> None:
         if self.monitor.error is not None:
             step_id, exc = self.monitor.error
-            raise RuntimeError(str(exc) if step_id in str(exc) else f"{exc} (step {step_id!r})") from exc
+            from bytewax.errors import BytewaxRuntimeError
+
+            raise BytewaxRuntimeError(str(exc) if step_id in str(exc) else f"{exc} (step {step_id!r})") from exc
 
     def _quiet(self) -> bool:
         """Nothing in flight: no tuple waiting in a queue of a step, no tree of an input pending."""
@@ -146,9 +148,22 @@ def run_topology(topology: Topology, timeout: float | None = None) -> None:
         run.stop()
 
 
+def _checked_topology(flow: Any, conf: dict[str, Any]) -> Topology:
+    """The dataflow's topology; a dataflow Gale refuses raises as Bytewax's entry points raise
+    (``BytewaxRuntimeError``), the refusal (naming the step) as its message and cause."""
+    from gale.errors import TopologyError
+
+    try:
+        return bound_topology(flow, conf)
+    except TopologyError as exc:
+        from bytewax.errors import BytewaxRuntimeError
+
+        raise BytewaxRuntimeError(str(exc)) from exc
+
+
 def run_main(flow: Any, *, epoch_interval: timedelta | None = None, recovery_config: Any = None) -> None:
     """``bytewax.testing.run_main`` on Gale: run ``flow`` in this process with one worker."""
-    run_topology(bound_topology(flow, flow_conf(1, epoch_interval, recovery_config)))
+    run_topology(_checked_topology(flow, flow_conf(1, epoch_interval, recovery_config)))
 
 
 def cluster_main(flow: Any, addresses: list[str], proc_id: int, *, epoch_interval: timedelta | None = None,
@@ -162,4 +177,4 @@ def cluster_main(flow: Any, addresses: list[str], proc_id: int, *, epoch_interva
             "processes as a topology on its cluster: nimbus submit <file.py> -c topology.workers=N")
     if proc_id not in (0, None):
         raise GaleError(f"cluster_main: proc_id {proc_id} of a single process; use 0")
-    run_topology(bound_topology(flow, flow_conf(worker_count_per_proc, epoch_interval, recovery_config)))
+    run_topology(_checked_topology(flow, flow_conf(worker_count_per_proc, epoch_interval, recovery_config)))
