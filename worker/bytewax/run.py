@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import time
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 from gale.bytewax.plan import plan_flow
@@ -30,6 +31,7 @@ from gale.topology.definition import Topology
 from gale.topology.state import CHECKPOINT_COMPONENT
 from gale.worker.bytewax import components
 from gale.worker.bytewax.monitor import MONITOR, RunMonitor
+from gale.worker.state.sqlite_provider import FILE_NAME
 
 #: the shortest checkpoint interval a run takes (Bytewax accepts a zero epoch interval)
 MIN_INTERVAL_MS = 10
@@ -47,7 +49,9 @@ def flow_conf(workers: int = 1, epoch_interval: timedelta | None = None, recover
     if recovery_config is not None:
         out[RECOVERY] = True
         out["topology.state.provider"] = "sqlite"
-        out["topology.state.sqlite.path"] = str(recovery_config.db_dir)
+        db_dir = Path(recovery_config.db_dir)  # a directory, as Bytewax's (made when missing)
+        db_dir.mkdir(parents=True, exist_ok=True)
+        out["topology.state.sqlite.path"] = str(db_dir / FILE_NAME)
     out.update(conf or {})
     return out
 
