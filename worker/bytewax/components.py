@@ -75,6 +75,7 @@ class _Flow:
         self.count = len(context.this_component_tasks)
         self.monitor = context.resources.get(MONITOR)
         self.ended = False
+        self.counted_end = False
         self.started = time.monotonic()
         recovery = config.topology_bytewax_recovery
         self.epoch_secs = config.topology_state_checkpoint_interval_ms / 1000.0 if recovery else 10.0
@@ -92,8 +93,10 @@ class _Flow:
             self.monitor.failed(self.step_id, exc)
 
     def _finished(self) -> None:
+        if not self.counted_end:  # a task is counted once, however often its input ends (rollbacks)
+            self.counted_end = True
+            self.collector.incr_metric("bytewax_ended_tasks")
         self.ended = True
-        self.collector.incr_metric("bytewax_ended_tasks")
         if self.monitor is not None:
             self.monitor.ended(self.step_id, self.task_id)
 
@@ -339,8 +342,11 @@ class _Bolt(_Flow):
         try:
             if payload is None:
                 self.seen_ends.add((tup.fields.source_key, tup.task))
-                if not self.ended and self.seen_ends >= self.expected:
-                    self._end(tup)
+                if self.seen_ends >= self.expected:
+                    if not self.ended:
+                        self._end(tup)
+                    # passed on at every end that arrives once all have: after a rollback the inputs
+                    # send theirs again, and a stateful step downstream waits for them again
                     self._send_ends(tup)
                     self._finished()
             else:
