@@ -149,49 +149,49 @@ def _unpair(step_id: str, k_v: Any) -> tuple:
     return k, v
 
 
-def _flat_map_value(step: Any) -> BatchFn:
-    mapper, step_id = step.mapper, step.step_id
+def _per_value(step: Any, values_of: Callable[[Any], Iterable]) -> BatchFn:
+    """The ``*_value`` operators: each ``(key, value)`` item's value through ``values_of``, every value
+    it gives back paired with the key again (the library's ``flat_map_value``)."""
+    step_id = step.step_id
 
     def run(xs: list) -> list:
         out = []
+        append = out.append
         for k_v in xs:
             k, v = _unpair(step_id, k_v)
-            out.extend((k, w) for w in mapper(v))
+            for w in values_of(v):
+                append((k, w))
         return out
 
     return run
+
+
+def _flat_map_value(step: Any) -> BatchFn:
+    return _per_value(step, step.mapper)
 
 
 def _filter_value(step: Any) -> BatchFn:
     predicate, step_id = step.predicate, step.step_id
 
-    def run(xs: list) -> list:
-        out = []
-        for k_v in xs:
-            k, v = _unpair(step_id, k_v)
-            keep = predicate(v)
-            if keep is True:
-                out.append((k, v))
-            elif keep is not False:
-                raise _not_bool(predicate, step_id, keep)
-        return out
+    def kept(v: Any) -> tuple:
+        keep = predicate(v)
+        if keep is True:
+            return (v,)
+        if keep is not False:
+            raise _not_bool(predicate, step_id, keep)
+        return ()
 
-    return run
+    return _per_value(step, kept)
 
 
 def _filter_map_value(step: Any) -> BatchFn:
-    mapper, step_id = step.mapper, step.step_id
+    mapper = step.mapper
 
-    def run(xs: list) -> list:
-        out = []
-        for k_v in xs:
-            k, v = _unpair(step_id, k_v)
-            w = mapper(v)
-            if w is not None:
-                out.append((k, w))
-        return out
+    def mapped(v: Any) -> tuple:
+        w = mapper(v)
+        return () if w is None else (w,)
 
-    return run
+    return _per_value(step, mapped)
 
 
 def _flatten(step: Any) -> BatchFn:
