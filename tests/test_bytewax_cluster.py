@@ -145,3 +145,61 @@ def test_kill_minus_9_of_a_worker_counts_every_kafka_record_exactly_once(
                   f"generation={epoch.generation} every_record_checkpointed_after_kill={caught_up:.1f}s")
             assert committed == dict(expected)  # lost 0, over-counted 0
             assert epoch.generation >= 2, epoch  # the kill rolled the dataflow back
+
+
+@pytest.mark.slow
+def test_kill_minus_9_every_few_seconds_while_records_flow_counts_exactly_once(
+        cluster, tmp_path, redis_server, kafka_broker):  # noqa: F811
+    """A soak in the chaos suite's style (``--run-slow``, about 3 minutes): 8 rounds of 600 records,
+    and in rounds 2–7 a ``kill -9`` of a worker of the dataflow — the counting step's or the input's,
+    in turn, each once the previous one's replacement runs — with 6 s of records flowing between
+    rounds; then lost and over-counted, both 0 (the figures of docs/reliability.md)."""
+    topic = "bw-eo-soak"
+    kafka_broker.create_topic(topic, PARTITIONS)
+    path = flow_copy(tmp_path, "kafka_wc.py", bootstrap=kafka_broker.bootstrap, topic=topic, partitions=PARTITIONS)
+    provider = RedisStateProvider(redis_server.url)
+    values: list[str] = []
+    with Topologies(cluster) as topologies:
+        name, _ = topologies.submit(path, "bw-soak", *[x for k, v in {
+            "topology.workers": 2, "topology.bytewax.recovery": "true", "topology.state.provider": "redis",
+            "topology.state.redis.url": redis_server.url, "topology.message.timeout.secs": 600,
+        }.items() for x in ("-c", f"{k}={v}")])
+        with logs_kept_on_failure(cluster, name):
+            kills = []
+            started = time.monotonic()
+            for round_ in range(8):
+                batch = [WORDS[(len(values) + i * 7) % len(WORDS)] for i in range(600)]
+                kafka_broker.produce(topic, batch, partitions=PARTITIONS)
+                values.extend(batch)
+                if round_ in (1, 2, 3, 4, 5, 6):
+                    step = COUNT_STEP if round_ % 2 else INPUT_STEP
+
+                    def running_worker():
+                        worker = status(cluster, name)["components"][step]["executor_list"][0]["worker"]
+                        assert worker and worker["pid"] and worker["pid"] not in [k[1] for k in kills]
+                        return worker["pid"]
+
+                    pid = eventually(running_worker, 60)
+                    os.kill(pid, signal.SIGKILL)
+                    kills.append((step, pid, round(time.monotonic() - started, 1)))
+                deadline = time.monotonic() + 6
+                while time.monotonic() < deadline:
+                    time.sleep(0.2)  # workload pacing: records keep flowing between kills
+            hws = kafka_broker.high_watermarks(topic, PARTITIONS)
+            assert sum(hws.values()) == len(values)
+
+            def every_record_checkpointed():
+                assert checkpointed_offsets(provider, name) == hws
+                return read_epoch(provider, name).txid
+
+            txid = eventually(every_record_checkpointed, 240)
+            epoch = two_more_commits(provider, name, txid)
+            committed = counts(provider, name)
+            expected = Counter(values)
+            lost = sum(max(0, n - committed.get(k, 0)) for k, n in expected.items())
+            over = sum(max(0, n - expected.get(k, 0)) for k, n in committed.items())
+            print(f"\nbytewax_eo_soak: records={len(values)} kills={len(kills)} {kills} lost={lost} "
+                  f"over_counted={over} generation={epoch.generation} "
+                  f"converged_after_last_kill={time.monotonic() - started - kills[-1][2]:.1f}s")
+            assert committed == dict(expected)
+            assert epoch.generation >= 2, epoch  # the kills rolled the dataflow back
