@@ -94,6 +94,37 @@ def checkpointed_offsets(provider, name) -> dict[int, int]:
     return out
 
 
+def submit_counting(topologies, tmp_path, redis_server, kafka_broker, topic, base):  # noqa: F811
+    """The Kafka word count on two workers with recovery (exactly once, state in Redis) and a message
+    timeout longer than the test: a kill is noticed by the restarted tasks' hellos, not by timeouts."""
+    path = flow_copy(tmp_path, "kafka_wc.py", bootstrap=kafka_broker.bootstrap, topic=topic, partitions=PARTITIONS)
+    name, _ = topologies.submit(path, base, *[x for k, v in {
+        "topology.workers": 2, "topology.bytewax.recovery": "true", "topology.state.provider": "redis",
+        "topology.state.redis.url": redis_server.url, "topology.message.timeout.secs": 600,
+    }.items() for x in ("-c", f"{k}={v}")])
+    return name
+
+
+def worker_of(cluster, name, step, not_among=()):
+    worker = status(cluster, name)["components"][step]["executor_list"][0]["worker"]
+    assert worker and worker["pid"] and worker["pid"] not in not_among, worker
+    return worker["pid"]
+
+
+def converged(provider, name, hws, values):
+    """Every record's position checkpointed, then two more checkpoints: the committed counts, the
+    records lost and over-counted, and the record (its generation says how often it rolled back)."""
+    def every_record_checkpointed():
+        assert checkpointed_offsets(provider, name) == hws
+        return read_epoch(provider, name).txid
+
+    epoch = two_more_commits(provider, name, eventually(every_record_checkpointed, 240))
+    committed, expected = counts(provider, name), Counter(values)
+    lost = sum(max(0, n - committed.get(k, 0)) for k, n in expected.items())
+    over = sum(max(0, n - expected.get(k, 0)) for k, n in committed.items())
+    return committed, lost, over, epoch
+
+
 @pytest.mark.parametrize("killed", [COUNT_STEP, INPUT_STEP], ids=["counting-worker", "input-worker"])
 def test_kill_minus_9_of_a_worker_counts_every_kafka_record_exactly_once(
         cluster, tmp_path, redis_server, kafka_broker, killed):  # noqa: F811
@@ -104,46 +135,25 @@ def test_kill_minus_9_of_a_worker_counts_every_kafka_record_exactly_once(
     kafka_broker.create_topic(topic, PARTITIONS)
     values = [WORDS[(i * 5) % len(WORDS)] for i in range(3000)]
     kafka_broker.produce(topic, values[:1500], partitions=PARTITIONS)
-    path = flow_copy(tmp_path, "kafka_wc.py", bootstrap=kafka_broker.bootstrap, topic=topic, partitions=PARTITIONS)
     provider = RedisStateProvider(redis_server.url)
     with Topologies(cluster) as topologies:
-        name, _ = topologies.submit(path, "bw-eo", *[x for k, v in {
-            "topology.workers": 2, "topology.bytewax.recovery": "true", "topology.state.provider": "redis",
-            "topology.state.redis.url": redis_server.url, "topology.message.timeout.secs": 600,
-        }.items() for x in ("-c", f"{k}={v}")])
+        name = submit_counting(topologies, tmp_path, redis_server, kafka_broker, topic, "bw-eo")
         with logs_kept_on_failure(cluster, name):
             def some_committed():
                 assert sum(counts(provider, name).values()) > 0, "nothing committed yet"
 
             eventually(some_committed, 120)
-
-            def worker_of_killed():
-                worker = status(cluster, name)["components"][killed]["executor_list"][0]["worker"]
-                assert worker and worker["pid"]
-                return worker["pid"]
-
-            pid = eventually(worker_of_killed, 30)
+            pid = eventually(lambda: worker_of(cluster, name, killed), 30)
             kafka_broker.produce(topic, values[1500:], partitions=PARTITIONS)  # records flowing at the kill
             os.kill(pid, signal.SIGKILL)
             killed_at = time.monotonic()
             hws = kafka_broker.high_watermarks(topic, PARTITIONS)
             assert sum(hws.values()) == len(values)
-
-            def every_record_checkpointed():
-                assert checkpointed_offsets(provider, name) == hws
-                return read_epoch(provider, name).txid
-
-            txid = eventually(every_record_checkpointed, 180)
-            caught_up = time.monotonic() - killed_at
-            epoch = two_more_commits(provider, name, txid)
-            committed = counts(provider, name)
-            expected = Counter(values)
-            lost = sum(max(0, n - committed.get(k, 0)) for k, n in expected.items())
-            over = sum(max(0, n - expected.get(k, 0)) for k, n in committed.items())
+            committed, lost, over, epoch = converged(provider, name, hws, values)
             # the figures of docs/reliability.md ("Bytewax dataflows under kill -9"), shown with -s
             print(f"\nbytewax_eo_kill[{killed}]: records={len(values)} lost={lost} over_counted={over} "
-                  f"generation={epoch.generation} every_record_checkpointed_after_kill={caught_up:.1f}s")
-            assert committed == dict(expected)  # lost 0, over-counted 0
+                  f"generation={epoch.generation} converged_after_kill={time.monotonic() - killed_at:.1f}s")
+            assert committed == dict(Counter(values))  # lost 0, over-counted 0
             assert epoch.generation >= 2, epoch  # the kill rolled the dataflow back
 
 
@@ -156,14 +166,10 @@ def test_kill_minus_9_every_few_seconds_while_records_flow_counts_exactly_once(
     rounds; then lost and over-counted, both 0 (the figures of docs/reliability.md)."""
     topic = "bw-eo-soak"
     kafka_broker.create_topic(topic, PARTITIONS)
-    path = flow_copy(tmp_path, "kafka_wc.py", bootstrap=kafka_broker.bootstrap, topic=topic, partitions=PARTITIONS)
     provider = RedisStateProvider(redis_server.url)
     values: list[str] = []
     with Topologies(cluster) as topologies:
-        name, _ = topologies.submit(path, "bw-soak", *[x for k, v in {
-            "topology.workers": 2, "topology.bytewax.recovery": "true", "topology.state.provider": "redis",
-            "topology.state.redis.url": redis_server.url, "topology.message.timeout.secs": 600,
-        }.items() for x in ("-c", f"{k}={v}")])
+        name = submit_counting(topologies, tmp_path, redis_server, kafka_broker, topic, "bw-soak")
         with logs_kept_on_failure(cluster, name):
             kills = []
             started = time.monotonic()
@@ -173,13 +179,7 @@ def test_kill_minus_9_every_few_seconds_while_records_flow_counts_exactly_once(
                 values.extend(batch)
                 if round_ in (1, 2, 3, 4, 5, 6):
                     step = COUNT_STEP if round_ % 2 else INPUT_STEP
-
-                    def running_worker():
-                        worker = status(cluster, name)["components"][step]["executor_list"][0]["worker"]
-                        assert worker and worker["pid"] and worker["pid"] not in [k[1] for k in kills]
-                        return worker["pid"]
-
-                    pid = eventually(running_worker, 60)
+                    pid = eventually(lambda: worker_of(cluster, name, step, [k[1] for k in kills]), 60)
                     os.kill(pid, signal.SIGKILL)
                     kills.append((step, pid, round(time.monotonic() - started, 1)))
                 deadline = time.monotonic() + 6
@@ -187,19 +187,9 @@ def test_kill_minus_9_every_few_seconds_while_records_flow_counts_exactly_once(
                     time.sleep(0.2)  # workload pacing: records keep flowing between kills
             hws = kafka_broker.high_watermarks(topic, PARTITIONS)
             assert sum(hws.values()) == len(values)
-
-            def every_record_checkpointed():
-                assert checkpointed_offsets(provider, name) == hws
-                return read_epoch(provider, name).txid
-
-            txid = eventually(every_record_checkpointed, 240)
-            epoch = two_more_commits(provider, name, txid)
-            committed = counts(provider, name)
-            expected = Counter(values)
-            lost = sum(max(0, n - committed.get(k, 0)) for k, n in expected.items())
-            over = sum(max(0, n - expected.get(k, 0)) for k, n in committed.items())
+            committed, lost, over, epoch = converged(provider, name, hws, values)
             print(f"\nbytewax_eo_soak: records={len(values)} kills={len(kills)} {kills} lost={lost} "
                   f"over_counted={over} generation={epoch.generation} "
                   f"converged_after_last_kill={time.monotonic() - started - kills[-1][2]:.1f}s")
-            assert committed == dict(expected)
+            assert committed == dict(Counter(values))
             assert epoch.generation >= 2, epoch  # the kills rolled the dataflow back
