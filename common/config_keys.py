@@ -311,8 +311,12 @@ class Config:
         "topology.state.checkpoint.interval.ms", 1000, _POS,
         "period of state checkpoints; must be below topology.message.timeout.secs")
     topology_state_provider: str = key(
-        "topology.state.provider", "memory", Str(("memory", "redis")),
-        "where checkpoints of managed state live: memory (per worker process, lost with it) or redis")
+        "topology.state.provider", "memory", Str(("memory", "redis", "sqlite")),
+        "where checkpoints of managed state live: memory (per worker process, lost with it), redis, or sqlite "
+        "(a file on this machine: local mode and one-machine clusters)")
+    topology_state_sqlite_path: str = key(
+        "topology.state.sqlite.path", "gale-state.sqlite3", Str(),
+        "Gale: the SQLite file of topology.state.provider sqlite (a directory: the file gale-state.sqlite3 in it)")
     topology_state_redis_url: str = key(
         "topology.state.redis.url", "redis://127.0.0.1:6379/0", Str(),
         "Gale: the Redis server of topology.state.provider redis")
@@ -324,6 +328,15 @@ class Config:
     topology_state_key_groups: int = key(
         "topology.state.key.groups", 128, Int(1, 32768),
         "Gale: key groups of keyed state (the most tasks a stateful bolt can be rescaled to)")
+    # Bytewax dataflows (docs/bytewax.md)
+    topology_bytewax_recovery: bool = key(
+        "topology.bytewax.recovery", False, Bool(),
+        "Gale: a Bytewax dataflow keeps its stateful steps' state and its sources' positions in managed state, "
+        "checkpointed every topology.state.checkpoint.interval.ms (Bytewax's recovery)")
+    topology_bytewax_fast_operators: bool = key(
+        "topology.bytewax.fast.operators", True, Bool(),
+        "Gale: run Bytewax's library operators (map, flat_map, key_on, stateful_map, ...) by equivalent code "
+        "without their per-item shims; false: the operators' own Python")
     topology_spark_master: str = key("topology.spark.master", "local[2]", Str(), "Spark master URL or sc:// endpoint")
     topology_spark_conf: Mapping[str, Any] = key("topology.spark.conf", {}, MapOf(AnyValue()), "extra Spark settings")
     topology_spark_batch_size: int = key("topology.spark.batch.size", 10000, _POS, "tuples per Spark micro-batch")

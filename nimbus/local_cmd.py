@@ -11,6 +11,7 @@ from typing import Any
 
 import click
 
+from gale.bytewax.topology import is_flow_definition
 from gale.log import configure
 from gale.stats_summary import format_table
 from gale.topology.loader import load_topology_file
@@ -25,6 +26,11 @@ def run_local(topology_file: str, duration: float, overrides: dict[str, Any], as
     name = name or topology.name or Path(topology_file).stem
     stop = threading.Event()
     old = signal.signal(signal.SIGINT, lambda *_: stop.set())
+    if is_flow_definition(topology.definition):
+        try:
+            return _run_flow(topology, name, duration, overrides, as_json, stop)
+        finally:
+            signal.signal(signal.SIGINT, old)
     try:
         with LocalCluster() as cluster:
             running = cluster.submit_topology(name, overrides, topology)
@@ -50,3 +56,37 @@ def run_local(topology_file: str, duration: float, overrides: dict[str, Any], as
         for comp, errs in errors.items():
             click.echo(f"errors in {comp}: {errs[-1].strip().splitlines()[-1]}")
     return 0
+
+
+def _run_flow(topology: Any, name: str, duration: float, overrides: dict[str, Any], as_json: bool,
+              stop: threading.Event) -> int:
+    """A Bytewax dataflow runs until its input ends (as ``python -m bytewax.run`` does), ``duration``
+    passes or Ctrl-C; the first error in user code stops it (exit status 1, the traceback printed)."""
+    from gale.worker.bytewax.run import FlowRun
+
+    run = FlowRun(topology, name, overrides)
+    started = time.monotonic()
+    if not as_json:
+        click.echo(f"running dataflow {name} locally until its input ends (at most {duration:g}s; Ctrl-C stops "
+                   "early)", err=True)
+    failed = None
+    try:
+        run.start()
+        try:
+            ended = run.wait(duration, stop)
+        except RuntimeError as exc:
+            ended, failed = True, exc
+        elapsed = time.monotonic() - started
+        stats = run.running.component_stats()
+        errors = {c: errs[-3:] for c, errs in run.running.errors.items()}
+    finally:
+        run.stop()
+    if as_json:
+        click.echo(json.dumps({"name": name, "seconds": round(elapsed, 3), "ended": ended, "components": stats,
+                               "errors": errors}, indent=2))
+    else:
+        click.echo(format_table(stats))
+        click.echo(f"\n{'input ended' if ended else 'stopped'} after {elapsed:.1f}s")
+        for comp, errs in errors.items():
+            click.echo(f"errors in {comp}:\n{errs[-1].strip()}")
+    return 1 if failed is not None else 0

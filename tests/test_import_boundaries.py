@@ -24,7 +24,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = {"common": "gale", "nimbus": "gale.nimbus", "supervisor": "gale.supervisor", "worker": "gale.worker"}
-FACADES = {"gale", "gale.spark", "gale.connectors", "gale.sinks"}
+FACADES = {"gale", "gale.spark", "gale.connectors", "gale.sinks", "gale.bytewax"}
 FOLDER_NAMES = {"common", "nimbus", "supervisor", "worker"}
 
 

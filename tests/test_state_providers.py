@@ -6,13 +6,16 @@ import pytest
 
 from gale.worker.state.provider import MemoryStateProvider, StateProviderError, open_provider
 from gale.worker.state.redis_provider import RedisStateProvider
+from gale.worker.state.sqlite_provider import SqliteStateProvider
 from gale.config_keys import Config
 
 
-@pytest.fixture(params=["memory", "redis"])
-def provider(request, redis_server):
+@pytest.fixture(params=["memory", "redis", "sqlite"])
+def provider(request, redis_server, tmp_path):
     if request.param == "memory":
         p = MemoryStateProvider()
+    elif request.param == "sqlite":
+        p = SqliteStateProvider(str(tmp_path))
     else:
         p = RedisStateProvider(redis_server.url)
         p.client.flushdb()
@@ -171,3 +174,26 @@ def test_the_checkpoint_spout_waits_for_an_unreachable_provider_and_starts_when_
     now[0] = 2.0
     spout.next_tuple()
     assert collector.emitted == [[0, "INITSTATE"]]  # recovery of a fresh topology
+
+
+def test_the_sqlite_provider_keeps_commits_and_stagings_across_processes(tmp_path):
+    """What one process committed (and staged) another reads from the same file: a RecoveryConfig
+    directory outlives the run that wrote it, and workers on one machine share it."""
+    first = SqliteStateProvider(str(tmp_path))
+    first.prepare(1, {"a": ({b"k": b"1"}, set())})
+    first.commit(1, ["a"])
+    first.prepare(2, {"a": ({b"k": b"2"}, set())})
+    first.put_meta("topo/__state", b"rec")
+    first.close()
+    code = ("import sys; from gale.worker.state.sqlite_provider import SqliteStateProvider as P; "
+            "p = P(sys.argv[1]); assert p.load(['a']) == {'a': {b'k': b'1'}}; assert p.get_meta('topo/__state') == b'rec'; "
+            "p.commit(2, ['a']); p.close()")
+    import subprocess
+    import sys
+
+    subprocess.run([sys.executable, "-c", code, str(tmp_path)], check=True, timeout=60)
+    assert SqliteStateProvider(str(tmp_path)).load(["a"]) == {"a": {b"k": b"2"}}
+    bad = tmp_path / "file"
+    bad.write_text("x")
+    with pytest.raises(StateProviderError, match=r"cannot open the SQLite state file .*file/gale-state.sqlite3"):
+        SqliteStateProvider(str(bad / "gale-state.sqlite3"))

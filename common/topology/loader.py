@@ -3,7 +3,8 @@
 The file is imported as a module named after the file (``word_count.py`` → ``word_count``) with its
 directory first on ``sys.path``, so classes defined in it get import paths the workers can resolve
 from the code bundle. It must define ``topology``: a :class:`Topology`, or a function taking the
-config dict (the ``-c key=value`` overrides) and returning one.
+config dict (the ``-c key=value`` overrides) and returning one — or, a Bytewax file, ``flow``: a
+``bytewax.dataflow.Dataflow`` (``gale.bytewax.topology``; the workers import the file to find it).
 """
 
 from __future__ import annotations
@@ -34,9 +35,18 @@ def load_topology_file(path: str | Path, conf: Mapping[str, Any] | None = None) 
     module = exec_topology_module(path, [directory])
     obj = getattr(module, "topology", None)
     if obj is None:
+        flow = getattr(module, "flow", None)
+        from gale.bytewax.plan import is_dataflow
+
+        if is_dataflow(flow):  # a Bytewax file: its dataflow as a topology (docs/bytewax.md)
+            from gale.bytewax.topology import flow_topology
+
+            topology = flow_topology(flow, f"{module.__name__}:flow", conf, keep_conf=False)
+            topology.code_dir = directory
+            return topology
         raise TopologyError(
             f"{path} defines no 'topology': define topology = builder.create_topology(...) "
-            "or def topology(conf): ... returning one"
+            "or def topology(conf): ... returning one (or, for a Bytewax file, flow = Dataflow(...))"
         )
     if callable(obj) and not isinstance(obj, Topology):
         try:

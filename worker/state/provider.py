@@ -111,4 +111,8 @@ def open_provider(conf: Config | Mapping[str, Any]) -> Any:
         from gale.worker.state.redis_provider import RedisStateProvider
 
         return RedisStateProvider(config.topology_state_redis_url)
-    raise StateProviderError(f"unknown topology.state.provider {name!r}: use 'memory' or 'redis'")
+    if name == "sqlite":
+        from gale.worker.state.sqlite_provider import SqliteStateProvider
+
+        return SqliteStateProvider(config.topology_state_sqlite_path)
+    raise StateProviderError(f"unknown topology.state.provider {name!r}: use 'memory', 'redis' or 'sqlite'")
