@@ -211,9 +211,10 @@ class Sampling:
             if id(ex) not in self._hooked:
                 self._hooked.add(id(ex))
                 ex.timers.append(_swap_hook(ex))
-        self.pct = {c: p for c, p in wanted.items() if p > 0}
-        if self.pct:
-            log.info("sampling", components=self.pct)
+        now = {c: p for c, p in wanted.items() if p > 0}
+        if now != self.pct:
+            log.info("sampling", components=now)
+        self.pct = now
 
 
 def _swap_hook(ex: Any):
