@@ -32,6 +32,7 @@ from typing import Any
 from gale.topology.checkpointing import data_inputs
 from gale.worker.runtime.acker import ACK, FAIL
 from gale.worker.state.barrier import HeldAcks
+from gale.worker.state import keygroup_stats
 from gale.worker.state.coordinator import COMMIT, INITSTATE, PREPARE, ROLLBACK
 from gale.worker.state.task_state import TaskState
 
@@ -55,6 +56,7 @@ class ManagedState:
         self.typed_keys = typed_keys
         self.states: dict[int, TaskState] = {}
         self.targets: dict[int, Any] = {}
+        self._next_key_group_walk = 0.0
 
     def attach(self) -> None:
         ex = self.executor
@@ -94,6 +96,7 @@ class ManagedState:
             target.pre_prepare(txid)
             extra["state_bytes_written"] += state.prepare(txid)
             extra["state_keys_max"] = max(len(s.kv) for s in self.states.values())
+            self.report_key_groups()
         elif action == COMMIT:
             if ready:
                 target.pre_commit(txid)
@@ -115,6 +118,22 @@ class ManagedState:
                 self.initialize(task)
         else:
             raise ValueError(f"unknown checkpoint action {action!r}")
+
+    def report_key_groups(self) -> None:
+        """Keys and bytes of the executor's biggest key groups (keyed state), now and then."""
+        ex = self.executor
+        states = [s for s in self.states.values() if s.key_groups is not None]
+        now = ex.clock.monotonic()
+        if not states or now < self._next_key_group_walk:
+            return
+        keys: dict[int, int] = {}
+        size: dict[int, int] = {}
+        for state in states:
+            k, b = keygroup_stats.group_sizes(state.kv, state.key_groups, state.kv._packb)
+            keys.update(k)
+            size.update(b)
+        ex.stats.details.update(keygroup_stats.top_groups(keys, size))
+        self._next_key_group_walk = now + keygroup_stats.interval(sum(len(s.kv) for s in states))
 
     def initialize(self, task: int) -> None:
         """Load the task's committed state, hand it to the target, and release the tuples held until now."""
