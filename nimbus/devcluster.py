@@ -315,7 +315,7 @@ class DevCluster:
                 "supervisor.slots.ports": sorted(r.port for r in slots),
                 "supervisor.id": f"sup{i}-127.0.0.1",
                 # several supervisors share this machine: each log server takes a free port
-                "logviewer.port": self.extra.get("logviewer.port", 0),
+                "logviewer.port": 0,
             })
             conf.update(overrides)
             self.supervisor_confs.append(conf)

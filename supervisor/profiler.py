@@ -13,6 +13,8 @@ reported (:class:`WorkerExited`, with what py-spy wrote of it).
 
 from __future__ import annotations
 
+import html
+import re
 import shutil
 import subprocess
 import sys
@@ -82,6 +84,18 @@ def _samples(text: str) -> int | None:
     return int(digits) if digits.isdigit() else None
 
 
+_TITLE = re.compile(r'(<text id="title"[^>]*>)[^<]*(</text>)')
+
+
+def retitle(svg: Path, title: str) -> None:
+    """Replace py-spy's title (its command line, with the host's paths) by what was profiled."""
+    try:
+        text = svg.read_text()
+    except OSError:
+        return
+    svg.write_text(_TITLE.sub(lambda m: m.group(1) + html.escape(title) + m.group(2), text, count=1))
+
+
 class Profiler:
     """Runs py-spy, at most one profile per worker and :data:`CONCURRENT_MAX` at once."""
 
@@ -122,6 +136,7 @@ class Profiler:
                 last = text.strip().splitlines()[-1] if text.strip() else f"exit code {proc.returncode}"
                 raise ProfileError(f"py-spy failed on pid {pid}: {last} (it needs ptrace: run the supervisor as the "
                                    "workers' user, with CAP_SYS_PTRACE or kernel.yama.ptrace_scope=0)")
+            retitle(output, f"worker {worker} (pid {pid}): {duration} s at {rate} samples/s")
             return Profile(output=output, duration_secs=round(took, 3), samples=_samples(text))
         finally:
             with self._lock:

@@ -187,6 +187,8 @@ def test_a_profile_is_a_flame_graph_and_a_worker_exiting_midway_is_reported(tmp_
         out = tmp_path / "profile.svg"
         profile = profiler.record("w1", proc.pid, lambda: proc.poll() is None, 1, 50, out)
         assert out.read_text().startswith("<?xml") and "<svg" in out.read_text()
+        assert f"worker w1 (pid {proc.pid}): 1 s at 50 samples/s" in out.read_text()  # not py-spy's command line
+        assert "--output" not in out.read_text()
         assert profile.samples and profile.samples > 10
         with pytest.raises(ProfileError, match="out of range"):
             profiler.record("w1", proc.pid, lambda: True, 61, 50, out)
@@ -201,3 +203,31 @@ def test_a_profile_is_a_flame_graph_and_a_worker_exiting_midway_is_reported(tmp_
         profiler.record("w2", short.pid, lambda: short.poll() is None, 20, 50, tmp_path / "partial.svg")
     short.wait()
     assert exited.value.output is not None  # what was sampled until then is kept
+
+
+# ------------------------------------------------------------------ key groups at a glance
+
+
+def test_a_key_group_walk_goes_a_chunk_at_a_time_and_reports_the_biggest_groups():
+    import msgpack
+
+    from gale.topology.keygroups import key_group
+    from gale.topology.state import pack
+    from gale.worker.state.keygroup_stats import Walk, top_groups
+
+    entries = [(f"k{i}", "v" * (i % 7)) for i in range(1000)]
+    pack_value = msgpack.Packer(use_bin_type=True).pack
+    walk = Walk(entries, 16, pack_value)
+    steps = 1
+    while not walk.step(300):
+        steps += 1
+    assert steps == 4 and sum(walk.keys.values()) == 1000
+    expected: dict[int, int] = {}
+    for k, v in entries:
+        g = key_group(k, 16)
+        expected[g] = expected.get(g, 0) + len(pack(k)) + len(pack_value(v))
+    assert walk.size == expected
+    top = top_groups(walk.keys, walk.size, n=3)
+    biggest = sorted(expected, key=lambda g: (-expected[g], g))[:3]
+    assert list(top["state_keygroup_bytes"]) == [str(g) for g in biggest]
+    assert top["state_keygroup_keys"] == {str(g): float(walk.keys[g]) for g in biggest}

@@ -434,7 +434,8 @@ def test_the_log_viewer_opens_from_a_worker_and_at_an_error(running, browser):
     def at_the_error():
         assert int(by_id(browser, "search-results").get_attribute("data-matches") or 0) >= 1
         view = by_id(browser, "log-view")
-        assert int(view.get_attribute("data-marks")) >= 1 and "flaky bolt refuses sentence" in view.text
+        assert view is not None and int(view.get_attribute("data-marks") or 0) >= 1
+        assert "flaky bolt refuses sentence" in view.text
 
     eventually(at_the_error, 30)
     shot(browser, "log-viewer-error")

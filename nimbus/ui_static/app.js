@@ -423,6 +423,8 @@
         ["Host:port", ([, r]) => errorPlace(r)], ["Log", ([, r]) => logCell(r, "errorWorkerLogLink", "errorLogViewerLink")],
         ["Error", ([, r]) => el("details", {}, el("summary", { text: firstLine(r.lastError) }), el("pre", { text: r.lastError }))]],
         errors, "no errors");
+      table("topology-config", [["Key", ([k]) => k], ["Value", ([, v]) => JSON.stringify(v)]],
+        Object.entries(topo.configuration || {}));
       await runHooks("topology", topo);
     },
 

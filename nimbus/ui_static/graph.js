@@ -74,11 +74,11 @@
     draw(vis, atMs, topologyId) {
       const rates = this.rates(vis, atMs);
       const W = vis.nodeWidth, H = vis.nodeHeight, legendH = 46;
-      const width = Math.max(vis.width, 560), height = vis.height + legendH + 40;
+      const width = Math.max(vis.width, 640), height = vis.height + legendH + 40;
       const svg = this.svg;
       svg.replaceChildren();
       svg.setAttribute("viewBox", "0 0 " + width + " " + height);
-      svg.style.maxWidth = Math.max(width, 560) + "px";
+      svg.style.maxWidth = width + "px";
       svg.dataset.nodes = String(vis.nodes.length);
       svg.dataset.edges = String(vis.edges.length);
       svg.dataset.draws = String(Number(svg.dataset.draws) + 1);
@@ -180,14 +180,14 @@
         g.append(svgEl("text", { x: x + 34, y: 12, class: "legend-text" }, text));
         x += 44 + text.length * 6.5;
       }
-      x += 10;
+      x = 0;
       for (const c of [0, 0.5, 1]) {
-        g.append(svgEl("rect", { x: x, y: 0, width: 16, height: 16, rx: 3, fill: capacityFill(c), stroke: "#bbb" }));
+        g.append(svgEl("rect", { x: x, y: 24, width: 16, height: 16, rx: 3, fill: capacityFill(c), stroke: "#bbb" }));
         x += 18;
       }
-      g.append(svgEl("text", { x: x + 4, y: 12, class: "legend-text" }, "capacity 0 → 1"));
-      g.append(svgEl("text", { x: 0, y: 36, class: "legend-text" },
-        "BP: backpressure · ✕ failed (window) · edges: tuples/s over the last " + RATE_SPAN_MS / 1000 + " s · click a component for its page"));
+      g.append(svgEl("text", { x: x + 4, y: 36, class: "legend-text" },
+        "capacity 0 → 1 · BP: backpressure · ✕ failed (10 min) · edges: tuples/s over the last "
+        + RATE_SPAN_MS / 1000 + " s · click a component for its page"));
       svg.append(g);
     }
   }
@@ -225,7 +225,7 @@
     }
 
     draw(nowS) {
-      const svg = this.svg, left = 40, right = 10, top = 8, h = 56, W = 720;
+      const svg = this.svg, left = 64, right = 10, top = 8, h = 56, W = 720;
       svg.replaceChildren();
       svg.dataset.commits = String(this.commits.length);
       const x = (t) => left + (W - left - right) * (1 - (nowS - t) / TIMELINE_SECS);

@@ -67,7 +67,10 @@
     G.$("log-prev").disabled = page.prev === null;
     G.$("log-next").disabled = page.next === null;
     if (start === null) pre.scrollTop = pre.scrollHeight;
-    else if (marks) { const m = pre.querySelector("mark"); if (m) m.scrollIntoView({ block: "center" }); }
+    else if (marks) {  // the first match in the middle of the view; the page itself does not move
+      const m = pre.querySelector("mark");
+      if (m) pre.scrollTop = Math.max(0, m.offsetTop - pre.clientHeight / 2);
+    }
     setUrl();
   }
 

@@ -57,6 +57,7 @@ class ManagedState:
         self.states: dict[int, TaskState] = {}
         self.targets: dict[int, Any] = {}
         self._next_key_group_walk = 0.0
+        self._walks: list[keygroup_stats.Walk] = []
 
     def attach(self) -> None:
         ex = self.executor
@@ -120,20 +121,28 @@ class ManagedState:
             raise ValueError(f"unknown checkpoint action {action!r}")
 
     def report_key_groups(self) -> None:
-        """Keys and bytes of the executor's biggest key groups (keyed state), now and then."""
+        """Keys and bytes of the executor's biggest key groups (keyed state): a walk started now and
+        then, advanced a chunk per PREPARE (gale.worker.state.keygroup_stats)."""
         ex = self.executor
-        states = [s for s in self.states.values() if s.key_groups is not None]
-        now = ex.clock.monotonic()
-        if not states or now < self._next_key_group_walk:
+        if not self._walks:
+            now = ex.clock.monotonic()
+            if now < self._next_key_group_walk:
+                return
+            self._next_key_group_walk = now + keygroup_stats.EVERY_SECS
+            self._walks = [keygroup_stats.Walk(list(s.kv.items()), s.key_groups, s.kv._packb)
+                           for s in self.states.values() if s.key_groups is not None]
+            if not self._walks:
+                return
+        walk = self._walks[-1]
+        if not walk.step():
             return
-        keys: dict[int, int] = {}
-        size: dict[int, int] = {}
-        for state in states:
-            k, b = keygroup_stats.group_sizes(state.kv, state.key_groups, state.kv._packb)
-            keys.update(k)
-            size.update(b)
-        ex.stats.details.update(keygroup_stats.top_groups(keys, size))
-        self._next_key_group_walk = now + keygroup_stats.interval(sum(len(s.kv) for s in states))
+        if len(self._walks) > 1:
+            self._walks.pop()  # that task's state is walked: on to the next
+            self._walks[-1].keys.update(walk.keys)
+            self._walks[-1].size.update(walk.size)
+            return
+        self._walks = []
+        ex.stats.details.update(keygroup_stats.top_groups(walk.keys, walk.size))
 
     def initialize(self, task: int) -> None:
         """Load the task's committed state, hand it to the target, and release the tuples held until now."""
