@@ -112,10 +112,20 @@ def rows(driver, table_id: str) -> list[dict[str, str]]:
 
 
 def click_link(driver, container_id: str, text: str) -> None:
-    from selenium.webdriver.common.by import By
+    """Click the link with ``text`` in a container, found and clicked in one step in the page (the
+    tables are rendered again at every refresh: an element found first could be gone by the click)."""
+    clicked = driver.execute_script("""
+        const link = [...document.getElementById(arguments[0]).querySelectorAll('a')]
+            .find(a => a.textContent === arguments[1]);
+        if (link) link.click();
+        return !!link;""", container_id, text)
+    assert clicked, f"no link {text!r} in #{container_id}"
 
-    box = by_id(driver, container_id)
-    box.find_element(By.LINK_TEXT, text).click()
+
+def click(driver, css: str) -> None:
+    """Click the first element matching ``css``, found and clicked in one step (see click_link)."""
+    assert driver.execute_script("const e = document.querySelector(arguments[0]); if (e) e.click(); return !!e;",
+                                 css), f"nothing matches {css}"
 
 
 def shot(driver, name: str) -> None:
@@ -369,10 +379,13 @@ def test_thirty_components_stay_readable_with_their_state_at_a_glance(cluster, b
             eventually(drawn, 90)
 
             def state():
-                line = by_id(browser, "checkpoint-line").text
+                # read in the page: the line is drawn again at every refresh
+                line, commits = browser.execute_script("""
+                    const line = document.getElementById('checkpoint-line');
+                    const timeline = document.getElementById('checkpoint-timeline');
+                    return [line ? line.textContent : '', timeline ? Number(timeline.dataset.commits) : 0];""")
                 assert line.startswith("txid ") and "rollbacks 0" in line and "generation" in line, line
-                timeline = browser.find_element("id", "checkpoint-timeline")
-                assert int(timeline.get_attribute("data-commits")) >= 2
+                assert commits >= 2, commits
                 groups = rows(browser, "keygroups-aggregate-0")
                 assert groups and all(n(g["Keys"]) > 0 for g in groups), groups
                 assert sum(n(g["Keys"]) for g in groups) <= 50  # 50 keys in all
@@ -429,7 +442,7 @@ def test_the_log_viewer_opens_from_a_worker_and_at_an_error(running, browser):
     shot(browser, "log-viewer")
     browser.get(f"{cluster.nimbus_url()}/topology.html?id={tid}&refresh=1")
     until(lambda: rows(browser, "errors"), 60)
-    browser.find_element("css selector", "#errors a.log-link").click()
+    click(browser, "#errors a.log-link")
 
     def at_the_error():
         assert int(by_id(browser, "search-results").get_attribute("data-matches") or 0) >= 1
@@ -445,13 +458,13 @@ def test_thread_dump_and_flame_graph_from_a_worker_row(running, browser):
     cluster, tid, name = running
     browser.get(f"{cluster.nimbus_url()}/topology.html?id={tid}&refresh=2")
     until(lambda: rows(browser, "worker-actions"), 30)
-    browser.find_element("css selector", "#worker-actions button[data-action=threaddump]").click()
+    click(browser, "#worker-actions button[data-action=threaddump]")
     dump = until(lambda: by_id(browser, "threaddump-text") and by_id(browser, "threaddump-text").text, 30)
     assert '"executors-0"' in dump and '"heartbeat"' in dump
     secs = by_id(browser, "profile-secs")
     secs.clear()
     secs.send_keys("2")
-    browser.find_element("css selector", "#worker-actions button[data-action=profile]").click()
+    click(browser, "#worker-actions button[data-action=profile]")
     until(lambda: browser.execute_script(
         "const i = document.getElementById('flamegraph'); return i && i.complete && i.naturalWidth > 0"), 60)
     browser.execute_script("document.getElementById('flamegraph').scrollIntoView()")
@@ -467,7 +480,7 @@ def test_log_levels_and_sampling_from_the_pages(running, browser):
     by_id(browser, "loglevel-set").click()
     level = until(lambda: [r for r in rows(browser, "loglevels") if r.get("Logger") == "gale.worker"], 30)
     assert level[0]["Level"] == "DEBUG" and level[0]["Workers"] == "all"
-    browser.find_element("css selector", "#loglevels button[data-logger='gale.worker']").click()
+    click(browser, "#loglevels button[data-logger='gale.worker']")
     until(lambda: not [r for r in rows(browser, "loglevels") if r.get("Logger") == "gale.worker"], 30)
     browser.get(f"{cluster.nimbus_url()}/component.html?topology_id={tid}&id=split&refresh=1")
     until(lambda: by_id(browser, "sampling-enable"), 30)
