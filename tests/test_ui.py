@@ -452,6 +452,18 @@ def test_the_log_viewer_opens_from_a_worker_and_at_an_error(running, browser):
 
     eventually(at_the_error, 30)
     shot(browser, "log-viewer-error")
+    # an executor's link: its worker's log at the executor's last line
+    browser.get(f"{cluster.nimbus_url()}/component.html?topology_id={tid}&id=count&refresh=1")
+    until(lambda: [r for r in rows(browser, "executors") if r["Host:port"].startswith("127.0.0.1:")], 30)
+    executor = rows(browser, "executors")[0]["Id"].strip("[]")
+    click(browser, "#executors a.log-link")
+
+    def at_the_executor():
+        view = by_id(browser, "log-view")
+        assert view is not None and int(view.get_attribute("data-marks") or 0) >= 1
+        assert f'"executor": "{executor}"' in by_id(browser, "log-search").get_attribute("value")
+
+    eventually(at_the_executor, 30)
 
 
 def test_thread_dump_and_flame_graph_from_a_worker_row(running, browser):
