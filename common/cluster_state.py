@@ -37,6 +37,7 @@ from gale.log import get_logger
 from gale.records import (
     Assignment,
     ErrorInfo,
+    LogConfig,
     NimbusSummary,
     Record,
     StormBase,
@@ -441,6 +442,20 @@ class ClusterState:
     def teardown_blobs(self, topology_id: str) -> None:
         self._delete(self.layout.blobstore_dir(topology_id))
 
+    # ------------------------------------------------------------------ log levels
+
+    def log_config(self, topology_id: str, watch: WatchFn = None) -> LogConfig | None:
+        return self._read(LogConfig, self.layout.logconfig(topology_id), watch)
+
+    def set_log_config(self, topology_id: str, config: LogConfig) -> None:
+        self._set(self.layout.logconfig(topology_id), config.encode(), fenced=True)
+
+    def log_config_topologies(self) -> list[str]:
+        return self._children(self.layout.logconfigs_dir)
+
+    def teardown_log_config(self, topology_id: str) -> None:
+        self._delete(self.layout.logconfig(topology_id), recursive=False)
+
 
 _WINDOWED = ("emitted", "transferred", "acked", "failed", "complete_ms_avg", "executed", "process_ms_avg",
              "execute_ms_avg")
@@ -454,5 +469,6 @@ def trimmed_heartbeat(hb: WorkerHeartbeat, max_bytes: int) -> bytes:
     data = hb.model_copy(update={"executor_stats": all_time}).encode()
     if len(data) <= max_bytes:
         return data
-    bare = {key: st.model_copy(update={**{m: {} for m in _WINDOWED}, "extra": {}}) for key, st in hb.executor_stats.items()}
+    bare = {key: st.model_copy(update={**{m: {} for m in _WINDOWED}, "extra": {}, "details": {}})
+            for key, st in hb.executor_stats.items()}
     return hb.model_copy(update={"executor_stats": bare}).encode()

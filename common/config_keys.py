@@ -41,7 +41,7 @@ MULTILANG_SERIALIZERS = (
 
 #: Namespaces that belong to Gale: a key under one of these must be a known key.
 RESERVED_PREFIXES = (
-    "storm.", "nimbus.", "supervisor.", "worker.", "task.", "topology.", "executor.", "ui.",
+    "storm.", "nimbus.", "supervisor.", "worker.", "task.", "topology.", "executor.", "ui.", "logviewer.",
 )
 
 
@@ -188,6 +188,15 @@ class Config:
         "supervisor.scheduler.meta", {}, MapOf(Str()), "free-form scheduler metadata")
     supervisor_id: str | None = key(
         "supervisor.id", None, Optional(Str()), "fixed supervisor id (default: generated)")
+    # Log viewer: each supervisor's log server (gale.supervisor.logserver; docs/ui.md)
+    logviewer_port: int = key(
+        "logviewer.port", 8000, Int(0, 65535),
+        "port of the supervisor's log server (worker logs, thread dumps, CPU profiles); 0, or a port taken: any free "
+        "port (the address is published in the supervisor's ZooKeeper record, where nimbus finds it)")
+    logviewer_host: str | None = key(
+        "logviewer.host", None, Optional(Str()),
+        "address the log server binds to (null: 0.0.0.0 with nimbus.api.token, 127.0.0.1 without one; a "
+        "non-loopback address without a token needs nimbus.api.insecure)")
     # Worker
     worker_heartbeat_frequency_secs: int = key(
         "worker.heartbeat.frequency.secs", 1, _POS, "LocalState heartbeat period")

@@ -18,9 +18,26 @@ def log_dir(config: Config) -> Path:
     return Path(config.storm_log_dir or Path(config.storm_local_dir) / "logs")
 
 
-def configure_daemon_logging(config: Config, daemon: str, to_file: bool = False, **context: Any) -> None:
+#: where a supervisor keeps its workers' logs and debugging artifacts, under its log directory
+WORKER_ARTIFACTS = "workers-artifacts"
+#: a worker's own log file in its artifacts directory
+WORKER_LOG = "worker.log"
+
+
+def worker_artifacts(topology_id: str, port: int) -> str:
+    """A worker's artifacts directory relative to the log directory (Storm's layout), with ``/``."""
+    return f"{WORKER_ARTIFACTS}/{topology_id}/{int(port)}"
+
+
+def configure_daemon_logging(config: Config, daemon: str, to_file: bool = False, keep_file: bool = False,
+                             **context: Any) -> None:
+    """Log to stderr (systemd's journal), or to ``<storm.log.dir>/<daemon>.log`` instead
+    (``to_file``) or as well (``keep_file``: a supervisor's, which its log server shows; rotated as
+    a worker's log, ``worker.log.max.bytes`` and ``worker.log.backups``)."""
     file = log_dir(config) / f"{daemon}.log" if to_file else None
-    glog.configure(fmt=config.storm_log_format, file=file, daemon=daemon, **context)
+    also = log_dir(config) / f"{daemon}.log" if keep_file and not to_file else None
+    glog.configure(fmt=config.storm_log_format, file=file, also_file=also, max_bytes=config.worker_log_max_bytes,
+                   backups=config.worker_log_backups, daemon=daemon, **context)
 
 
 class StopSignals:

@@ -15,6 +15,7 @@ does, so a component named ``a/b`` cannot escape its directory.
     <root>/leader-lock                                nimbus leader election
     <root>/leader-epoch                               increases at every election (fencing)
     <root>/blobstore/<topology-id>/<host:port>        which nimbus holds a topology's code
+    <root>/logconfigs/<topology-id>                   LogConfig: timed logger levels its workers follow
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import posixpath
 from dataclasses import dataclass
 from urllib.parse import quote, unquote
 
-TOP_LEVEL = ("storms", "assignments", "supervisors", "workerbeats", "errors", "nimbuses", "blobstore")
+TOP_LEVEL = ("storms", "assignments", "supervisors", "workerbeats", "errors", "nimbuses", "blobstore", "logconfigs")
 ERROR_PREFIX = "e"
 LAST_ERROR_SUFFIX = "-last-error"
 ERRORS_KEPT = 10
@@ -132,6 +133,13 @@ class Layout:
 
     def blobstore_dir(self, topology_id: str) -> str:
         return self._join("blobstore", _segment(topology_id, "topology id"))
+
+    @property
+    def logconfigs_dir(self) -> str:
+        return self._join("logconfigs")
+
+    def logconfig(self, topology_id: str) -> str:
+        return self._join("logconfigs", _segment(topology_id, "topology id"))
 
     def blob_holder(self, topology_id: str, host_port: str) -> str:
         return posixpath.join(self.blobstore_dir(topology_id), _segment(host_port, "nimbus address"))

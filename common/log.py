@@ -44,12 +44,14 @@ def configure(
     file: str | os.PathLike[str] | None = None,
     max_bytes: int = 50 * 1024 * 1024,
     backups: int = 5,
+    also_file: str | os.PathLike[str] | None = None,
     **context: Any,
 ) -> None:
     """Configure structlog and the standard library once per process.
 
     ``fmt`` is ``"json"`` (daemons) or ``"console"`` (people). With ``file``, lines go to a
-    rotating file instead of ``stream`` (default stderr). Extra keyword arguments are bound as
+    rotating file instead of ``stream`` (default stderr); with ``also_file``, to a rotating file as
+    well (a supervisor's own log, which its log server shows). Extra keyword arguments are bound as
     context on every line of this process, from every thread (for example ``daemon="supervisor"``).
     """
     renderer: Any = (
@@ -57,22 +59,23 @@ def configure(
         if fmt == "json"
         else structlog.dev.ConsoleRenderer(colors=False)
     )
-    handler: logging.Handler
-    if file is not None:
-        os.makedirs(os.path.dirname(os.path.abspath(file)), exist_ok=True)
-        handler = logging.handlers.RotatingFileHandler(file, maxBytes=max_bytes, backupCount=backups)
-    else:
-        handler = logging.StreamHandler(stream or sys.stderr)
-    handler.setFormatter(
-        structlog.stdlib.ProcessorFormatter(
-            foreign_pre_chain=_shared_processors(),
-            processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta, renderer],
-        )
+    handlers: list[logging.Handler] = []
+    for path in (file, also_file):
+        if path is not None:
+            os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+            handlers.append(logging.handlers.RotatingFileHandler(path, maxBytes=max_bytes, backupCount=backups))
+    if file is None:
+        handlers.insert(0, logging.StreamHandler(stream or sys.stderr))
+    formatter = structlog.stdlib.ProcessorFormatter(
+        foreign_pre_chain=_shared_processors(),
+        processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta, renderer],
     )
     root = logging.getLogger()
     for old in list(root.handlers):
         root.removeHandler(old)
-    root.addHandler(handler)
+    for handler in handlers:
+        handler.setFormatter(formatter)
+        root.addHandler(handler)
     root.setLevel(level if isinstance(level, int) else getattr(logging, str(level).upper(), logging.INFO))
     for noisy in ("kazoo.client", "py4j", "urllib3", "httpx", "httpcore", "kafka"):
         logging.getLogger(noisy).setLevel(logging.WARNING)

@@ -324,6 +324,10 @@ class SupervisorInfo(Record):
     gale_version: str = GALE_VERSION
     resources_map: dict[str, float] = {}
     server_port: int | None = None  # the supervisor's /metrics port
+    #: where the supervisor serves its workers' logs and its own (gale.supervisor.logserver); None: it
+    #: serves none. Optional fields added in place: records without them still decode (version 1)
+    logviewer_host: str | None = None
+    logviewer_port: int | None = Field(default=None, ge=1, le=65535)
     #: its workers' heartbeats, batched into the node it writes every supervisor.heartbeat.frequency.secs
     worker_heartbeats: list[SupervisorWorkerHeartbeat] = []
 
@@ -357,6 +361,9 @@ class ExecutorStats(_Model):
     pending: int = 0
     busy_secs: float = 0.0  # how long the running execute()/next_tuple() call has taken so far
     extra: dict[str, float] = {}
+    #: labelled gauges, latest value per executor: name → label → value (a Kafka spout's lag per
+    #: ``topic/partition``, a keyed state's keys and bytes per key group); shown per component in the UI
+    details: dict[str, dict[str, float]] = {}
 
 
 class WorkerHeartbeat(Record):
@@ -388,6 +395,26 @@ class ErrorInfo(Record):
     error_time_secs: int
     host: str = ""
     port: int = 0
+
+
+# ----------------------------------------------------------------------------------------------
+# /storm/logconfigs/<topology-id>
+
+
+class LoggerLevel(_Model):
+    """One logger's level set for a while (Storm's ``LogLevel``): the workers of the topology (or,
+    with ``components``, those running one of them) set ``target_log_level`` and put the logger's
+    own level back at ``reset_log_level_timeout_epoch`` (seconds since the epoch)."""
+
+    target_log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
+    reset_log_level_timeout_epoch: float
+    components: list[str] = []
+
+
+class LogConfig(Record):
+    """Storm's ``LogConfig``: logger name (``ROOT`` for the root logger) → its timed level."""
+
+    named_logger_level: dict[str, LoggerLevel] = {}
 
 
 # ----------------------------------------------------------------------------------------------

@@ -41,6 +41,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from gale.config import stored_secret
 from gale.errors import ConfigError, GaleError, NotFoundError, TopologyError
+from gale.http_guard import host_problem
 from gale.log import get_logger
 from gale.nimbus import views
 from gale.nimbus.daemon import Nimbus, NotLeaderError
@@ -69,21 +70,6 @@ def content_type_problem(method: str, path: str, content_type: str) -> str | Non
     got = f"Content-Type {media!r}" if media else "no Content-Type"
     return (f"{method} {path} needs Content-Type {' or '.join(allowed)} (got {got}); nimbus refuses other "
             "content types on actions so that no web page can trigger them with a form")
-
-
-def host_problem(host_header: str, allowed: set[str] | None) -> str | None:
-    """Why a Host header is refused by a loopback-only nimbus (DNS rebinding), or None."""
-    if allowed is None or not host_header:
-        return None
-    host = host_header.strip().lower()
-    if host.startswith("["):
-        host = host[1:].split("]", 1)[0]
-    elif host.count(":") == 1:
-        host = host.split(":", 1)[0]
-    if host in allowed:
-        return None
-    return (f"Host {host_header!r} is not a name of this nimbus: without an API token it answers only on the "
-            f"loopback interface and under its own names ({', '.join(sorted(allowed))})")
 
 
 class ErrorBody(BaseModel):
@@ -136,7 +122,7 @@ class RequestContext:
             await send(message)
 
         try:
-            refused = host_problem(headers.get("host", ""), self.allowed_hosts)
+            refused = host_problem(headers.get("host", ""), self.allowed_hosts, "nimbus")
             if refused:
                 await _send_json(send_with_id, 403, refused)
                 return
@@ -439,7 +425,8 @@ def _extensions():
     import importlib
 
     out = []
-    for name in ("gale.nimbus.storm_api", "gale.nimbus.ui", "gale.nimbus.metrics"):
+    for name in ("gale.nimbus.storm_api", "gale.nimbus.ui", "gale.nimbus.metrics", "gale.nimbus.logs_api",
+                 "gale.nimbus.debug_api"):
         try:
             module = importlib.import_module(name)
         except ModuleNotFoundError as exc:

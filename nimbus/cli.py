@@ -599,5 +599,9 @@ def dev_cluster(supervisors: int, slots: int, base_dir: str | None, http_port: i
         fail(str(exc))
 
 
+from gale.nimbus.logs_cmd import logs as _logs  # noqa: E402 - a command in its own module
+
+main.add_command(_logs)
+
 if __name__ == "__main__":  # python -m gale.nimbus.cli
     main()

@@ -503,15 +503,12 @@ class Nimbus:
         """Remove heartbeats, errors and code of topologies that no longer exist (or are not
         being submitted)."""
         live = set(self.state.storm_ids()) | set(self.pending)
-        for tid in self.state.heartbeat_topologies():
-            if tid not in live:
-                self.state.teardown_heartbeats(tid)
-        for tid in self.state.error_topologies():
-            if tid not in live:
-                self.state.teardown_errors(tid)
-        for tid in self.state.blob_topologies():
-            if tid not in live:
-                self.state.teardown_blobs(tid)
+        s = self.state
+        for listed, teardown in ((s.heartbeat_topologies, s.teardown_heartbeats), (s.error_topologies, s.teardown_errors),
+                                 (s.blob_topologies, s.teardown_blobs), (s.log_config_topologies, s.teardown_log_config)):
+            for tid in listed():
+                if tid not in live:
+                    teardown(tid)
         for tid in self.blobs.ids():
             if tid not in live:
                 self.blobs.delete(tid)

@@ -328,6 +328,8 @@ class DevCluster:
                 "storm.local.dir": str(self.base / f"supervisor-{i}"),
                 "supervisor.slots.ports": sorted(r.port for r in slots),
                 "supervisor.id": f"sup{i}-127.0.0.1",
+                # several supervisors share this machine: each log server takes a free port
+                "logviewer.port": 0,
             })
             conf.update(overrides)
             self.supervisor_confs.append(conf)

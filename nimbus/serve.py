@@ -8,8 +8,6 @@ non-loopback ``nimbus.host`` without a token and without that flag is a configur
 
 from __future__ import annotations
 
-import ipaddress
-import socket
 from dataclasses import dataclass, replace
 
 from gale import config as gconfig
@@ -17,27 +15,13 @@ from gale.config_keys import Config
 from gale.daemon_util import StopSignals, configure_daemon_logging, sd_notify
 from gale.deadline import Deadline, begin_stop
 from gale.errors import ConfigError
+from gale.http_guard import is_loopback
 from gale.http_server import HttpServer
 from gale.log import get_logger
 from gale.nimbus.api import create_app
 from gale.nimbus.daemon import Nimbus
 
 log = get_logger("nimbus.serve")
-
-
-def is_loopback(host: str) -> bool:
-    """True when ``host`` (an address or a name) only ever means this machine's loopback interface."""
-    if host == "localhost" or host.endswith(".localhost"):
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        pass
-    try:
-        infos = socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)
-    except socket.gaierror:
-        return False
-    return bool(infos) and all(ipaddress.ip_address(info[4][0].split("%")[0]).is_loopback for info in infos)
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,13 @@ Pages (static HTML + ``/ui/app.js``; every number comes from the Storm REST API 
   bolts tables with their last error, workers with their log files;
 * ``/component.html?topology_id=<id>&id=<component>`` — stats per window, inputs, outputs,
   executors (where they run, their stats, the worker's log file), the last 10 errors;
-* ``/supervisor.html?id=<supervisor id>`` (or ``?host=``) — slots and the workers it runs.
+* ``/supervisor.html?id=<supervisor id>`` (or ``?host=``) — slots and the workers it runs;
+* ``/logs.html?supervisor=<id>&file=<path>[&search=<text>]`` — the log viewer (through nimbus, from the
+  supervisor's log server): files, pages, search; thread dumps and flame graphs are files there too.
+
+The topology page draws the topology as a graph (``graph.js``: components coloured by capacity,
+edges with live tuples/s) and its state at a glance; ``debug.js`` adds the debugging actions
+(thread dump, CPU profile, log levels, event sampling).
 
 No external resources (the UI works on machines without internet); a strict Content-Security-Policy
 allows only this origin's script, styles and API.
@@ -35,11 +41,13 @@ PAGES = {
     "/topology.html": ("topology.html", "Topology page: stats, live chart, spouts, bolts, workers, actions."),
     "/component.html": ("component.html", "Component page: stats, inputs, outputs, executors, errors."),
     "/supervisor.html": ("supervisor.html", "Supervisor page: slots and workers."),
+    "/logs.html": ("logs.html", "Log viewer: a worker's (or supervisor's) log files, paged and searchable."),
 }
-ASSETS = {"app.js": "application/javascript; charset=utf-8", "app.css": "text/css; charset=utf-8"}
+_JS = "application/javascript; charset=utf-8"
+ASSETS = {"app.js": _JS, "graph.js": _JS, "debug.js": _JS, "logs.js": _JS, "app.css": "text/css; charset=utf-8"}
 SECURITY_HEADERS = {
     "Content-Security-Policy": ("default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; "
-                                "img-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"),
+                                "img-src 'self' data: blob:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"),
     "X-Content-Type-Options": "nosniff",
     "X-Frame-Options": "DENY",
     "Referrer-Policy": "no-referrer",

@@ -40,6 +40,7 @@ def cluster_summary(nimbus: Nimbus) -> dict[str, Any]:
             "id": sid, "host": info.hostname, "uptime_secs": info.uptime_secs, "slots": len(ports),
             "used_slots": len(busy), "free_slots": len(ports) - len(busy), "ports": ports, "used_ports": busy,
             "version": info.gale_version, "metrics_port": info.server_port, "last_heartbeat_secs": info.time_secs,
+            "logviewer": f"{info.logviewer_host or info.hostname}:{info.logviewer_port}" if info.logviewer_port else None,
         })
     nimbuses = [
         {"address": addr, "host": s.host, "port": s.port, "leader": s.is_leader, "uptime_secs": s.uptime_secs,

@@ -24,7 +24,7 @@ from typing import Any
 import psutil
 
 from gale.config_keys import Config
-from gale.daemon_util import log_dir
+from gale.daemon_util import WORKER_ARTIFACTS, log_dir
 from gale.local_state import LocalState
 from gale.log import get_logger
 from gale.supervisor.slot import LocalAssignment
@@ -40,7 +40,7 @@ class Containers:
         self.local = Path(config.storm_local_dir)
         self.workers_root = self.local / "workers"
         self.workers_root.mkdir(parents=True, exist_ok=True)
-        self.logs_root = log_dir(config) / "workers-artifacts"
+        self.logs_root = log_dir(config) / WORKER_ARTIFACTS
         self.supervisor_id = supervisor_id
         self.config_path = str(config_path)
         self._procs: dict[str, subprocess.Popen] = {}
@@ -122,6 +122,12 @@ class Containers:
             # our own child has exited (reaped now); its pid file no longer means anything
             return any(self._process(p, worker_id) for p in self.pids(worker_id) if p != popen.pid)
         return any(self._process(p, worker_id) is not None for p in self.pids(worker_id))
+
+    def live_pid(self, worker_id: str | None) -> int | None:
+        """The worker's first live process (the one its supervisor launched), or None."""
+        if worker_id is None:
+            return None
+        return next((p for p in self.pids(worker_id) if self._process(p, worker_id) is not None), None)
 
     def exit_code(self, worker_id: str) -> int | None:
         popen = self._procs.get(worker_id)

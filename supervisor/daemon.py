@@ -37,6 +37,7 @@ from gale.cluster_state import ClusterState
 from gale.deadline import Deadline, within
 from gale.config import api_token
 from gale.config_keys import Config
+from gale.daemon_util import worker_artifacts
 from gale.layout import Layout
 from gale.local_state import LocalState
 from gale.log import get_logger
@@ -45,6 +46,7 @@ from gale.zk import connect, stop_client
 from gale.nimbus.client import NimbusClient, seed_addresses
 from gale.supervisor.container import Containers
 from gale.supervisor.localizer import CodeSource, Localizer
+from gale.supervisor.logfiles import WorkerRef
 from gale.supervisor.slot import (
     Cleanup, Kill, Launch, LocalAssignment, Observation, RequestCode, Slot, State, Timeouts, step,
 )
@@ -114,6 +116,8 @@ class Supervisor:
         self.zk_wait_secs = 0.0
         self._loop_thread: threading.Thread | None = None
         self.metrics_port: int | None = None
+        #: (host, port) of this supervisor's log server, published in its record (None: none)
+        self.logviewer: tuple[str, int] | None = None
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -245,6 +249,8 @@ class Supervisor:
             used_ports=used, meta=self.ports, scheduler_meta=dict(self.config.supervisor_scheduler_meta),
             uptime_secs=int(self.clock.time() - self.started), gale_version=GALE_VERSION,
             server_port=self.metrics_port, worker_heartbeats=self.worker_heartbeats(),
+            logviewer_host=self.logviewer[0] if self.logviewer else None,
+            logviewer_port=self.logviewer[1] if self.logviewer else None,
         )
 
     def worker_heartbeats(self) -> list[SupervisorWorkerHeartbeat]:
@@ -262,6 +268,20 @@ class Supervisor:
                 continue
             out.append(SupervisorWorkerHeartbeat(topology_id=slot.current.topology_id, port=port,
                                                  executors=encode_executors(executors), time_secs=int(time_secs)))
+        return out
+
+    def worker_refs(self) -> dict[int, WorkerRef]:
+        """This node's workers by slot port, for the log server (any thread: a copy of the slots)."""
+        out = {}
+        for port, slot in list(self.slots.items()):
+            wid = slot.worker_id
+            if slot.current is None or wid is None:
+                continue
+            pid = self.containers.live_pid(wid)
+            out[port] = WorkerRef(port=port, topology_id=slot.current.topology_id, worker_id=wid,
+                                  worker_dir=self.containers.worker_dir(wid),
+                                  artifacts=worker_artifacts(slot.current.topology_id, port), pid=pid,
+                                  alive=lambda wid=wid, pid=pid: pid is not None and self.containers.live_pid(wid) == pid)
         return out
 
     def register(self) -> None:

@@ -361,11 +361,12 @@ def test_topology_page_checkpoints_of_a_stateful_topology():
     summaries = {
         "$checkpointspout": {"extra": {"checkpoint_txid_max": 12, "checkpoints_committed": 12,
                                        "checkpoint_failures": 2, "checkpoint_duration_ms": 8.25,
-                                       "checkpoint_commit_time_secs": NOW - 3.4}},
+                                       "checkpoint_commit_time_secs": NOW - 3.4, "checkpoint_rollbacks": 1,
+                                       "checkpoint_generation": 2}},
         "count": {"extra": {"state_bytes_written": 4096}}, "split": {"extra": {}}, "sentences": {},
     }
     assert build.checkpoint_view(summaries, NOW) == {
         "txid": 12, "committed": 12, "failures": 2, "lastDurationMs": "8.250", "lastCommitTime": NOW - 3.4,
-        "lastCommitAgeSecs": 3, "stateBytesWritten": 4096}
+        "lastCommitAgeSecs": 3, "stateBytesWritten": 4096, "rollbacks": 1, "generation": 2}
     fresh = build.checkpoint_view({"$checkpointspout": {"extra": {}}}, NOW)
     assert fresh["lastCommitAgeSecs"] is None and fresh["txid"] == 0

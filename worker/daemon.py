@@ -52,6 +52,7 @@ from gale.records import ErrorInfo, TopologyStatus, WorkerHeartbeat
 from gale.topology.definition import Topology, TopologyDef, TopologyTasks
 from gale.zk import start_client, stop_client
 from gale.worker.assembly import Assembly
+from gale.worker.debug.debugging import Debugging
 from gale.worker.runtime.runtime import WorkerRuntime
 from gale.worker.transfer import Transfer
 
@@ -124,6 +125,10 @@ class Worker:
         self.errors: queue.Queue = queue.Queue(maxsize=1000)
         self.host = config.storm_local_hostname or socket.gethostname()
         self.log_path = ""
+        #: this worker's artifacts directory (its log, events.log; set by run_worker)
+        self.artifacts: Path | None = None
+        self.debugging: Debugging | None = None
+        self._debug_due: float | None = None
         self.metrics = None
         self._refresh_event = threading.Event()
         self.grace = float(config.supervisor_worker_shutdown_sleep_secs)
@@ -257,11 +262,15 @@ class Worker:
         if active != self.runtime.active:
             log.info("spouts-" + ("activated" if active else "deactivated"))
             self.runtime.set_active(active)
+        if self.debugging is not None:  # sampling (the base's debug options) and timed log levels
+            self._debug_due = self.debugging.follow(base, self.state.log_config(self.topology_id, watch=self._watch),
+                                                    self.runtime.local_components())
 
     def _refresh_loop(self) -> None:
         period = float(self.config.task_refresh_poll_secs)
         while not self.stop_event.is_set():
-            self._refresh_event.wait(period)
+            due = self._debug_due
+            self._refresh_event.wait(period if due is None else min(period, max(0.05, due - self.clock.time())))
             self._refresh_event.clear()
             if self.stop_event.is_set():
                 break
@@ -342,6 +351,9 @@ class Worker:
         attach(self.transfer, self.runtime)
         self.transfer.start()
         self.runtime.start(active=base.status == TopologyStatus.ACTIVE)
+        if self.debugging is not None:
+            self.debugging.attach(self.runtime, conf, secret)
+            self._refresh_event.set()  # the first refresh now: sampling and log levels already in force
         log.info("worker-running", executors=len(self.executors), active=self.runtime.active,
                  peers=len(set(self.transfer.routes.values())), hot_path=hot_path())
 
@@ -379,6 +391,9 @@ class Worker:
         (pids / str(os.getpid())).touch()
         self.write_local_heartbeat()
         self._start_thread(self._heartbeat_loop, "heartbeat")
+        self.debugging = Debugging(self.worker_dir, self.artifacts, self.topology_id, self.clock,
+                                   header=f"worker {self.worker_id} of {self.topology_id}, port {self.port}")
+        self.debugging.start_control()  # before setup: a worker stuck starting can be dumped
         # a stop during setup (blocked connecting to ZooKeeper, loading code) is bounded too
         signal.signal(signal.SIGTERM, self.request_stop)
         signal.signal(signal.SIGINT, self.request_stop)
@@ -460,6 +475,8 @@ class Worker:
             within(local, "transfer-close", lambda: self.transfer.close(flush_timeout=min(2.0, local.remaining() / 2)))
         if self.metrics is not None:
             within(local, "metrics-stop", self.metrics.stop)
+        if self.debugging is not None:
+            within(local, "debugging-stop", self.debugging.stop)
         if self.state is not None:
             within(deadline, "workerbeat-delete", self.state.remove_worker_heartbeat, self.topology_id,
                    self.supervisor_id, self.port, zk=self.client)
@@ -515,4 +532,5 @@ def run_worker(config: Config, topology_id: str, supervisor_id: str, port: int, 
                    worker=worker_id)
     worker = Worker(config, topology_id, supervisor_id, port, worker_id)
     worker.log_path = str(log_file) if log_file else ""
+    worker.artifacts = Path(log_dir) if log_dir else None
     return worker.run()

@@ -8,6 +8,7 @@ dashboards (``storm_exporter`` and the like) work unchanged::
     GET  /api/v1/nimbus/summary                 GET  /api/v1/topology/<id>/metrics?window=&sys=
     GET  /api/v1/supervisor/summary             GET  /api/v1/topology/<id>/component/<component>?window=&sys=
     GET  /api/v1/supervisor?id=|host=           GET  /api/v1/topology-workers/<id>
+                                                GET  /api/v1/topology/<id>/visualization?window=&sys=
     POST /api/v1/topology/<id>/activate         POST /api/v1/topology/<id>/deactivate
     POST /api/v1/topology/<id>/rebalance/<wait-time>   (body: {"rebalanceOptions": {...}})
     POST /api/v1/topology/<id>/kill/<wait-time>
@@ -140,6 +141,14 @@ def make_router(nimbus: Nimbus) -> APIRouter:
     def topology_metrics(id: str = TOPOLOGY_ID, window: str = WINDOW, sys: str = SYS) -> dict[str, Any]:
         """Per-stream emitted/transferred/acked/failed/latencies of every component."""
         return build.topology_metrics_view(build.gather(nimbus, id, components=()), window, _sys(sys))
+
+    @router.get("/topology/{id}/visualization", dependencies=read)
+    def visualization(id: str = TOPOLOGY_ID, window: str = WINDOW, sys: str = SYS) -> dict[str, Any]:
+        """The topology as a graph (Storm UI's visualization): components placed left to right with what
+        they are and their figures, subscriptions with cumulative counts (the page draws live rates)."""
+        from gale.nimbus.graph_view import visualization as draw
+
+        return draw(build.gather(nimbus, id), window, _sys(sys))
 
     @router.get("/topology/{id}/component/{component}", response_model=models.ComponentPage, dependencies=read)
     def component(id: str = TOPOLOGY_ID, component: str = Path(min_length=1, max_length=256),

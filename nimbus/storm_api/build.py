@@ -34,6 +34,7 @@ from gale.records import GALE_VERSION, Assignment, ErrorInfo, ExecutorStats, Sto
 from gale.stats_summary import WINDOWS, component_summary
 from gale.topology.definition import ACKER_COMPONENT, TopologyDef, TopologyTasks
 from gale.topology.state import CHECKPOINT_COMPONENT
+from gale.nimbus.storm_api.links import error_log_link, log_viewer_link, worker_log_file
 
 if TYPE_CHECKING:  # pragma: no cover
     from gale.nimbus.daemon import Nimbus
@@ -216,11 +217,11 @@ def _error_fields(snap: TopologySnapshot, component: str) -> dict[str, Any]:
     errs = snap.errors.get(component) or []
     if not errs:
         return {"lastError": "", "errorHost": "", "errorPort": None, "errorTime": None, "errorLapsedSecs": None,
-                "errorWorkerLogLink": ""}
+                "errorWorkerLogLink": "", "errorLogViewerLink": ""}
     e = errs[0]
     return {"lastError": e.error, "errorHost": e.host, "errorPort": e.port, "errorTime": e.error_time_secs,
             "errorLapsedSecs": max(0, int(snap.now - e.error_time_secs)),
-            "errorWorkerLogLink": _log_for(snap, e.host, e.port)}
+            "errorWorkerLogLink": _log_for(snap, e.host, e.port), "errorLogViewerLink": error_log_link(snap, e)}
 
 
 def _log_for(snap: TopologySnapshot, host: str, port: int) -> str:
@@ -304,6 +305,8 @@ def worker_view(snap: TopologySnapshot, slot: Mapping[str, Any], window: str | N
         "executorsTotal": len(slot["executors"]), "componentNumTasks": dict(sorted(slot["components"].items())),
         "uptime": pretty_secs(uptime), "uptimeSeconds": uptime,
         "workerLogLink": worker.get("log", ""), "workerLogPath": worker.get("log", ""),
+        "logViewerLink": log_viewer_link(snap.id, slot["node"], slot["port"]),
+        "logFile": worker_log_file(snap.id, slot["port"]),
         "assignedMemOnHeap": 0.0, "assignedMemOffHeap": 0.0, "assignedCpu": 0.0,
         "running": bool(worker), "pid": worker.get("pid"), "workerId": worker.get("worker_id"),
         "metricsPort": worker.get("metrics_port"),
@@ -352,7 +355,7 @@ def topology_view(snap: TopologySnapshot, window: str, sys: bool = False) -> dic
         "requestedWorkers": snap.base.num_workers,
         "msgTimeout": snap.config.topology_message_timeout_secs,
         "window": window, "windowHint": window_hint(window), "replicationCount": snap.replication,
-        "debug": snap.config.topology_debug, "samplingPct": 0.0,
+        **debug_fields(snap, snap.id),
         "schedulerDisplayResource": False, "assignedMemOnHeap": 0.0, "assignedMemOffHeap": 0.0,
         "assignedTotalMem": 0.0, "assignedCpu": 0.0, "requestedMemOnHeap": 0.0, "requestedMemOffHeap": 0.0,
         "requestedTotalMem": 0.0, "requestedCpu": 0.0,
@@ -365,6 +368,15 @@ def topology_view(snap: TopologySnapshot, window: str, sys: bool = False) -> dic
                           if k.startswith("topology.") and k not in SECRET_KEYS},
         "checkpoints": topology_checkpoints(snap),
     }
+
+
+def debug_fields(snap: TopologySnapshot, key: str) -> dict[str, Any]:
+    """Storm's ``debug``/``samplingPct`` of the topology (``key``: its id) or a component (its own
+    entry, else the topology's) from the StormBase's debug options."""
+    debug = snap.base.component_debug
+    options = debug.get(key) or debug.get(snap.id)
+    enabled = bool(options and options.enable)
+    return {"debug": enabled, "samplingPct": options.samplingpct if enabled else 0.0}
 
 
 def topology_checkpoints(snap: TopologySnapshot) -> dict[str, Any] | None:
@@ -388,6 +400,8 @@ def checkpoint_view(summaries: Mapping[str, Mapping[str, Any]], now: float) -> d
         "lastCommitTime": committed_at,
         "lastCommitAgeSecs": max(0, int(now - committed_at)) if committed_at else None,
         "stateBytesWritten": int(sum(s.get("extra", {}).get("state_bytes_written", 0) for s in summaries.values())),
+        "rollbacks": int(cp.get("checkpoint_rollbacks", 0)),
+        "generation": int(cp.get("checkpoint_generation", 0)),
     }
 
 
@@ -433,13 +447,13 @@ def component_view(snap: TopologySnapshot, component: str, window: str, sys: boo
         "topologyId": snap.id, "encodedTopologyId": encoded(snap.id), "topologyStatus": snap.base.status.value,
         "componentType": kind, "executors": len(snap.layout.component_executors[component]),
         "tasks": len(snap.layout.component_tasks(component)), "window": window, "windowHint": window_hint(window),
-        "debug": False, "samplingPct": 0.0, "eventLogLink": "", "profilingAndDebuggingCapable": False,
-        "profileActionEnabled": False, "profilerActive": [], "schedulerDisplayResource": False,
+        **debug_fields(snap, component), "eventLogLink": "", "profilingAndDebuggingCapable": True,
+        "profileActionEnabled": True, "profilerActive": [], "schedulerDisplayResource": False,
         "requestedMemOnHeap": 0.0, "requestedMemOffHeap": 0.0, "requestedCpu": 0.0,
         "componentErrors": [
             {"errorTime": e.error_time_secs, "errorHost": e.host, "errorPort": e.port, "error": e.error,
              "errorLapsedSecs": max(0, int(snap.now - e.error_time_secs)),
-             "errorWorkerLogLink": _log_for(snap, e.host, e.port)}
+             "errorWorkerLogLink": _log_for(snap, e.host, e.port), "errorLogViewerLink": error_log_link(snap, e)}
             for e in snap.errors.get(component, [])
         ],
     }
@@ -506,6 +520,7 @@ def executor_rows(snap: TopologySnapshot, component: str, window: str, sys: bool
             "emitted": s.get("emitted", 0), "transferred": s.get("transferred", 0), "acked": s.get("acked", 0),
             "failed": s.get("failed", 0), "queueDepth": s.get("queue_depth", 0),
             "workerLogLink": worker.get("log", ""), "workerLogPath": worker.get("log", ""),
+            "logViewerLink": log_viewer_link(snap.id, node, port, f'"executor": "{key}"'),
             "pid": worker.get("pid"),
         }
         if kind == "spout":

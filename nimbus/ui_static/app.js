@@ -324,6 +324,27 @@
 
   function supervisorLink(id, text) { return id ? link("/supervisor.html?id=" + enc(id), text || id) : ""; }
 
+  // a worker's or executor's log in the log viewer (logs.html), else its path on its host
+  function logCell(row, pathField, linkField) {
+    const path = row[pathField] || "";
+    const href = row[linkField || "logViewerLink"];
+    return href ? el("a", { href: href, cls: "log-link" }, el("code", { text: path || "log" })) : el("code", { text: path });
+  }
+
+  // what the other scripts (graph.js, debug.js, logs.js) add to a page: hooks[page] run after it rendered
+  const hooks = {};
+  window.Gale = {
+    api: api, el: el, link: link, $: $, enc: enc, num: num, when: when, firstLine: firstLine, table: table,
+    keyValues: keyValues, formatValue: formatValue, banner: banner, token: token, params: params,
+    refreshMs: REFRESH_MS, logCell: logCell, supervisorLink: supervisorLink,
+    on(page, hook) { (hooks[page] = hooks[page] || []).push(hook); },
+    refresh() { return refresh(); },
+  };
+
+  async function runHooks(page, data) {
+    for (const hook of hooks[page] || []) await hook(data);
+  }
+
   const pages = {
     async cluster() {
       const [cluster, nimbuses, topologies, supervisors] = await Promise.all([
@@ -395,13 +416,16 @@
         ["Supervisor", (w) => supervisorLink(w.supervisorId)], ["Uptime", (w) => w.running ? w.uptime : "not running"],
         ["Executors", (w) => w.executorsTotal, "num"],
         ["Components", (w) => Object.entries(w.componentNumTasks).map(([c, n]) => c + " ×" + n).join(", ")],
-        ["PID", (w) => w.pid], ["Worker log", (w) => el("code", { text: w.workerLogPath })]], topo.workers);
+        ["PID", (w) => w.pid], ["Worker log", (w) => logCell(w, "workerLogPath")]], topo.workers);
       const errors = topo.spouts.map((s) => [s.spoutId, s]).concat(topo.bolts.map((b) => [b.boltId, b]))
         .filter(([, r]) => r.lastError);
       table("errors", [["Component", ([c]) => compLink(c)], ["Time", ([, r]) => when(r.errorTime)],
-        ["Host:port", ([, r]) => errorPlace(r)], ["Log", ([, r]) => el("code", { text: r.errorWorkerLogLink })],
+        ["Host:port", ([, r]) => errorPlace(r)], ["Log", ([, r]) => logCell(r, "errorWorkerLogLink", "errorLogViewerLink")],
         ["Error", ([, r]) => el("details", {}, el("summary", { text: firstLine(r.lastError) }), el("pre", { text: r.lastError }))]],
         errors, "no errors");
+      table("topology-config", [["Key", ([k]) => k], ["Value", ([, v]) => JSON.stringify(v)]],
+        Object.entries(topo.configuration || {}));
+      await runHooks("topology", topo);
     },
 
     async component() {
@@ -444,11 +468,12 @@
            ["Executed", (e) => num(e.executed), "num"], ["Process latency (ms)", (e) => e.processLatency, "num"],
            ["Acked", (e) => num(e.acked), "num"], ["Failed", (e) => num(e.failed), "num"]];
       table("executors", common.concat(specific, [["Queue", (e) => num(e.queueDepth), "num"],
-        ["Worker log", (e) => el("code", { text: e.workerLogPath })]]), c.executorStats);
+        ["Worker log", (e) => logCell(e, "workerLogPath")]]), c.executorStats);
       table("errors", [["Time", (e) => when(e.errorTime)], ["Host:port", (e) => e.errorHost + ":" + e.errorPort],
-        ["Log", (e) => el("code", { text: e.errorWorkerLogLink })],
+        ["Log", (e) => logCell(e, "errorWorkerLogLink", "errorLogViewerLink")],
         ["Error", (e) => el("details", {}, el("summary", { text: firstLine(e.error) }), el("pre", { text: e.error }))]],
         c.componentErrors, "no errors");
+      await runHooks("component", c);
     },
 
     async supervisor() {
@@ -467,9 +492,12 @@
         ["Executors", (w) => w.executorsTotal, "num"],
         ["Components", (w) => Object.entries(w.componentNumTasks).map(([c, n]) => c + " ×" + n).join(", ")],
         ["Emitted", (w) => num(w.stats && w.stats.emitted), "num"], ["Acked", (w) => num(w.stats && w.stats.acked), "num"],
-        ["PID", (w) => w.pid], ["Worker log", (w) => el("code", { text: w.workerLogPath })]], data.workers, "no workers");
+        ["PID", (w) => w.pid], ["Worker log", (w) => logCell(w, "workerLogPath")]], data.workers, "no workers");
+      await runHooks("supervisor", data);
     },
   };
+
+  pages.logs = async function () { await runHooks("logs", null); };
 
   async function refresh() {
     if (state.busy) return;

@@ -76,6 +76,8 @@ COUNTERS = (
     "kafka_drain_timeouts",
 )
 HOUSEKEEPING_SECS = 0.02
+#: how often the lag per partition is reported (the UI's chart)
+LAG_SECS = 1.0
 APPLY_RETRY_SECS = 1.0
 #: how long deactivate waits for the offsets commit, and close for everything, while ZooKeeper is
 #: connected (unreachable: the ZooKeeper steps are skipped, the committed offsets so far stand); a
@@ -173,6 +175,7 @@ class KafkaSpout(BrokerSpout):
             self._probe: set[TopicPartition] = set()
             self._validate: dict[TopicPartition, int] = {}
             self._next_housekeeping = 0.0
+            self._next_lag = 0.0
             self._next_refresh = self._clock.monotonic() + s.partition_refresh
             self._apply_retry_at = 0.0
             self._failure_reported = False
@@ -513,9 +516,24 @@ class KafkaSpout(BrokerSpout):
             self.consumer.seek(KTP(*tp), offset)
             self._purge(tp)
         self._publish_member_counters()
+        if now >= self._next_lag:
+            self._next_lag = now + LAG_SECS
+            self.counters.set_details("kafka_lag", self._lag())
         if not self.settings.zk_discovery and now >= self._next_refresh:
             self._next_refresh = now + self.settings.partition_refresh
             self._refresh_partitions()
+
+    def _lag(self) -> dict[str, float]:
+        """Records behind per owned partition: the high watermark (from the last fetch) minus the
+        offset the group would commit now (Storm's Kafka spout lag)."""
+        from kafka import TopicPartition as KTP
+
+        lag = {}
+        for (topic, p), tracker in list(self._trackers.items()):
+            hw = self.consumer.highwater(KTP(topic, p))
+            if hw is not None:
+                lag[f"{topic}/{p}"] = float(max(0, hw - tracker.committed()))
+        return lag
 
     def _refresh_partitions(self) -> None:
         current = dict(self._partitions)

@@ -16,6 +16,7 @@ from typing import Any
 class TaskCounters:
     def __init__(self, collector: Any, names: Iterable[str]):
         names = list(names)
+        self._collector = collector
         self._incr = getattr(collector, "incr_metric", None)
         declare = getattr(collector, "declare_metrics", None)
         if declare is not None:
@@ -28,6 +29,12 @@ class TaskCounters:
             self.values[name] += n
             if self._incr is not None:
                 self._incr(name, n)
+
+    def set_details(self, name: str, values: dict[str, float]) -> None:
+        """Replace a labelled gauge of the task (e.g. the lag per partition) in the executor's stats."""
+        set_details = getattr(self._collector, "set_details", None)
+        if set_details is not None:
+            set_details(name, values)
 
     def __getitem__(self, name: str) -> float:
         return self.values[name]

@@ -238,6 +238,11 @@ class _Collector:
         extra = self._stats.extra
         extra[name] = extra.get(name, 0) + n
 
+    def set_details(self, name: str, values: dict[str, float]) -> None:
+        """Replace a labelled gauge of this component (label → value, e.g. a Kafka spout's lag per
+        partition): its latest value is shown per component in the UI. From the task's own methods."""
+        self._stats.details[name] = dict(values)
+
 
 class SpoutOutputCollector(_Collector):
     """``emit(values, msg_id=None, stream="default")``; a message id makes the tuple tracked."""

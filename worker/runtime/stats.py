@@ -83,6 +83,9 @@ class ExecutorStatsCollector:
         self.process_n: dict[str, int] = defaultdict(int)
         self.errors = 0
         self.extra: dict[str, float] = {}
+        #: labelled gauges, name → label → value, replaced whole by their owner (a Kafka spout's
+        #: lag per partition, a keyed state's biggest key groups): the latest value is reported
+        self.details: dict[str, dict[str, float]] = {}
         #: stream → StreamRoute of the executor; emitted/transferred are counted on the routes
         self.routes: dict[str, Any] = {}
         # --- rolled
@@ -146,6 +149,7 @@ class ExecutorStatsCollector:
             pending=pending,
             busy_secs=round(busy_secs, 3),
             extra=dict(self.extra, errors=self.errors, timed_out=sum(self.timed_out.values())),
+            details={name: dict(values) for name, values in list(self.details.items())},
         )
         if self.kind == "spout":
             rec.complete_ms_avg = avgs("complete_ms", "complete_n")

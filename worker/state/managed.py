@@ -32,6 +32,7 @@ from typing import Any
 from gale.topology.checkpointing import data_inputs
 from gale.worker.runtime.acker import ACK, FAIL
 from gale.worker.state.barrier import HeldAcks
+from gale.worker.state import keygroup_stats
 from gale.worker.state.coordinator import COMMIT, INITSTATE, PREPARE, ROLLBACK
 from gale.worker.state.task_state import TaskState
 
@@ -55,6 +56,8 @@ class ManagedState:
         self.typed_keys = typed_keys
         self.states: dict[int, TaskState] = {}
         self.targets: dict[int, Any] = {}
+        self._next_key_group_walk = 0.0
+        self._walks: list[keygroup_stats.Walk] = []
 
     def attach(self) -> None:
         ex = self.executor
@@ -94,6 +97,7 @@ class ManagedState:
             target.pre_prepare(txid)
             extra["state_bytes_written"] += state.prepare(txid)
             extra["state_keys_max"] = max(len(s.kv) for s in self.states.values())
+            self.report_key_groups()
         elif action == COMMIT:
             if ready:
                 target.pre_commit(txid)
@@ -115,6 +119,30 @@ class ManagedState:
                 self.initialize(task)
         else:
             raise ValueError(f"unknown checkpoint action {action!r}")
+
+    def report_key_groups(self) -> None:
+        """Keys and bytes of the executor's biggest key groups (keyed state): a walk started now and
+        then, advanced a chunk per PREPARE (gale.worker.state.keygroup_stats)."""
+        ex = self.executor
+        if not self._walks:
+            now = ex.clock.monotonic()
+            if now < self._next_key_group_walk:
+                return
+            self._next_key_group_walk = now + keygroup_stats.EVERY_SECS
+            self._walks = [keygroup_stats.Walk(list(s.kv.items()), s.key_groups, s.kv._packb)
+                           for s in self.states.values() if s.key_groups is not None]
+            if not self._walks:
+                return
+        walk = self._walks[-1]
+        if not walk.step():
+            return
+        if len(self._walks) > 1:
+            self._walks.pop()  # that task's state is walked: on to the next
+            self._walks[-1].keys.update(walk.keys)
+            self._walks[-1].size.update(walk.size)
+            return
+        self._walks = []
+        ex.stats.details.update(keygroup_stats.top_groups(walk.keys, walk.size))
 
     def initialize(self, task: int) -> None:
         """Load the task's committed state, hand it to the target, and release the tuples held until now."""
