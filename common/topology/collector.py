@@ -37,6 +37,11 @@ class MetricsCollector(Protocol):
         exported by the worker's ``/metrics`` as ``gale_worker_extra_<name>``)."""
         ...
 
+    def set_details(self, name: str, values: dict[str, float]) -> None:
+        """Replace a labelled gauge of this task (label → latest value, e.g. a Kafka spout's lag per
+        partition), shown per component in the UI and the API; call it from the task's own methods."""
+        ...
+
 
 @runtime_checkable
 class SpoutOutputCollector(MetricsCollector, Protocol):
