@@ -153,7 +153,7 @@ class Assembly:
         elif comp.sink and checkpointing:
             from gale.worker.sinks.participant import SinkParticipant
 
-            sink = SinkParticipant(ex, exactly_once)
+            sink = SinkParticipant(ex)
             sink.attach()
             participants.append(sink)  # before its held acks: a failed prepare fails them
             if not exactly_once:

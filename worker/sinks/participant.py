@@ -36,9 +36,8 @@ STATS = ("sink_records_prepared", "sink_transactions_committed", "sink_transacti
 class SinkParticipant:
     name = "sink"
 
-    def __init__(self, executor: Any, exactly_once: bool):
+    def __init__(self, executor: Any):
         self.executor = executor
-        self.exactly_once = exactly_once
         self.names: dict[int, SinkName] = {}
         self.stores: dict[int, Any] = {}
         #: task → {txid: [transaction names]} prepared and not resolved; None: to be read from the store
@@ -73,7 +72,7 @@ class SinkParticipant:
     def act(self, task: int, txid: int, action: str, tup: Any) -> None:
         try:
             known = self._known(task)
-            for step in on_action(action, txid, known, self.exactly_once):
+            for step in on_action(action, txid, known):
                 self._perform(task, step, tup)
         except Exception:
             self.prepared[task] = None  # read the store again at the next action

@@ -17,10 +17,10 @@ PREPARE(m)          ``m - 1`` committed, ``m`` being prepared         commit ``p
                                                                      attempt of a reused txid);
                                                                      prepare ``m``
 COMMIT(m)           ``m`` will commit (past the commit point)         commit ``p <= m``
-ROLLBACK(t)         at-least-once: ``t`` abandoned, ``t - 1``         commit ``p <= c``, abort
-                    committed; exactly-once: ``t`` is the restored    ``p > c`` (``c`` = the
-                    checkpoint ``c``                                  committed one); drop the
-                                                                     records not yet prepared
+ROLLBACK(t)         ``t`` abandoned, ``c = t - 1`` committed (both    commit ``p <= c``, abort
+                    guarantees: Storm's ROLLBACK(n); the exactly-once ``p > c`` (an abandoned
+                    record says ROLLING_BACK(``c``))                  attempt); drop the records
+                                                                     not yet prepared
 INITSTATE(n)        ``n`` committed (at-least-once recovery)          commit ``p <= n``, abort
                                                                      ``p > n``
 the task starts     the record read from the state provider           commit ``p <= committed``;
@@ -63,7 +63,7 @@ def _resolve(prepared: Iterable[int], committed: int, keep: int | None = None) -
             + [Step("abort", p) for p in done if p > committed and p != keep])
 
 
-def on_action(action: str, txid: int, prepared: Iterable[int], exactly_once: bool) -> list[Step]:
+def on_action(action: str, txid: int, prepared: Iterable[int]) -> list[Step]:
     """The steps for checkpoint ``action`` of ``txid``, given the task's prepared txids."""
     prepared = sorted(set(prepared))
     if action == PREPARE:
@@ -72,8 +72,9 @@ def on_action(action: str, txid: int, prepared: Iterable[int], exactly_once: boo
     if action == COMMIT:
         return [Step("commit", p) for p in prepared if p <= txid]
     if action == ROLLBACK:
-        committed = txid if exactly_once else txid - 1
-        return _resolve(prepared, committed) + [Step("discard", txid)]
+        # both coordinators send ROLLBACK(c + 1) when they go back to c (gale.worker.state.epochs,
+        # .coordinator): c + 1 is the abandoned attempt, whatever a task prepared for it
+        return _resolve(prepared, txid - 1) + [Step("discard", txid)]
     if action == INITSTATE:
         return _resolve(prepared, txid)
     raise ValueError(f"unknown checkpoint action {action!r}")
