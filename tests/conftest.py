@@ -75,6 +75,22 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> None:
         report.sections.append(("ZooKeeper server log (tail)", _SERVER.log_tail(40)))
 
 
+@pytest.fixture(autouse=True)
+def _cluster_logs_on_failure(request):
+    """A failed test that used a dev cluster (its ``cluster`` fixture, or ``own_cluster`` it set on
+    its node) prints the daemons' and workers' log tails."""
+    yield
+    rep = getattr(request.node, "rep_call", None)
+    if rep is None or not rep.failed:
+        return
+    c = request.node.funcargs.get("cluster") if hasattr(request.node, "funcargs") else None
+    c = c or getattr(request.node, "own_cluster", None)
+    if c is not None and hasattr(c, "nimbus_procs"):
+        from tests.cluster import dump_logs
+
+        print(dump_logs(c))
+
+
 @pytest.fixture(scope="module")
 def redis_server():
     """A Redis server (Debian's ``redis-server``, AOF with ``appendfsync always``) per test module."""

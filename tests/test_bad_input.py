@@ -17,7 +17,7 @@ import pytest
 from kazoo.client import KazooClient
 
 from tests.cluster import (
-    DURABLE_WC, SLOW_SINK, DurableInput, Topologies, cli, cluster_went_on, dump_logs, make_cluster, next_heartbeats,
+    DURABLE_WC, SLOW_SINK, DurableInput, Topologies, cli, cluster_went_on, make_cluster, next_heartbeats,
     pid_alive, status,
 )
 from tests.waiting import eventually, until
@@ -39,14 +39,6 @@ def cluster(zk_server, tmp_path_factory):
 def topologies(cluster):
     with Topologies(cluster) as t:
         yield t
-
-
-@pytest.fixture(autouse=True)
-def _logs(request):
-    yield
-    rep = getattr(request.node, "rep_call", None)
-    if rep is not None and rep.failed and "cluster" in request.node.funcargs:
-        print(dump_logs(request.node.funcargs["cluster"]))
 
 
 def daemons_alive(c):

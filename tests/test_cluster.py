@@ -18,7 +18,7 @@ import pytest
 from kazoo.client import KazooClient
 
 from tests.cluster import (
-    DURABLE_WC, SLOW_SINK, DurableInput, Topologies, cli, dump_logs, gone, make_cluster, next_heartbeats, pid_alive,
+    DURABLE_WC, SLOW_SINK, DurableInput, Topologies, cli, gone, make_cluster, next_heartbeats, pid_alive,
     status, workers,
 )
 from tests.waiting import eventually, until
@@ -40,15 +40,6 @@ def cluster(zk_server, tmp_path_factory):
 def topologies(cluster):
     with Topologies(cluster) as t:
         yield t
-
-
-@pytest.fixture(autouse=True)
-def _logs_on_failure(request):
-    yield
-    rep = getattr(request.node, "rep_call", None)
-    c = request.node.funcargs.get("cluster") or getattr(request.node, "own_cluster", None)
-    if rep is not None and rep.failed and c is not None:
-        print(dump_logs(c))
 
 
 def zk_for(cluster) -> KazooClient:

@@ -22,7 +22,7 @@ from kazoo.client import KazooClient
 from gale.cluster_state import ClusterState
 from gale.layout import Layout
 from gale.supervisor.profiler import py_spy_binary
-from tests.cluster import ROOT, Topologies, cli, dump_logs, make_cluster, next_heartbeats
+from tests.cluster import ROOT, Topologies, cli, make_cluster, next_heartbeats
 from tests.components import requires
 from tests.test_storm_api import write_flaky
 from tests.waiting import eventually, until
@@ -43,14 +43,6 @@ def cluster(zk_server, tmp_path_factory):
         yield cluster
     finally:
         cluster.cleanup()
-
-
-@pytest.fixture(autouse=True)
-def _logs_on_failure(request):
-    yield
-    rep = getattr(request.node, "rep_call", None)
-    if rep is not None and rep.failed and "cluster" in request.node.funcargs:
-        print(dump_logs(request.node.funcargs["cluster"]))
 
 
 @pytest.fixture(scope="module")

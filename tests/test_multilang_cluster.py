@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.cluster import cli, dump_logs, make_cluster
+from tests.cluster import cli, make_cluster
 from tests.multilang_topologies import read_lines
 from tests.waiting import eventually
 
@@ -27,15 +27,6 @@ def cluster(zk_server, tmp_path_factory):
     c.start()
     yield c
     c.cleanup()
-
-
-@pytest.fixture(autouse=True)
-def _logs_on_failure(request):
-    yield
-    rep = getattr(request.node, "rep_call", None)
-    c = request.node.funcargs.get("cluster")
-    if rep is not None and rep.failed and c is not None:
-        print(dump_logs(c))
 
 
 def status(cluster, name):

@@ -17,7 +17,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.cluster import Topologies, cli, dump_logs, make_cluster, next_heartbeats
+from tests.cluster import Topologies, cli, make_cluster, next_heartbeats
 from tests.waiting import eventually, until
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(240)]
@@ -96,14 +96,6 @@ def cluster(zk_server, tmp_path_factory):
         yield cluster
     finally:
         cluster.cleanup()
-
-
-@pytest.fixture(autouse=True)
-def _logs_on_failure(request):
-    yield
-    rep = getattr(request.node, "rep_call", None)
-    if rep is not None and rep.failed and "cluster" in request.node.funcargs:
-        print(dump_logs(request.node.funcargs["cluster"]))
 
 
 @pytest.fixture(scope="module")

@@ -18,7 +18,7 @@ import httpx
 import pytest
 
 from tests.brokers import kafka_broker  # noqa: F401 - a fixture
-from tests.cluster import Topologies, dump_logs, make_cluster
+from tests.cluster import Topologies, make_cluster
 from tests.components import requires
 from tests.test_storm_api import write_flaky
 from tests.waiting import eventually, until
@@ -42,14 +42,6 @@ def cluster(zk_server, tmp_path_factory):
         yield cluster
     finally:
         cluster.cleanup()
-
-
-@pytest.fixture(autouse=True)
-def _logs_on_failure(request):
-    yield
-    rep = getattr(request.node, "rep_call", None)
-    if rep is not None and rep.failed and "cluster" in request.node.funcargs:
-        print(dump_logs(request.node.funcargs["cluster"]))
 
 
 @pytest.fixture(scope="module")
