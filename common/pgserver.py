@@ -131,6 +131,29 @@ class PostgresServer(LocalServer):
         self._wait_ready(timeout, exited)
         return self
 
+    def kill(self) -> None:
+        """SIGKILL to the postmaster *and* every process it started, as a machine crash would. The
+        postmaster's children put themselves in sessions of their own (so a signal to its process
+        group misses them): an orphaned backend would go on serving its connection until it
+        noticed, and hold the shared memory a restarted server needs."""
+        import psutil
+
+        proc = self.proc
+        if proc is None or proc.poll() is not None:
+            super().kill()
+            return
+        try:
+            children = psutil.Process(proc.pid).children(recursive=True)
+        except psutil.NoSuchProcess:
+            children = []
+        super().kill()
+        for child in children:
+            try:
+                child.kill()
+            except psutil.NoSuchProcess:
+                pass
+        psutil.wait_procs(children, timeout=10)
+
     def connect(self, **kwargs):
         import psycopg
 

@@ -193,7 +193,7 @@ def test_counts_survive_rebalances_to_new_task_counts(cluster, topologies, redis
 
 
 def test_the_state_demo_kills_the_counting_worker_and_the_counts_go_on(tmp_path):
-    """``make demo-state``: a dev cluster with Redis; the demo kill -9s the worker holding the counts
+    """``make demo-state``: a dev cluster with Redis and PostgreSQL; the demo kill -9s the worker holding the counts
     at 20 s and reports the committed total after it against the total before."""
     import subprocess
     import sys
@@ -206,9 +206,12 @@ def test_the_state_demo_kills_the_counting_worker_and_the_counts_go_on(tmp_path)
     out = proc.stdout
     assert proc.returncode == 0, out[-3000:] + proc.stderr[-3000:]
     assert re.search(r"kill -9 \d+ \(the worker holding count\)", out), out[-3000:]
-    after = re.findall(r"after kill -9 of \d+: (\d+) counted, (\d+) before: (.*)", out)
+    after = re.findall(r"after kill -9 of \d+: (\d+) in the table, (\d+) before: (.*)", out)
     assert after, out[-3000:]
     assert all(int(now) >= int(before) and verdict == "resumed from the checkpoint" for now, before, verdict in after)
+    # and the PostgreSQL table matched the committed counts at every display, across the kill
+    exact = re.findall(r"PostgreSQL exact \(seen = count on all \d+ rows\): (\w+)", out)
+    assert exact and set(exact) == {"yes"}, out[-3000:]
 
 
 def committed_txid(redis_server, name) -> int:
