@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from gale import compiled
 from gale.topology.tuple import Fields, Tuple, new_tuple
-from gale.worker.outbox import Outbox, array_header, encode_body, encode_ints, encode_tuple
+from gale.worker.outbox import Outbox, TupleSender, array_header, encode_body, encode_ints, encode_tuple
 from gale.worker.runtime.acker import ACK, ACKED, FAIL, FAILED, INIT, RESET, RESET_TIMEOUT
 from gale.worker.runtime.executor import Executor
 from gale.worker.transfer import Transfer
@@ -596,3 +596,40 @@ def test_an_init_that_names_no_spout_task_is_dropped_and_counted(single):
     sink, seen, invalid = decode(payload, dec)
     assert invalid == {"not_a_spout_task": 2} and seen == 4
     assert [tuple(o) for _, o in sink.items] == [(INIT, 5, 9, 1), (ACK, 6, 9, 0)]
+
+
+# ---------------------------------------------------------------------------- barriers keep their place
+
+CHECKPOINT = Fields(["txid", "action"], "split:$checkpoint")
+
+
+def _from_split(values, fields=WORDS, task=2):
+    return new_tuple(list(values), fields, task, None)
+
+
+def test_a_checkpoint_tuple_is_never_overtaken_by_the_data_around_it():
+    """The checkpoint barrier (Storm's CheckpointTupleForwarder, docs/state.md) needs each receiving
+    task to get a source task's data and its ``$checkpoint`` tuples in the order they were emitted.
+    Groups are per stream, and an older ``$checkpoint`` group would be drained before a newer data
+    group: the barrier would overtake the data emitted before it (and data after it, the barrier)."""
+    box = Outbox()
+    sender = TupleSender(msgpack.Packer(use_bin_type=True).pack, 1 << 20, lambda task: box)
+    sender.send_tuple(3, _from_split([0, "INITSTATE"], CHECKPOINT))  # the checkpoint group comes first
+    sender.send_tuple(3, _from_split(["early"]))
+    drain_all(box)
+    sender.send_tuple(3, _from_split(["a"]))
+    sender.send_tuple(3, _from_split(["b"]))
+    sender.send_tuple(3, _from_split([1, "PREPARE"], CHECKPOINT))
+    sender.send_tuple(3, _from_split(["c"]))
+    sender.send_tuple(3, _from_split([1, "COMMIT"], CHECKPOINT))
+    sender.send_tuple(4, _from_split(["other task"]))  # another receiver: no constraint, delivered too
+    arrived = []
+    for payload, _ in drain_all(box, limit=3):  # small batches: a barrier may fall between them
+        sink, _, _ = decode(payload, BatchDecoder(
+            lambda c, s: {("split", "default"): WORDS, ("split", "$checkpoint"): CHECKPOINT}.get((c, s)),
+            ROLES, {3: {("split", "default"), ("split", "$checkpoint")}, 4: {("split", "default")}}))
+        arrived += [(task, tuple(t.values)) for task, t in sink.items]
+    assert [v for task, v in arrived if task == 3] == [("a",), ("b",), (1, "PREPARE"), ("c",), (1, "COMMIT")]
+    assert [v for task, v in arrived if task == 4] == [("other task",)]
+    # sealed groups do not pile up once drained
+    assert len(box._order) <= 6

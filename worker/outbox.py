@@ -18,7 +18,12 @@ per message), by msgpack in Python; the bytes are the same.
 
 Messages of one group keep their order. Groups are drained in the order they were made, so messages
 of different groups may overtake one another within a batch — as they may between workers anyway:
-the acker's XOR arithmetic does not depend on the order of a tree's messages.
+the acker's XOR arithmetic does not depend on the order of a tree's messages. Except a *barrier*
+(a ``$checkpoint`` tuple): each receiving task must get a source task's data and barriers in the
+order they were emitted (the checkpoint layer aligns on it, ``gale.worker.state.gate``). A barrier
+seals every group from its source task to its receiving task and goes in a group of its own after
+them, so what came before it is drained before it and what comes after it goes to new groups
+behind it; a sealed group leaves the drain order once it is empty. Only barriers pay for this.
 
 Deques make the hand-over safe without a lock: executor threads only append (and make groups),
 the draining thread only pops from the left, reading each group's length first.
@@ -33,6 +38,7 @@ from typing import Any
 import cython
 import msgpack
 
+from gale.topology.state import CHECKPOINT_STREAM
 from gale.topology.tuple import Fields, Tuple
 from gale.worker.wire_kinds import ACKERS, CONTROLS, GROUP_WIDTH, RESULTS, TUPLES
 
@@ -337,6 +343,14 @@ class TupleSender:
             box = self.outbox_of(task)
             if box is None:
                 return
+            if fields.stream == CHECKPOINT_STREAM:  # a barrier (never cached: every one comes here)
+                box.barrier(task, t.task, fields.component, fields.stream, body)
+                # sealed: what follows goes behind the barrier (``list(dict)`` is one C call: other
+                # executor threads may add groups meanwhile; only this one has this source task's)
+                for cached in list(self.groups):
+                    if cached[0] == task and cached[1] == t.task:
+                        del self.groups[cached]
+                return
             group = box.tuple_group(task, t.task, fields.component, fields.stream)
             self.groups[key] = group
         group.append(body)
@@ -368,7 +382,7 @@ class TupleSender:
 class Outbox:
     """The groups queued for one destination worker, drained into batch payloads."""
 
-    __slots__ = ("tuple_groups", "int_groups", "_order")
+    __slots__ = ("tuple_groups", "int_groups", "_order", "_sealed")
 
     def __init__(self) -> None:
         #: (task, source task, "component:stream") → encoded bodies; made by the Transfer
@@ -377,6 +391,9 @@ class Outbox:
         self.int_groups: dict[tuple[int, int], deque] = {}
         #: (message prefix, the group's deque, kind) in the order groups were made (sender's view)
         self._order: list[tuple[bytes, deque, int]] = []
+        #: ids of the groups no sender appends to any more (sealed by a barrier, or a barrier's own):
+        #: dropped from ``_order`` by the draining thread once empty
+        self._sealed: set[int] = set()
 
     # ------------------------------------------------------------------ executor threads
 
@@ -389,6 +406,17 @@ class Outbox:
             self._order.append((prefix, group, TUPLES))
             group = self.tuple_groups.setdefault(key, group)
         return group
+
+    def barrier(self, task: int, source_task: int, component: str, stream: str, body: bytes) -> None:
+        """Queue a barrier's body behind everything ``source_task`` sent ``task`` so far, and seal
+        those groups: its later messages make new groups, behind the barrier (executor thread)."""
+        for key in list(self.tuple_groups):  # one C call: other threads may add groups meanwhile
+            if key[0] == task and key[1] == source_task:
+                self._sealed.add(id(self.tuple_groups.pop(key)))
+        group = deque((body,))
+        self._sealed.add(id(group))
+        prefix = b"\x96" + b"".join(_packb(x) for x in (TUPLES, task, component, stream, source_task))
+        self._order.append((prefix, group, TUPLES))
 
     def group(self, kind: int, task: int) -> deque:
         """The group of ``kind`` (ACKERS, RESULTS or CONTROLS) for ``task``."""
@@ -439,7 +467,23 @@ class Outbox:
             taken += n
             if taken >= limit:
                 break
+        if self._sealed:
+            self._forget_drained()
         return b"".join(parts), taken
+
+    def _forget_drained(self) -> None:
+        """Drop the sealed groups that are empty from the drain order (the draining thread is the
+        only one that removes; executor threads only append, so an index found stays valid)."""
+        order = self._order
+        sealed = self._sealed
+        i = 0
+        while i < len(order):
+            group = order[i][1]
+            if not group and id(group) in sealed:
+                sealed.discard(id(group))
+                del order[i]
+            else:
+                i += 1
 
     def drop_oldest(self, n: int) -> int:
         """Drop up to ``n`` messages, oldest groups first; returns how many were dropped."""
