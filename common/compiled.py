@@ -32,6 +32,7 @@ import warnings
 #: the modules built as extension modules (import names; each has a ``.py`` and may have a ``.pxd``)
 MODULES = (
     "gale.topology.tuple",
+    "gale.topology.kvstate",
     "gale.worker.runtime.collector",
     "gale.worker.runtime.executor",
     "gale.worker.runtime.spout",

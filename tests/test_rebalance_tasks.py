@@ -21,7 +21,6 @@ from gale.nimbus import transitions as tr
 from gale.nimbus.daemon import Nimbus
 from gale.nimbus.rescale import plan_rescale, state_kind
 from gale.worker.state.provider import MemoryStateProvider
-from gale.worker.state import routing
 from gale.worker.state.routing import KeyGroupGrouper
 from gale.worker.state.task_state import TaskState
 from gale.config_keys import Config
@@ -199,11 +198,10 @@ def test_the_fields_grouping_routes_each_key_to_the_task_owning_its_group_for_ev
             assert key_group(w, 128) in owned_groups(tasks.index(task), 128, n), (n, w)
 
 
-def test_the_fields_grouping_remembers_targets_of_str_keys_without_changing_them(monkeypatch):
-    monkeypatch.setattr(routing, "CACHE_KEYS", 64)  # the cache fills and starts afresh many times
+def test_the_fields_grouping_remembers_targets_of_str_keys_without_changing_them():
     words = [f"w{i}" for i in range(500)] + ["", "é", "\udc80"]
     tasks = list(range(10, 17))
-    grouper = KeyGroupGrouper(tasks, Fields(["word"]), ["word"], 128)
+    grouper = KeyGroupGrouper(tasks, Fields(["word"]), ["word"], 128, cache_keys=64)  # fills and starts afresh
     for _ in range(3):
         for w in words:
             assert grouper.choose([w]) == [owner_task(w, 128, tasks)], w

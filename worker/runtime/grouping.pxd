@@ -19,3 +19,11 @@ cdef class FieldsGrouper(Grouper):
     cdef public Py_ssize_t _n
     cdef public Py_ssize_t _single
     cdef public bint _builtin
+
+cdef class KeyGroupGrouper(Grouper):
+    cdef public list _targets
+    cdef public list _idx
+    cdef public Py_ssize_t _groups
+    cdef public Py_ssize_t _single
+    cdef public dict _cache
+    cdef public Py_ssize_t _cache_keys

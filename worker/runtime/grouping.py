@@ -261,6 +261,44 @@ class FieldsGrouper(Grouper):
         return list(self._tasks[0]) if self._n == 1 else None
 
 
+#: str keys whose targets a :class:`KeyGroupGrouper` remembers (then it starts afresh): a CRC-32 per
+#: tuple costs more than the dict lookup, and a word count's vocabulary is mostly far smaller
+CACHE_KEYS = 65_536
+
+
+@cython.cclass
+class KeyGroupGrouper(Grouper):
+    """A fields grouping through key groups (``gale.topology.keygroups``): hash → key group → the
+    task owning it, so the task receiving a key's tuples owns the key's state whatever the bolt's
+    parallelism. The same hash in every process (:func:`stable_hash`); targets of ``str`` keys are
+    remembered (at most ``cache_keys``, then the cache starts afresh)."""
+
+    def __init__(self, tasks: Sequence[int], source_fields: Fields, group_fields: Sequence[str], groups: int,
+                 cache_keys: int = CACHE_KEYS):
+        tasks = sorted(tasks)
+        n = len(tasks)
+        self._groups = groups
+        self._targets = [[tasks[kg * n // groups]] for kg in range(groups)]  # key group → [owning task]
+        self._idx = [source_fields.index(f) for f in group_fields]
+        self._single = self._idx[0] if len(self._idx) == 1 else -1  # -1: several fields
+        self._cache = {}  # str key → its targets
+        self._cache_keys = cache_keys
+
+    def choose(self, values: Sequence[Any]) -> list[int]:
+        if self._single >= 0:
+            v = values[self._single]
+            if v.__class__ is str:
+                targets = self._cache.get(v)
+                if targets is None:
+                    targets = self._targets[crc32(v.encode("utf-8", "surrogatepass")) % self._groups]
+                    if len(self._cache) >= self._cache_keys:
+                        self._cache.clear()
+                    self._cache[v] = targets
+                return targets
+            return self._targets[stable_hash(v) % self._groups]
+        return self._targets[stable_hash([values[i] for i in self._idx]) % self._groups]
+
+
 class AllGrouper(Grouper):
     __slots__ = ("_tasks",)
 

@@ -45,6 +45,7 @@ from typing import Any
 
 from gale.topology.checkpointing import checkpoint_inputs
 from gale.topology.state import CHECKPOINT_STREAM
+from gale.topology.tuple import Tuple
 from gale.worker.runtime.anchoring import generation_of, generation_range
 from gale.worker.runtime.collector import BoltOutputCollector
 from gale.worker.state.barrier import PROCESS, CheckpointBarrier
@@ -158,19 +159,24 @@ class Checkpointing:
                     break
                 pop()
                 if filter_data:
-                    roots = tup.message_id
-                    if roots:
+                    t: Tuple = tup
+                    root = t._root
+                    if root is not None:  # one tuple tree (the common case): the slot, no dict
+                        current = lo <= root < hi
+                    else:
                         current = True
-                        for root in roots:
-                            if not lo <= root < hi:
-                                current = False
-                                break
-                        if not current:
-                            ack(tup)  # sent before the last rollback: its effect would be counted twice
-                            stale += 1
-                            limit -= 1
-                            done += 1
-                            continue
+                        roots = t._mid
+                        if roots:
+                            for r in roots:
+                                if not lo <= r < hi:
+                                    current = False
+                                    break
+                    if not current:
+                        ack(tup)  # sent before the last rollback: its effect would be counted twice
+                        stale += 1
+                        limit -= 1
+                        done += 1
+                        continue
                 run.append(tup)
             if run:
                 try:
