@@ -1,10 +1,11 @@
 """Cluster benchmark: word count on 1 and 2 workers, and recovery times after faults.
 
 Run: ``.venv/bin/python -m benchmarks.bench_cluster [--seconds S] [--rounds R] [--workers 1,2]
-[--spouts N] [-c key=value ...] [--no-recovery] [--per-second]`` (``--spouts``: the word count's spout
+[--spouts N] [-c key=value ...] [--no-recovery] [--per-second] [--state]`` (``--spouts``: the word count's spout
 tasks, default 1; ``-c``: topology configuration for the word count runs, e.g.
 ``topology.disable.loadaware.messaging=true``; ``--per-second``: a line for each second of each
-window, :func:`print_seconds`)
+window, :func:`print_seconds`; ``--state``: instead, ``bench_state``'s word count on 2 workers stateless
+against exactly-once state in Redis, :func:`compare_state`)
 
 Starts its own ZooKeeper, a nimbus and 2 supervisors (processes, as in production) with Storm's
 default timeouts except where printed. The word count (``examples/word_count.py`` as shipped: acking
@@ -56,6 +57,7 @@ from gale.nimbus.devcluster import DevCluster
 ROOT = Path(__file__).resolve().parent.parent
 WORD_COUNT = ROOT / "examples" / "word_count.py"
 DURABLE_WC = ROOT / "tests" / "cluster_topologies" / "durable_wc.py"
+STATE_TOPOLOGY = ROOT / "benchmarks" / "state_topology.py"
 SESSION_MS = 20000
 MONITOR_SECS = 10
 #: after submitting, before a window opens: workers connect and the load-aware shuffle settles
@@ -180,14 +182,15 @@ def print_seconds(procs: list[dict], pids: list[int], offset: int, seconds: floa
 
 
 def throughput(cluster: DevCluster, seconds: float, workers: int, extra: list[str],
-               per_second: bool = False) -> tuple[float, float, float]:
-    """Submit the word count on ``workers`` workers, measure, kill it: sentences/s, bolt-executed
-    tuples/s and CPU seconds of its workers per executed tuple (``per_second``: print each
-    second of the window too, :func:`print_seconds`)."""
+               per_second: bool = False, path: Path = WORD_COUNT, name: str = "",
+               bundle_dir: Path | None = None) -> tuple[float, float, float]:
+    """Submit the word count (or the topology file ``path``) on ``workers`` workers, measure, kill
+    it: sentences/s, bolt-executed tuples/s and CPU seconds of its workers per executed tuple
+    (``per_second``: print each second of the window too, :func:`print_seconds`)."""
     client = NimbusClient(cluster.client_conf())
-    name = f"wcbench{workers}"
-    cli(cluster, "submit", str(WORD_COUNT), "--name", name, "--wait", "-c", f"topology.workers={workers}",
-        *[a for kv in extra for a in ("-c", kv)])
+    name = name or f"wcbench{workers}"
+    cli(cluster, "submit", str(path), "--name", name, "--wait", "-c", f"topology.workers={workers}",
+        *[a for kv in extra for a in ("-c", kv)], *(("--bundle-dir", str(bundle_dir)) if bundle_dir else ()))
     procs = wait(lambda: (lambda ws: ws if len(ws) == workers else None)(workers_of(client, name)), 120, 0.2)
     offset = int(cluster.base_conf().get("worker.metrics.port.offset", 1000))
     time.sleep(WARMUP_SECS)  # the workers connect, the load-aware shuffle settles
@@ -246,6 +249,29 @@ def compare(cluster: DevCluster, seconds: float, counts: list[int], rounds: int,
         print(f"cluster_host_pair_cost_by_round: {' '.join(host)} (before/after each 2-worker window)", flush=True)
 
 
+def compare_state(cluster: DevCluster, seconds: float, workers: int, rounds: int, extra: list[str],
+                  redis_url: str) -> None:
+    """``bench_state``'s word count (:mod:`benchmarks.state_topology`) on ``workers`` workers,
+    stateless and with exactly-once state in Redis (1 s checkpoints), alternating, ``rounds``
+    times: the cost of exactly-once state on a cluster, as ``bench_state`` measures it in one process."""
+    stateful = ["bench.stateful=true", "topology.state.provider=redis", f"topology.state.redis.url={redis_url}",
+                "topology.state.guarantee=exactly-once", "topology.state.checkpoint.interval.ms=1000"]
+    rates: dict[str, list[float]] = {"stateless": [], "exactly_once_redis": []}
+    for r in range(rounds):
+        for variant, conf in (("stateless", []), ("exactly_once_redis", stateful)):
+            sentences, _, cpu = throughput(cluster, seconds, workers, [*extra, *conf], path=STATE_TOPOLOGY,
+                                           name=f"state{r}{variant.replace('_', '')}", bundle_dir=ROOT / "examples")
+            rates[variant].append(sentences)
+            print(f"round {r + 1}, {variant}, {workers} workers: {sentences:.0f} sentences/s, "
+                  f"{cpu * 1e6:.2f} us CPU a bolt tuple", flush=True)
+    for variant, got in rates.items():
+        print(f"cluster_state_{variant}_spout_tuples_per_sec: {statistics.mean(got):.0f} tuples/s")
+    by_round = [eo / plain for plain, eo in zip(rates["stateless"], rates["exactly_once_redis"])]
+    print(f"cluster_state_exactly_once_redis_ratio_by_round: {' '.join(f'{x:.2f}' for x in by_round)}")
+    print(f"cluster_state_exactly_once_redis_ratio: "
+          f"{statistics.mean(rates['exactly_once_redis']) / statistics.mean(rates['stateless']):.2f}", flush=True)
+
+
 def recovery(cluster: DevCluster, base: Path) -> None:
     inp = base / "input.tsv"
     state = base / "state"
@@ -297,6 +323,9 @@ def main() -> None:
     parser.add_argument("-c", dest="conf", action="append", default=[], metavar="KEY=VALUE",
                         help="topology configuration for the word count runs (repeatable)")
     parser.add_argument("--no-recovery", action="store_true", help="skip the fault recovery figures")
+    parser.add_argument("--state", action="store_true",
+                        help="instead of 1 against 2 workers: bench_state's word count on 2 workers, stateless "
+                             "against exactly-once state in Redis (a Redis server started here)")
     parser.add_argument("--per-second", action="store_true",
                         help="print each second of each window: rates, steal, each worker's CPU a tuple")
     args = parser.parse_args()
@@ -312,6 +341,15 @@ def main() -> None:
     cluster = DevCluster(base / "cluster", supervisors=2, slots=1, zookeeper=zk, conf=conf)
     try:
         cluster.start()
+        if args.state:
+            from gale.redisserver import RedisServer
+
+            redis = RedisServer(data_dir=base / "redis").start()
+            try:
+                compare_state(cluster, args.seconds, max(counts), args.rounds, args.conf, redis.url)
+            finally:
+                redis.cleanup()
+            return
         compare(cluster, args.seconds, counts, args.rounds, extra, args.per_second)
         if not args.no_recovery:
             recovery(cluster, base)

@@ -8,7 +8,7 @@ import sys
 BENCHMARKS = [
     "host_pair", "bench_local", "bench_acker", "bench_grouping", "bench_peers", "bench_latency", "bench_transfer", "bench_crossing", "bench_cluster", "bench_ha",
     "bench_kafka", "bench_spark", "bench_multilang", "bench_windows", "bench_recovery",
-    "bench_sinks",
+    "bench_sinks", "bench_state", "bench_cluster --state --no-recovery",
 ]
 
 
@@ -16,7 +16,8 @@ def main() -> int:
     failed = []
     for name in BENCHMARKS:
         print(f"# benchmarks.{name}", flush=True)
-        rc = subprocess.call([sys.executable, "-m", f"benchmarks.{name}"])
+        module, *args = name.split()
+        rc = subprocess.call([sys.executable, "-m", f"benchmarks.{module}", *args])
         if rc != 0:
             failed.append(name)
     if failed:
