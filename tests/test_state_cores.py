@@ -9,7 +9,7 @@ import pytest
 
 from gale.stablehash import stable_hash
 from gale.topology.keygroups import key_group, owned_groups, owner_index, owner_task
-from gale.topology.state import KeyValueState, StateError, unpack_value
+from gale.topology.state import KeyValueState, StateError, pack, unpack_value
 from gale.worker.state.barrier import PROCESS, STALE, WAIT, CheckpointBarrier, HeldAcks
 from gale.worker.state.coordinator import (
     COMMIT,
@@ -254,6 +254,28 @@ def test_put_of_a_value_that_cannot_be_serialized_names_key_and_type():
 
 class _Thing:
     pass
+
+
+@pytest.mark.parametrize("value", [0, -(1 << 63), (1 << 64) - 1, 1.5, float("inf"), True, None, "ascii", "é-ünïcode",
+                                   "\ud800x", b"raw", (1, "a"), 1 << 70])
+def test_every_put_value_reaches_the_checkpoint_packed_and_unpacks_to_itself_or_fails_at_the_put(value):
+    """Scalars that certainly pack are packed when the checkpoint takes the changes, the rest at the
+    put: either way a checkpoint sees bytes, and a value that cannot be stored fails at the put."""
+    s = KeyValueState()
+    try:
+        expected = unpack_value(pack(value))
+    except (TypeError, ValueError, OverflowError):
+        with pytest.raises(StateError, match="cannot be serialized"):
+            s.put("k", value)
+        assert s.take_changes() == ({}, set())
+        return
+    s.put("k", value)
+    s.put("k", value)
+    changed, _ = s.changes()
+    dirty, _ = s.take_changes()
+    assert changed == dirty and set(dirty) == {"k"} and isinstance(dirty["k"], bytes)
+    assert unpack_value(dirty["k"]) == expected
+    assert s.get("k") == value
 
 
 def test_put_of_a_key_this_task_does_not_own_is_refused():

@@ -38,6 +38,9 @@ def _describe(obj: Any) -> str:
 
 
 _MISSING = object()
+#: the ints msgpack packs (a signed or an unsigned 64-bit integer)
+_INT_MIN = -(1 << 63)
+_UINT_MAX = (1 << 64) - 1
 
 
 @cython.cclass
@@ -50,8 +53,9 @@ class KeyValueState:
 
     def __init__(self, owns: Callable[[Any], str | None] | None = None):
         self._data: dict[Any, Any] = {}
-        #: key → packed value, changed since the last checkpoint prepared
-        self._dirty: dict[Any, bytes] = {}
+        #: key → packed value (or a scalar that certainly packs, packed when taken), changed since the
+        #: last checkpoint prepared
+        self._dirty: dict[Any, Any] = {}
         #: keys deleted since the last checkpoint prepared
         self._deleted: set[Any] = set()
         #: key → None when this task owns the key, else a message saying why not (key groups)
@@ -71,15 +75,21 @@ class KeyValueState:
             known = False
         if not known:
             self._check_key(key)
-        try:
-            packed = self._packb(value)
-        except (TypeError, ValueError, OverflowError) as exc:
-            raise StateError(
-                f"state value for key {key!r} has type {_describe(value)}, which cannot be serialized ({exc}); values must be "
-                "None, bool, int, float, str, bytes, or lists/tuples/dicts of those"
-            ) from None
+        cls = value.__class__
+        if (cls is int and _INT_MIN <= value <= _UINT_MAX) or cls is float or cls is bool or value is None or (
+                cls is str and value.isascii()):
+            # an immutable value that certainly packs: packed when the checkpoint takes the changes,
+            # once per key however often it was put (never bytes, so told apart from packed values)
+            self._dirty[key] = value
+        else:
+            try:
+                self._dirty[key] = self._packb(value)
+            except (TypeError, ValueError, OverflowError) as exc:
+                raise StateError(
+                    f"state value for key {key!r} has type {_describe(value)}, which cannot be serialized ({exc}); "
+                    "values must be None, bool, int, float, str, bytes, or lists/tuples/dicts of those"
+                ) from None
         data[key] = value
-        self._dirty[key] = packed
         if self._deleted:
             self._deleted.discard(key)
 
@@ -124,14 +134,19 @@ class KeyValueState:
     # --- the runtime's side
     def changes(self) -> tuple[dict[Any, bytes], set[Any]]:
         """The keys put (packed values) and deleted since the last :meth:`take_changes`."""
-        return dict(self._dirty), set(self._deleted)
+        return self._packed(self._dirty), set(self._deleted)
 
     def take_changes(self) -> tuple[dict[Any, bytes], set[Any]]:
         """Hand over the changes since the last call (they become part of the checkpoint being
         prepared) and start tracking afresh."""
         dirty, deleted = self._dirty, self._deleted
         self._dirty, self._deleted = {}, set()
-        return dirty, deleted
+        return self._packed(dirty), deleted
+
+    def _packed(self, dirty: dict) -> dict:
+        """``dirty`` with every value packed (``put`` leaves scalars that certainly pack for here)."""
+        packb = self._packb
+        return {k: v if v.__class__ is bytes else packb(v) for k, v in dirty.items()}
 
     def reset(self, data: dict[Any, Any]) -> None:
         """Replace the whole content (restore from a checkpoint); no changes pending."""
