@@ -48,7 +48,9 @@ class KeyValueState:
     """A task's key-value state: ``get``, ``put``, ``delete``, iteration, ``len``, ``in``.
 
     ``put`` serializes the value at once (so a later change to a mutable value you put is not
-    seen: put it again). Iteration yields ``(key, value)`` pairs, like Storm's ``iterator()``.
+    seen: put it again; an immutable scalar that always serializes is serialized when the
+    checkpoint takes the changes). Iteration yields ``(key, value)`` pairs, like Storm's
+    ``iterator()``.
     """
 
     def __init__(self, owns: Callable[[Any], str | None] | None = None):
