@@ -21,77 +21,11 @@ from gale.topology.tuple import Fields, Tuple, new_tuple
 from gale.worker.outbox import Outbox, TupleSender, array_header, encode_body, encode_ints, encode_tuple
 from gale.worker.runtime.acker import ACK, ACKED, FAIL, FAILED, INIT, RESET, RESET_TIMEOUT
 from gale.worker.runtime.executor import Executor
-from gale.worker.transfer import Transfer
 from gale.worker.wire import BatchDecoder
 from gale.worker.wire_kinds import ACKER, ACKERS, RESULT, RESULTS, TUPLE, TUPLES
-
-WORDS = Fields(["word"], "split:default")
-PAIR = Fields(["word", "count"], "count:default")
-ROLES = {3: TUPLE, 4: TUPLE, 7: ACKER, 1: RESULT}
-INPUTS = {3: {("split", "default")}, 4: {("count", "default")}}
-DEST = "127.0.0.1:1"
-U64 = 2**64 - 1
-
-
-def fields_for(component, stream):
-    return {("split", "default"): WORDS, ("count", "default"): PAIR}.get((component, stream))
-
-
-def decoder() -> BatchDecoder:
-    return BatchDecoder(fields_for, ROLES, INPUTS)
-
-
-class Sink:
-    """deliver / deliver_many that record what arrives, and how many calls it took."""
-
-    def __init__(self):
-        self.items: list[tuple[int, object]] = []
-        self.calls = 0
-
-    def deliver(self, task, obj):
-        self.calls += 1
-        self.items.append((task, obj))
-        return True
-
-    def deliver_many(self, task, objs):
-        self.calls += 1
-        self.items.extend((task, o) for o in objs)
-        return 0
-
-
-def decode(payload: bytes, dec: BatchDecoder | None = None):
-    dec = dec or decoder()
-    sink = Sink()
-    seen, refused = dec.decode(payload, sink.deliver, sink.deliver_many)
-    assert refused == 0
-    return sink, seen, {k: v for k, v in dec.invalid.items() if v}
-
-
-def pack(*messages) -> bytes:
-    return b"".join(msgpack.packb(m, use_bin_type=True) for m in messages)
-
-
-def as_fact(obj):
-    """What the runtime gets, comparable: a tuple's identity fields, or the message itself."""
-    if isinstance(obj, Tuple):
-        return ("tuple", obj.values, obj.fields.source_key, obj.task, obj.message_id, obj.lineage)
-    return obj
-
-
-def transfer() -> Transfer:
-    t = Transfer(bind_host="127.0.0.1", port=1, secret=b"k" * 32, deliver=lambda *_: True,
-                 fields_for=fields_for, roles=ROLES)
-    t.set_routes({task: DEST for task in (*ROLES, 9)})
-    return t
-
-
-def drain_all(box: Outbox, limit: int = 1000) -> list[tuple[bytes, int]]:
-    out = []
-    while True:
-        payload, n = box.drain(limit)
-        if not n:
-            return out
-        out.append((payload, n))
+from tests.wire_support import (
+    DEST, INPUTS, PAIR, ROLES, U64, WORDS, as_fact, decode, decoder, drain_all, fields_for, pack, transfer,
+)
 
 
 # ---------------------------------------------------------------------------- round trips
@@ -163,34 +97,6 @@ def test_a_group_is_delivered_in_one_call_and_one_wake():
     ex = SimpleNamespace(queues={3: deque()}, thread=thread)
     Executor.receive_many(ex, 3, [obj for _, obj in sink.items[:50]])
     assert [x.values for x in ex.queues[3]] == [[f"w{i}"] for i in range(50)] and woken == [1]
-
-
-def test_drain_takes_at_most_the_limit_and_keeps_each_groups_order():
-    box = Outbox()
-    g1, g2 = box.tuple_group(3, 2, "split", "default"), box.acker_group(7)
-    for i in range(7):
-        g1.append(msgpack.packb([[f"w{i}"], 0]))
-        g2.append(encode_ints((ACK, i, i, 0)))
-    sizes = [n for _, n in drain_all(box, 5)]
-    assert sizes == [5, 5, 4]
-    box2 = Outbox()
-    g = box2.tuple_group(3, 2, "split", "default")
-    for i in range(7):
-        g.append(msgpack.packb([[f"w{i}"], 0]))
-    values = []
-    for payload, _ in drain_all(box2, 3):
-        sink, _, _ = decode(payload)
-        values += [obj.values[0] for _, obj in sink.items]
-    assert values == [f"w{i}" for i in range(7)]
-
-
-def test_dropping_takes_the_oldest_and_counts():
-    box = Outbox()
-    g = box.acker_group(7)
-    for i in range(10):
-        g.append(encode_ints((ACK, i, 1, 0)))
-    assert box.drop_oldest(4) == 4 and [msgpack.unpackb(b"\x94" + m)[1] for m in g] == list(range(4, 10))
-    assert box.clear() == 6 and box.queued() == 0 and box.drop_oldest(3) == 0
 
 
 _PACK = msgpack.Packer(use_bin_type=True).pack
@@ -531,7 +437,6 @@ def test_the_pinned_crossing_benchmark_crosses_only_when_the_sink_is_pinned_else
 def test_control_messages_travel_as_a_group_to_a_spout_task_and_arrive_as_control_payloads():
     """What the outbox writes for ``send_control`` decodes to ``(CONTROL, (a, b, c, d))`` for the
     spout task, in order, four unsigned 64-bit integers each."""
-    from gale.worker.outbox import TupleSender
     from gale.worker.runtime.acker import CONTROL
 
     box = Outbox()
@@ -598,38 +503,3 @@ def test_an_init_that_names_no_spout_task_is_dropped_and_counted(single):
     assert [tuple(o) for _, o in sink.items] == [(INIT, 5, 9, 1), (ACK, 6, 9, 0)]
 
 
-# ---------------------------------------------------------------------------- barriers keep their place
-
-CHECKPOINT = Fields(["txid", "action"], "split:$checkpoint")
-
-
-def _from_split(values, fields=WORDS, task=2):
-    return new_tuple(list(values), fields, task, None)
-
-
-def test_a_checkpoint_tuple_is_never_overtaken_by_the_data_around_it():
-    """The checkpoint barrier (Storm's CheckpointTupleForwarder, docs/state.md) needs each receiving
-    task to get a source task's data and its ``$checkpoint`` tuples in the order they were emitted.
-    Groups are per stream, and an older ``$checkpoint`` group would be drained before a newer data
-    group: the barrier would overtake the data emitted before it (and data after it, the barrier)."""
-    box = Outbox()
-    sender = TupleSender(msgpack.Packer(use_bin_type=True).pack, 1 << 20, lambda task: box)
-    sender.send_tuple(3, _from_split([0, "INITSTATE"], CHECKPOINT))  # the checkpoint group comes first
-    sender.send_tuple(3, _from_split(["early"]))
-    drain_all(box)
-    sender.send_tuple(3, _from_split(["a"]))
-    sender.send_tuple(3, _from_split(["b"]))
-    sender.send_tuple(3, _from_split([1, "PREPARE"], CHECKPOINT))
-    sender.send_tuple(3, _from_split(["c"]))
-    sender.send_tuple(3, _from_split([1, "COMMIT"], CHECKPOINT))
-    sender.send_tuple(4, _from_split(["other task"]))  # another receiver: no constraint, delivered too
-    arrived = []
-    for payload, _ in drain_all(box, limit=3):  # small batches: a barrier may fall between them
-        sink, _, _ = decode(payload, BatchDecoder(
-            lambda c, s: {("split", "default"): WORDS, ("split", "$checkpoint"): CHECKPOINT}.get((c, s)),
-            ROLES, {3: {("split", "default"), ("split", "$checkpoint")}, 4: {("split", "default")}}))
-        arrived += [(task, tuple(t.values)) for task, t in sink.items]
-    assert [v for task, v in arrived if task == 3] == [("a",), ("b",), (1, "PREPARE"), ("c",), (1, "COMMIT")]
-    assert [v for task, v in arrived if task == 4] == [("other task",)]
-    # sealed groups do not pile up once drained
-    assert len(box._order) <= 6
