@@ -379,6 +379,11 @@ class TupleSender:
         group.append(encoded)
 
 
+def _tuples_prefix(task: int, source_task: int, component: str, stream: str) -> bytes:
+    """The head of a TUPLES message: its kind, receiving task, source component, stream and task."""
+    return b"\x96" + b"".join(_packb(x) for x in (TUPLES, task, component, stream, source_task))
+
+
 class Outbox:
     """The groups queued for one destination worker, drained into batch payloads."""
 
@@ -402,8 +407,7 @@ class Outbox:
         group = self.tuple_groups.get(key)
         if group is None:
             group = deque()
-            prefix = b"\x96" + b"".join(_packb(x) for x in (TUPLES, task, component, stream, source_task))
-            self._order.append((prefix, group, TUPLES))
+            self._order.append((_tuples_prefix(task, source_task, component, stream), group, TUPLES))
             group = self.tuple_groups.setdefault(key, group)
         return group
 
@@ -415,8 +419,7 @@ class Outbox:
                 self._sealed.add(id(self.tuple_groups.pop(key)))
         group = deque((body,))
         self._sealed.add(id(group))
-        prefix = b"\x96" + b"".join(_packb(x) for x in (TUPLES, task, component, stream, source_task))
-        self._order.append((prefix, group, TUPLES))
+        self._order.append((_tuples_prefix(task, source_task, component, stream), group, TUPLES))
 
     def group(self, kind: int, task: int) -> deque:
         """The group of ``kind`` (ACKERS, RESULTS or CONTROLS) for ``task``."""
