@@ -43,6 +43,8 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
+import cython
+
 from gale.topology.checkpointing import checkpoint_inputs
 from gale.topology.state import CHECKPOINT_STREAM
 from gale.topology.tuple import Tuple
@@ -126,22 +128,24 @@ class Checkpointing:
             self.executor.queues[task].extendleft(reversed(held))
             self.held[task] = []
 
-    def intake(self, task: int, queue: deque, budget: int) -> int:
+    def intake(self, task: int, queue: deque, budget: cython.Py_ssize_t) -> int:
         # the transfer receiver appends to ``queue`` from another thread: only popleft, [0] and
         # extendleft here (iterating a deque that another thread appends to raises)
-        done = 0
+        done: cython.Py_ssize_t = 0
+        limit: cython.Py_ssize_t
+        stale: cython.Py_ssize_t = 0
         inner = self.inner[task]
         run = self._run
         pop = queue.popleft
-        filter_data = self.filter_data
+        append = run.append
+        filter_data: cython.bint = self.filter_data
         lo, hi = self.range[task]
-        stale = 0
         ack = self.forwarders[task].ack
         parked = self.parked
         while queue and done < budget:
             if task in parked:
                 break  # nothing after a checkpoint goes to the body before the checkpoint is acted on
-            head = queue[0]
+            head: Tuple = queue[0]
             if head.fields.stream == CHECKPOINT_STREAM:
                 pop()
                 done += 1
@@ -154,12 +158,11 @@ class Checkpointing:
                 continue
             limit = budget - done
             while len(run) < limit and queue:
-                tup = queue[0]
-                if tup.fields.stream == CHECKPOINT_STREAM:
+                t: Tuple = queue[0]
+                if t.fields.stream == CHECKPOINT_STREAM:
                     break
                 pop()
                 if filter_data:
-                    t: Tuple = tup
                     root = t._root
                     if root is not None:  # one tuple tree (the common case): the slot, no dict
                         current = lo <= root < hi
@@ -172,12 +175,12 @@ class Checkpointing:
                                     current = False
                                     break
                     if not current:
-                        ack(tup)  # sent before the last rollback: its effect would be counted twice
+                        ack(t)  # sent before the last rollback: its effect would be counted twice
                         stale += 1
                         limit -= 1
                         done += 1
                         continue
-                run.append(tup)
+                append(t)
             if run:
                 try:
                     done += inner(task, run, len(run))
