@@ -15,6 +15,7 @@ from typing import Any
 import click
 
 from gale.errors import GaleError
+from gale.nimbus.cli_common import call, client_for, config_option
 
 #: bytes read per poll of a followed log (the log server's page limit)
 FOLLOW_BYTES = 1024 * 1024
@@ -102,8 +103,7 @@ def run_logs(client: Any, name: str, component: str | None, follow: bool, lines:
 @click.option("--follow", "-f", is_flag=True, help="Keep printing what the workers log (Ctrl-C stops).")
 @click.option("--lines", "-n", type=click.IntRange(0, 10000), default=20, show_default=True,
               help="Lines of each worker's log to print first.")
-@click.option("--config", "config", type=click.Path(dir_okay=False), default=None, envvar="GALE_CONFIG",
-              help="YAML config file (default: $GALE_CONFIG or built-in defaults).")
+@config_option
 def logs(name: str, component: str | None, follow: bool, lines: int, config: str | None) -> None:
     """Print a topology's worker logs (the last lines of each; --follow for more), through nimbus.
 
@@ -112,8 +112,6 @@ def logs(name: str, component: str | None, follow: bool, lines: int, config: str
       nimbus logs wordcount
       nimbus logs wordcount --component count --follow
     """
-    from gale.nimbus.cli import call, client_for  # (cli.py adds this command: imported when it runs)
-
     try:
         call(run_logs, client_for(config), name, component, follow, lines)
     except KeyboardInterrupt:

@@ -16,7 +16,7 @@ from collections import Counter
 
 import pytest
 
-from tests.chaos.faults import FaultRecord
+from tests.chaos.fault_context import FaultRecord
 from tests.components import requires
 from tests.chaos.report import RESULTS_MARKER, append_markdown, markdown
 from tests.chaos.run import RunResult, Sampler, run_chaos

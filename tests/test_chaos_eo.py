@@ -20,7 +20,8 @@ from collections import Counter
 import pytest
 
 from tests.chaos.eo_workload import KafkaEOWorkload, check_counts
-from tests.chaos.faults import FAULTS, FaultRecord
+from tests.chaos.fault_context import FaultRecord
+from tests.chaos.faults import FAULTS
 from tests.chaos.report import RESULTS_MARKER, append_markdown, markdown
 from tests.chaos.run import RunResult, run_chaos
 from tests.chaos.schedule import EO_KINDS, RESOURCES, bounded_eo_plan, conflicts, soak_steps

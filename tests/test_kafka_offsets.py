@@ -1,4 +1,5 @@
-"""Committed-offset bookkeeping of the Kafka spout, without I/O (kafka_offsets)."""
+"""Committed-offset bookkeeping of the Kafka spout, without I/O (kafka_offsets); its lag (kafka_lag) and
+partition refresh (kafka_partitions)."""
 
 from __future__ import annotations
 
@@ -314,3 +315,38 @@ def test_the_partitions_whose_consumer_state_is_forgotten_include_those_no_track
     assert stale_partitions(held, keep=frozenset()) == [("t", 0), ("t", 1), ("u", 3)]
     assert stale_partitions(held, keep=frozenset({("t", 1)})) == [("t", 0), ("u", 3)]
     assert stale_partitions(set(), keep=frozenset({("t", 1)})) == []
+
+
+def test_lag_is_the_high_watermark_minus_the_committed_offset_of_each_owned_partition():
+    from gale.worker.connectors.kafka_lag import partition_lag
+
+    pinned = OffsetTracker(10)
+    feed(pinned, range(10, 13))
+    pinned.ack(11)  # 10 in flight pins the committed offset
+    caught_up = OffsetTracker(7)
+    unfetched = OffsetTracker(0)
+    marks = {("t", 0): 20, ("t", 1): 5, ("t", 2): None}  # t-1's watermark is stale: never below 0
+    lag = partition_lag({("t", 0): pinned, ("t", 1): caught_up, ("t", 2): unfetched}, lambda t, p: marks[(t, p)])
+    assert lag == {"t/0": 10.0, "t/1": 0.0}
+
+
+def test_refreshed_partitions_take_what_the_metadata_lists_and_keep_the_rest():
+    from gale.worker.connectors.kafka_partitions import refreshed_partitions
+
+    class Metadata:
+        def partitions_for_topic(self, topic):
+            return {"grew": {2, 0, 1}, "same": {0}, "unlisted": None}[topic]
+
+    class Log:
+        def __init__(self):
+            self.changes = []
+
+        def info(self, event, **fields):
+            self.changes.append((event, fields))
+
+    current = {"grew": [0], "same": [0], "unlisted": [0, 1]}
+    log = Log()
+    out = refreshed_partitions(Metadata(), ["grew", "same", "unlisted"], current, log)
+    assert out == {"grew": [0, 1, 2], "same": [0], "unlisted": [0, 1]}
+    assert current == {"grew": [0], "same": [0], "unlisted": [0, 1]}  # a new dict: the member thread reads the old
+    assert log.changes == [("kafka-partitions-changed", {"topic": "grew", "before": 1, "after": 3})]

@@ -279,7 +279,7 @@ def test_the_stateful_word_count_example_commits_every_counted_word():
 
 
 def test_status_line_on_checkpoints():
-    from gale.nimbus.cli import checkpoint_line
+    from gale.nimbus.cli_queries import checkpoint_line
 
     assert checkpoint_line({"count": {"stats": {"extra": {}}}}, 100.0) is None
     components = {

@@ -12,7 +12,8 @@ Modules: :mod:`~tests.chaos.netns` (the namespaced node), :mod:`~tests.chaos.bro
 both nodes' reach), :mod:`~tests.chaos.cluster` (setup and observations), :mod:`~tests.chaos.workload`
 (the workload interface; the RabbitMQ workload: publisher, sink reader, checker),
 :mod:`~tests.chaos.eo_workload` (the exactly-once workload: producer, Kafka and Redis, count checker),
-:mod:`~tests.chaos.faults` (the injectors), :mod:`~tests.chaos.schedule` (bounded plans, seeded soak
+:mod:`~tests.chaos.faults` (the injectors; what they are given and fill in
+:mod:`~tests.chaos.fault_context`, the stores' kills in :mod:`~tests.chaos.store_faults`), :mod:`~tests.chaos.schedule` (bounded plans, seeded soak
 steps), :mod:`~tests.chaos.run` (one run), :mod:`~tests.chaos.report` (JSON and Markdown). Entry
 point: ``python -m tests.chaos [--workload kafka-eo]``; CI runs ``tests/test_chaos.py`` and
 ``tests/test_chaos_eo.py``. Method and results: ``docs/reliability.md``.

@@ -11,94 +11,23 @@ Kinds (``FAULTS``): ``worker_kill``, ``supervisor_kill``, ``nimbus_leader_kill``
 ``supervisor_session_expiry``, ``worker_session_expiry``, ``partition``, ``slow_bolt``; on a
 ZooKeeper ensemble also ``zk_leader_kill``, ``zk_follower_kill`` and ``zk_ensemble_restart``; with the
 exactly-once workload ``redis_kill`` (its Redis server, ``c.redis``); with the PostgreSQL workload
-``postgres_kill`` (``c.postgres``). ``worker_kill`` with a ``phase`` kills when the checkpoint record
-says that phase (the sink's worker mid-prepare, mid-commit).
+``postgres_kill`` (``c.postgres``), both in :mod:`tests.chaos.store_faults`. ``worker_kill`` with a
+``phase`` kills when the checkpoint record says that phase (the sink's worker mid-prepare, mid-commit).
+:class:`FaultRecord` and :class:`Context` live in :mod:`tests.chaos.fault_context`.
 """
 
 from __future__ import annotations
 
 import os
-import random
-import threading
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from gale.redisserver import _command as redis_command
-from gale.worker.state.exactly_once import read_epoch
-from gale.worker.state.redis_provider import RedisStateProvider
 from gale.zkserver import four_letter
-from tests.chaos.cluster import CONF, SESSION_TIMEOUT_SECS, TOPOLOGY_NAME, ChaosCluster, Stopping, log, process_alive
+from tests.chaos.cluster import CONF, SESSION_TIMEOUT_SECS, Stopping, log, process_alive
+from tests.chaos.fault_context import Context, FaultRecord, safe
+from tests.chaos.store_faults import postgres_kill, redis_kill, wait_phase
 from tests.chaos_topology.pipeline import SLOW_FILE
-
-
-@dataclass
-class FaultRecord:
-    kind: str
-    params: dict[str, Any] = field(default_factory=dict)
-    target: str = ""
-    start: float = 0.0
-    healed: float | None = None
-    end: float | None = None
-    injected: bool = False
-    evidence: dict[str, Any] = field(default_factory=dict)
-    error: str | None = None
-    settle_secs: float | None = None  # how long the cluster took to be healthy before this fault
-    healthy_before: bool | None = None
-    overlapped: list[str] = field(default_factory=list)  # faults still running when this one started
-    max_stall_secs: float | None = None  # longest time without a new id in the sink, start → end
-    resumed_secs: float | None = None  # heal → first new id in the sink
-
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-class Context:
-    def __init__(self, cluster: ChaosCluster, rng: random.Random, t0: float):
-        self.c = cluster
-        self.rng = rng
-        self.t0 = t0
-
-    def wait(self, predicate: Callable[[], Any], timeout: float, interval: float = 0.25) -> tuple[Any, float]:
-        return wait_until(predicate, timeout, interval, stop=self.c.closing)
-
-    def sleep(self, secs: float) -> None:
-        if secs > 0 and self.c.closing.wait(secs):
-            raise Stopping("the run is stopping")
-
-    def for_fault(self, seed: int) -> Context:
-        """The same cluster and clock, with the fault's own generator (faults may run concurrently)."""
-        return Context(self.c, random.Random(seed), self.t0)
-
-    def now(self) -> float:
-        return round(time.monotonic() - self.t0, 2)
-
-
-def wait_until(predicate: Callable[[], Any], timeout: float, interval: float = 0.25,
-               stop: threading.Event | None = None) -> tuple[Any, float]:
-    """(first truthy value, seconds waited) or (None, timeout). Exceptions count as falsy; raises
-    :class:`Stopping` once ``stop`` is set."""
-    t0 = time.monotonic()
-    while True:
-        if stop is not None and stop.is_set():
-            raise Stopping("the run is stopping")
-        try:
-            value = predicate()
-        except Exception:  # noqa: BLE001 - e.g. ZooKeeper down while it restarts
-            value = None
-        if value:
-            return value, round(time.monotonic() - t0, 2)
-        if time.monotonic() - t0 >= timeout:
-            return None, round(time.monotonic() - t0, 2)
-        time.sleep(interval)
-
-
-def _safe(fn: Callable[[], Any], default: Any = None) -> Any:
-    try:
-        return fn()
-    except Exception:  # noqa: BLE001
-        return default
 
 
 # ---------------------------------------------------------------------------------- processes
@@ -118,7 +47,7 @@ def worker_kill(ctx: Context, rec: FaultRecord, count: int = 1, component: str |
         return
     victims = ctx.rng.sample(sorted(workers), min(count, len(workers)))
     rec.target = ", ".join(f"pid {p} on {c.supervisor_id(workers[p])}" for p in victims)
-    seen = _wait_phase(ctx, phase) if phase is not None else None
+    seen = wait_phase(ctx, phase) if phase is not None else None
     rec.start = ctx.now()
     killed_at = time.monotonic()
     for pid in victims:
@@ -154,7 +83,7 @@ def supervisor_kill(ctx: Context, rec: FaultRecord, index: int | None = None, do
     i = ctx.rng.randrange(c.n_supervisors) if index is None else index
     sid = c.supervisor_id(i)
     pids = [p for p, j in c.workers().items() if j == i]
-    before = _safe(lambda: c.executors_on(i), 0)
+    before = safe(lambda: c.executors_on(i), 0)
     rec.target = f"{sid} (pid {c.supervisor_pid(i)}) with workers {pids}"
     rec.start = ctx.now()
     c.kill_supervisor(i)
@@ -188,13 +117,13 @@ def nimbus_leader_kill(ctx: Context, rec: FaultRecord, down_secs: float = 10.0) 
         rec.error = "no leader to kill"
         return
     lead = lead[0]
-    epoch0 = _safe(c.leader_epoch)
+    epoch0 = safe(c.leader_epoch)
     rec.target = f"nimbus-{lead} (pid {c.dev.nimbus_procs[lead].proc.pid}, epoch {epoch0})"
     rec.start = ctx.now()
     c.kill_nimbus(lead)
     t0 = time.monotonic()
     new, failover = ctx.wait(lambda: (j := c.leader_index()) is not None and j != lead and (j,), 60)
-    epoch1 = _safe(c.leader_epoch)
+    epoch1 = safe(c.leader_epoch)
     remaining = down_secs - (time.monotonic() - t0)
     if remaining > 0:
         ctx.sleep(remaining)
@@ -231,98 +160,6 @@ def zk_restart(ctx: Context, rec: FaultRecord, down_secs: float = 3.0) -> None:
                     "supervisors_and_leader_back_after_secs": secs if everyone else None}
     rec.injected = unreachable and rec.evidence["old_pid_dead"] and new_pid != old_pid
 
-
-def _redis_pong(server: Any) -> bool:
-    try:
-        return redis_command(server.host, server.port, "PING", timeout=0.5).startswith(b"+PONG")
-    except OSError:
-        return False
-
-
-#: the phases of a checkpoint in flight (docs/state.md "Exactly-once"): PREPARE sent to the stateful
-#: tasks (they stage), or past the commit point with COMMIT going out (they commit)
-IN_FLIGHT = ("PREPARING", "COMMITTING")
-
-
-def redis_kill(ctx: Context, rec: FaultRecord, down_secs: float = 5.0, phase: str | None = None) -> None:
-    """kill -9 of the workload's Redis while a checkpoint is in flight — the epoch record (polled
-    every 5 ms) says ``phase`` (PREPARING: the stateful tasks stage; COMMITTING: past the commit
-    point, they commit), or either when ``phase`` is None; at any moment if that is not seen within
-    30 s — started again on the same port and append-only file after ``down_secs``. Evidence: the
-    pid gone, PING unanswered while down, a new pid answering PING, the phase at the kill, and the
-    checkpoints that failed."""
-    c = ctx.c
-    server = c.redis
-    if server is None or not server.running():
-        rec.error = "this workload has no running Redis"
-        return
-    rec.target = f"Redis {server.host}:{server.port} (pid {server.proc.pid})"
-    _kill_store(ctx, rec, server, phase, down_secs, _redis_pong)
-
-
-def _wait_phase(ctx: Context, phase: str | None) -> str | None:
-    """Wait (30 s at most, polling every 5 ms) until the checkpoint record, in the workload's Redis,
-    says ``phase`` (either phase in flight when None); the phase seen, or None."""
-    watcher = RedisStateProvider(ctx.c.redis.url, timeout=1.0)
-    try:
-        wanted = IN_FLIGHT if phase is None else (phase,)
-        seen, _ = ctx.wait(lambda: (p := read_epoch(watcher, TOPOLOGY_NAME).phase) in wanted and p, 30,
-                           interval=0.005)
-        return seen or None
-    finally:
-        _safe(watcher.close)
-
-
-def _pg_answers(server: Any) -> bool:
-    try:
-        with server.connect(autocommit=True) as conn:
-            return conn.execute("SELECT 1").fetchone() == (1,)
-    except Exception:  # noqa: BLE001 - down
-        return False
-
-
-def postgres_kill(ctx: Context, rec: FaultRecord, down_secs: float = 5.0, phase: str | None = None) -> None:
-    """kill -9 of the workload's PostgreSQL (the postmaster and its backends) while a checkpoint is
-    in flight (``phase`` as for ``redis_kill``), started again on the same port and data directory
-    after ``down_secs``: the sink's prepared transactions survive it (or its staged rows). Evidence
-    as for ``redis_kill``, with a query in place of PING."""
-    server = ctx.c.postgres
-    if server is None or not server.running():
-        rec.error = "this workload has no running PostgreSQL"
-        return
-    rec.target = f"PostgreSQL {server.host}:{server.port} (pid {server.proc.pid})"
-    _kill_store(ctx, rec, server, phase, down_secs, _pg_answers)
-
-
-def _kill_store(ctx: Context, rec: FaultRecord, server: Any, phase: str | None, down_secs: float,
-                answers: Callable[[Any], bool]) -> None:
-    c = ctx.c
-    old_pid = server.proc.pid
-    failures0 = _safe(lambda: c.component_stat("$checkpointspout", "checkpoint_failures"))
-    seen = _wait_phase(ctx, phase)
-    rec.start = ctx.now()
-    c.guard()
-    server.kill()
-    t0 = time.monotonic()
-    unanswered = not answers(server)
-    old_dead = not process_alive(old_pid)
-    ctx.sleep(down_secs - (time.monotonic() - t0))
-    c.guard()
-    server.start()
-    rec.healed = ctx.now()
-    pong, pong_secs = ctx.wait(lambda: answers(server), 30)
-    # the checkpoint spout's failure counter reaches nimbus with its heartbeats: read it after
-    failed, failed_secs = ctx.wait(
-        lambda: (f := c.component_stat("$checkpointspout", "checkpoint_failures")) is not None
-        and failures0 is not None and f > failures0 and f, 30.0, interval=0.5)
-    rec.end = ctx.now()
-    new_pid = server.proc.pid if server.running() else None
-    rec.evidence = {"old_pid": old_pid, "new_pid": new_pid, "old_pid_dead": old_dead,
-                    "ping_unanswered_while_down": unanswered, "answers_ping_after_restart_secs": pong_secs if pong else None,
-                    "phase_at_kill": seen or f"{phase or 'a checkpoint'} not seen in 30 s (killed between checkpoints)",
-                    "checkpoint_failures_before": failures0, "checkpoint_failures_after": failed or None,
-                    "checkpoint_failure_seen_after_restart_secs": failed_secs if failed else None}
-    rec.injected = old_dead and unanswered and bool(pong) and new_pid not in (None, old_pid)
 
 
 # ---------------------------------------------------------------------------------- ZooKeeper ensemble
@@ -431,12 +268,12 @@ def supervisor_session_expiry(ctx: Context, rec: FaultRecord, index: int | None 
     c = ctx.c
     i = ctx.rng.randrange(c.n_supervisors) if index is None else index
     pid = c.supervisor_pid(i)
-    owner0 = _safe(lambda: c.supervisor_owner(i))
+    owner0 = safe(lambda: c.supervisor_owner(i))
     if pid is None or owner0 is None:
         rec.error = f"supervisor {i} not running or not registered"
         return
     rec.target = f"{c.supervisor_id(i)} (pid {pid}, session {hex(owner0)})"
-    before = _safe(lambda: c.executors_on(i))
+    before = safe(lambda: c.executors_on(i))
     rec.start = ctx.now()
     c.suspend(pid)
     try:
@@ -452,7 +289,7 @@ def supervisor_session_expiry(ctx: Context, rec: FaultRecord, index: int | None 
                     "new_session": hex(owner1) if owner1 else None,
                     "reregistered_after_secs": back_secs if owner1 else None,
                     "supervisor_alive": process_alive(pid), "executors_before": before,
-                    "executors_after": _safe(lambda: c.executors_on(i))}
+                    "executors_after": safe(lambda: c.executors_on(i))}
     rec.injected = bool(gone) and bool(owner1)
 
 
@@ -499,7 +336,7 @@ def partition(ctx: Context, rec: FaultRecord, hold_secs: float = 20.0) -> None:
     the other workers for ``hold_secs`` (longer if its work has not moved yet), then reconnect it."""
     c = ctx.c
     i = c.ns_index
-    before = _safe(lambda: c.executors_on(i), 0)
+    before = safe(lambda: c.executors_on(i), 0)
     ns_workers = [p for p, j in c.workers().items() if j == i]
     rec.target = f"{c.supervisor_id(i)} ({c.ns.ns_ip}) with workers {ns_workers}"
     rec.start = ctx.now()

@@ -7,7 +7,7 @@ import os
 import platform
 from pathlib import Path
 
-from tests.chaos.faults import FaultRecord
+from tests.chaos.fault_context import FaultRecord
 from tests.chaos.run import RunResult
 
 #: docs/reliability.md: runs are appended after this line

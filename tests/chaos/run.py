@@ -25,7 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from tests.chaos.cluster import ChaosCluster, log
-from tests.chaos.faults import Context, FaultRecord, inject
+from tests.chaos.fault_context import Context, FaultRecord
+from tests.chaos.faults import inject
 from tests.chaos.schedule import Step, conflicts, soak_steps
 from tests.chaos.workload import RabbitWorkload, Workload
 

@@ -230,6 +230,26 @@ def group_zookeeper_config(config: Config, settings: SpoutSettings) -> Config:
     return config
 
 
+def consumer_options(settings: SpoutSettings, bootstrap: list[str], client_id: str) -> dict[str, Any]:
+    """The spout's ``KafkaConsumer`` arguments: manual assignment (no group coordinator, no
+    auto-commit, no topic creation, no reset of its own: out-of-range offsets are the spout's to
+    judge), then ``kafka.consumer.config`` over them."""
+    options = dict(
+        bootstrap_servers=bootstrap,
+        group_id=None,
+        enable_auto_commit=False,
+        auto_offset_reset="none",
+        allow_auto_create_topics=False,
+        bootstrap_timeout_ms=settings.bootstrap_timeout_ms,
+        max_poll_records=settings.fetch_max_records,
+        fetch_max_wait_ms=settings.fetch_max_wait_ms,
+        metadata_max_age_ms=int(settings.partition_refresh * 1000),
+        client_id=client_id,
+    )
+    options.update(settings.consumer_config)
+    return options
+
+
 @dataclass(frozen=True)
 class BoltSettings:
     bootstrap_servers: list[str]

@@ -48,23 +48,20 @@ from gale.clock import REAL_CLOCK
 from gale.config import as_config
 from gale.config_keys import Config
 from gale.deadline import Deadline, within
-from gale.errors import ConfigError, GaleError
+from gale.errors import GaleError
 from gale.log import get_logger
 from gale.zk import start_client, stop_client
 from gale.worker.connectors.dead_letter import ERROR_STREAM, BrokerSpout, DeadLetters
-from gale.worker.connectors.kafka_config import SPOUT_KEYS, group_zookeeper_config, merged, spout_settings
-from gale.worker.connectors.kafka_group import (
-    BrokerPaths,
-    ConsumerGroupPaths,
-    TopicPartition,
-    broker_address,
-    consumer_id_string,
-    parse_topic_partitions,
+from gale.worker.connectors.kafka_config import (
+    SPOUT_KEYS, consumer_options, group_zookeeper_config, merged, spout_settings,
 )
+from gale.worker.connectors.kafka_group import BrokerPaths, ConsumerGroupPaths, TopicPartition, consumer_id_string
+from gale.worker.connectors.kafka_lag import LAG_SECS, partition_lag
 from gale.worker.connectors.kafka_member import GroupMember, PartitionAssignment
 from gale.worker.connectors.kafka_offsets import (
     DROP, EARLIEST, EMIT_RETRY, SKIP, OffsetTracker, new_partitions, plan_starts, stale_partitions,
 )
+from gale.worker.connectors.kafka_partitions import discover_brokers, initial_partitions, refreshed_partitions
 from gale.worker.connectors.metrics import TaskCounters
 
 log = get_logger("connectors.kafka.spout")
@@ -76,8 +73,6 @@ COUNTERS = (
     "kafka_drain_timeouts",
 )
 HOUSEKEEPING_SECS = 0.02
-#: how often the lag per partition is reported (the UI's chart)
-LAG_SECS = 1.0
 APPLY_RETRY_SECS = 1.0
 #: how long deactivate waits for the offsets commit, and close for everything, while ZooKeeper is
 #: connected (unreachable: the ZooKeeper steps are skipped, the committed offsets so far stand); a
@@ -92,27 +87,6 @@ def _decoder(kind: str):
     if kind == "json":
         return lambda b: None if b is None else json.loads(b)
     return lambda b: None if b is None else b.decode("utf-8", errors="replace")
-
-
-def discover_brokers(client: Any, paths: BrokerPaths) -> list[str]:
-    """PLAINTEXT ``host:port`` of every broker registered under ``<root>/brokers/ids``."""
-    found = []
-    try:
-        ids = client.get_children(paths.ids_dir)
-    except Exception as exc:  # noqa: BLE001 - NoNode and friends: say where we looked
-        raise ConfigError(f"kafka.zookeeper.discovery: cannot list brokers at {paths.ids_dir}: {exc!r}") from None
-    for broker_id in sorted(ids):
-        path = paths.broker(broker_id)
-        try:
-            data, _ = client.get(path)
-        except Exception:  # noqa: BLE001 - broker left meanwhile
-            continue
-        address = broker_address(data, path)
-        if address:
-            found.append(address)
-    if not found:
-        raise ConfigError(f"kafka.zookeeper.discovery: no broker with a PLAINTEXT listener under {paths.ids_dir}")
-    return found
 
 
 class KafkaSpout(BrokerSpout):
@@ -147,7 +121,8 @@ class KafkaSpout(BrokerSpout):
             broker_paths = BrokerPaths(s.zk_root)
             bootstrap = s.bootstrap_servers or discover_brokers(self.zk_client, broker_paths)
             self.consumer = self._start_consumer(bootstrap, context)
-            self._partitions = self._initial_partitions(bootstrap, broker_paths)
+            self._partitions = initial_partitions(s.topics, s.zk_discovery, self.zk_client, self.consumer,
+                                                  broker_paths, bootstrap)
             self.consumer_id = consumer_id_string(s.group, socket.gethostname(), int(self._clock.time() * 1000))
             self._member = GroupMember(
                 self.zk_client,
@@ -201,46 +176,13 @@ class KafkaSpout(BrokerSpout):
         from kafka.errors import KafkaError
 
         s = self.settings
-        options = dict(
-            bootstrap_servers=bootstrap,
-            group_id=None,
-            enable_auto_commit=False,
-            auto_offset_reset="none",
-            allow_auto_create_topics=False,
-            bootstrap_timeout_ms=s.bootstrap_timeout_ms,
-            max_poll_records=s.fetch_max_records,
-            fetch_max_wait_ms=s.fetch_max_wait_ms,
-            metadata_max_age_ms=int(s.partition_refresh * 1000),
-            client_id=f"gale-{context.topology_id}-{context.task_id}",
-        )
-        options.update(s.consumer_config)
         try:
-            return KafkaConsumer(**options)
+            return KafkaConsumer(**consumer_options(s, bootstrap, f"gale-{context.topology_id}-{context.task_id}"))
         except KafkaError as exc:
             raise GaleError(
                 f"Kafka spout: cannot reach the Kafka brokers {','.join(bootstrap)} (kafka.bootstrap.servers) "
                 f"within {s.bootstrap_timeout_ms} ms: {type(exc).__name__}: {exc}"
             ) from exc
-
-    def _initial_partitions(self, bootstrap, broker_paths: BrokerPaths) -> dict[str, list[int]]:
-        s = self.settings
-        out = {}
-        for topic in s.topics:
-            if s.zk_discovery:
-                path = broker_paths.topic(topic)
-                stat = self.zk_client.exists(path)
-                parts = parse_topic_partitions(self.zk_client.get(path)[0], path) if stat else []
-                where = f"ZooKeeper {path}"
-            else:
-                parts = sorted(self.consumer.partitions_for_topic(topic) or ())
-                where = f"the brokers {','.join(bootstrap)}"
-            if not parts:
-                raise ConfigError(
-                    f"kafka.topic: topic {topic!r} does not exist on {where}; create it first "
-                    f"(the spout never creates topics)"
-                )
-            out[topic] = parts
-        return out
 
     def _close_clients(self, deadline: Deadline | None = None) -> None:
         deadline = deadline or Deadline(CLOSE_SECS)
@@ -524,24 +466,12 @@ class KafkaSpout(BrokerSpout):
             self._refresh_partitions()
 
     def _lag(self) -> dict[str, float]:
-        """Records behind per owned partition: the high watermark (from the last fetch) minus the
-        offset the group would commit now (Storm's Kafka spout lag)."""
         from kafka import TopicPartition as KTP
 
-        lag = {}
-        for (topic, p), tracker in list(self._trackers.items()):
-            hw = self.consumer.highwater(KTP(topic, p))
-            if hw is not None:
-                lag[f"{topic}/{p}"] = float(max(0, hw - tracker.committed()))
-        return lag
+        return partition_lag(self._trackers, lambda topic, p: self.consumer.highwater(KTP(topic, p)))
 
     def _refresh_partitions(self) -> None:
-        current = dict(self._partitions)
-        for topic in self.settings.topics:
-            parts = sorted(self.consumer.partitions_for_topic(topic) or ())
-            if parts and parts != current[topic]:
-                self.log.info("kafka-partitions-changed", topic=topic, before=len(current[topic]), after=len(parts))
-                current[topic] = parts
+        current = refreshed_partitions(self.consumer, self.settings.topics, self._partitions, self.log)
         if current != self._partitions:
             self._partitions = current
             self._member.partitions_changed()
