@@ -58,6 +58,16 @@ from gale.worker.state.coordinator import ROLLBACK
 Participant = Any
 
 
+def _current(roots: Any, lo: object, hi: object) -> bool:
+    """Whether every root of a tuple of several trees (``roots``, None for none) is of the
+    generation ``lo <= root < hi``."""
+    if roots:
+        for r in roots:
+            if not lo <= r < hi:
+                return False
+    return True
+
+
 class Checkpointing:
     """See the module docstring. ``participants``: objects with ``act(task, txid, action, tup)``."""
 
@@ -80,7 +90,6 @@ class Checkpointing:
         #: per task: the root ids of its generation are ``lo <= root < hi`` (exactly-once)
         self.range: dict[int, tuple[int, int]] = {}
         self.generation: dict[int, int | None] = {}
-        self._run: deque = deque()  # a run of data tuples handed to the body, empty between calls
         self.stale = 0
         #: the body's ``outstanding(task)``, when it answers tuples later (a subprocess)
         self.outstanding: Callable[[int], int] | None = None
@@ -129,15 +138,15 @@ class Checkpointing:
             self.held[task] = []
 
     def intake(self, task: int, queue: deque, budget: cython.Py_ssize_t) -> int:
-        # the transfer receiver appends to ``queue`` from another thread: only popleft, [0] and
+        # the transfer receiver appends to ``queue`` from another thread: only popleft, indexing and
         # extendleft here (iterating a deque that another thread appends to raises)
         done: cython.Py_ssize_t = 0
+        k: cython.Py_ssize_t
         limit: cython.Py_ssize_t
+        taken: cython.Py_ssize_t
         stale: cython.Py_ssize_t = 0
         inner = self.inner[task]
-        run = self._run
         pop = queue.popleft
-        append = run.append
         filter_data: cython.bint = self.filter_data
         lo, hi = self.range[task]
         ack = self.forwarders[task].ack
@@ -156,49 +165,52 @@ class Checkpointing:
                 self.held[task].append(pop())  # before the task's state is loaded
                 done += 1
                 continue
-            limit = budget - done
-            while len(run) < limit and queue:
-                t: Tuple = queue[0]
+            # the run of data tuples of the current generation at the front, checked where they are
+            # queued: the body takes them from the queue itself
+            limit = min(budget - done, len(queue))
+            k = 0
+            while k < limit:
+                t: Tuple = queue[k]
                 if t.fields.stream == CHECKPOINT_STREAM:
                     break
-                pop()
                 if filter_data:
                     root = t._root
                     if root is not None:  # one tuple tree (the common case): the slot, no dict
-                        current = lo <= root < hi
-                    else:
-                        current = True
-                        roots = t._mid
-                        if roots:
-                            for r in roots:
-                                if not lo <= r < hi:
-                                    current = False
-                                    break
-                    if not current:
-                        ack(t)  # sent before the last rollback: its effect would be counted twice
-                        stale += 1
-                        limit -= 1
-                        done += 1
-                        continue
-                append(t)
-            if run:
-                try:
-                    done += inner(task, run, len(run))
-                except Exception:
-                    # the body's bug: what it did not take fails now (its spout tuples replay), and
-                    # the executor reports the error
-                    fail = self.forwarders[task].fail
-                    while run:
-                        fail(run.popleft())
-                    raise
-                if run:  # the body is full: the rest goes back first, in order
-                    queue.extendleft(reversed(run))
-                    run.clear()
-                    break
+                        if not lo <= root < hi:
+                            break
+                    elif not _current(t._mid, lo, hi):
+                        break
+                k += 1
+            if k == 0:  # the head is data of an older generation
+                ack(pop())  # sent before the last rollback: its effect would be counted twice
+                stale += 1
+                done += 1
+                continue
+            last = queue[k - 1]
+            try:
+                taken = inner(task, queue, k)
+            except Exception:
+                # the body's bug: what it did not take fails now (its spout tuples replay), and the
+                # executor reports the error
+                self._fail_untaken(task, queue, last, k)
+                raise
+            done += taken
+            if taken < k:
+                break  # the body is full: the rest stays first in the queue, in order
         if stale:
             self.stale += stale
             self.executor.stats.extra["state_stale_tuples"] += stale
         return done
+
+    def _fail_untaken(self, task: int, queue: deque, last: Any, handed: int) -> None:
+        """Fail what the body did not take of the ``handed`` tuples at the front of ``queue`` (the
+        last of them ``last``): it took a prefix, so they are the front up to ``last``, if still there."""
+        for i in range(min(handed, len(queue))):
+            if queue[i] is last:
+                fail = self.forwarders[task].fail
+                for _ in range(i + 1):
+                    fail(queue.popleft())
+                return
 
     def on_checkpoint(self, task: int, tup: Any) -> None:
         txid, action = tup.values[0], tup.values[1]
