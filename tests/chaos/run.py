@@ -8,11 +8,12 @@
 
 Timeline: start the cluster (and the workload's services) and submit the workload's topology;
 start the input (RabbitMQ: ids at ``rate`` per second; Kafka: keyed records); wait until the
-first outputs; inject the planned faults one after another; stop the input when the last fault is
-removed (N = inputs the broker acknowledged); then wait for convergence (RabbitMQ: the queue empty
-with nothing unacknowledged and every id in the sink; Kafka: every record's position checkpointed
-and two more checkpoints committed) and check. The convergence time is measured from the moment
-the last fault was removed.
+first outputs; inject the planned faults one after another (in a bounded run each once the cluster
+is healthy and the workload made progress since; in a soak after a random pause); stop the input
+when the last fault is removed (N = inputs the broker acknowledged); then wait for convergence
+(RabbitMQ: the queue empty with nothing unacknowledged and every id in the sink; Kafka: every
+record's position checkpointed and two more checkpoints committed) and check. The convergence
+time is measured from the moment the last fault was removed.
 """
 
 from __future__ import annotations
@@ -161,7 +162,11 @@ def run_chaos(base: Path, *, mode: str = "bounded", duration: float = 600.0, see
                 healthy, settle, problems = c.wait_healthy(120)
                 if not healthy:
                     log(f"not healthy after 120 s ({problems}); injecting {step.kind} anyway")
-            time.sleep(step.gap_secs)
+            if mode == "bounded":
+                # the next fault lands on a flowing workload: new output since the cluster was healthy
+                wait_first(lambda since=ctx.now(): sampler.resumed_after(since) is not None, step.gap_secs)
+            else:
+                time.sleep(step.gap_secs)
             rec = FaultRecord(kind=step.kind, params=dict(step.params), healthy_before=healthy,
                               settle_secs=None if settle is None else round(settle, 2),
                               overlapped=[r.kind for t, r in running if t.is_alive()])

@@ -78,7 +78,9 @@ MAX_CONCURRENT = 2
 class Step:
     kind: str
     params: dict[str, Any] = field(default_factory=dict)
-    gap_secs: float = 3.0  # pause before the fault (after the cluster is healthy, when waited for)
+    #: pause before the fault (after the cluster is healthy, when waited for); a bounded run ends it
+    #: early, once the workload made progress since the cluster was healthy
+    gap_secs: float = 3.0
     wait_healthy: bool = True  # wait until the cluster is healthy first (only when no fault is running)
     overlap: bool = False  # start while the previous fault still runs, if their resources are disjoint
     seed: int = 0  # of the fault's own generator (its targets)
