@@ -5,7 +5,8 @@ Run: ``.venv/bin/python -m benchmarks.bench_cluster [--seconds S] [--rounds R] [
 tasks, default 1; ``-c``: topology configuration for the word count runs, e.g.
 ``topology.disable.loadaware.messaging=true``; ``--per-second``: a line for each second of each
 window, :func:`print_seconds`; ``--state``: instead, ``bench_state``'s word count on 2 workers stateless
-against exactly-once state in Redis, :func:`compare_state`)
+against exactly-once state in Redis, :func:`compare_state`, with the host's pair cost before each
+window: ``cluster_state_host_pair_cost_by_window``)
 
 Starts its own ZooKeeper, a nimbus and 2 supervisors (processes, as in production) with Storm's
 default timeouts except where printed. The word count (``examples/word_count.py`` as shipped: acking
@@ -257,8 +258,10 @@ def compare_state(cluster: DevCluster, seconds: float, workers: int, rounds: int
     stateful = ["bench.stateful=true", "topology.state.provider=redis", f"topology.state.redis.url={redis_url}",
                 "topology.state.guarantee=exactly-once", "topology.state.checkpoint.interval.ms=1000"]
     rates: dict[str, list[float]] = {"stateless": [], "exactly_once_redis": []}
+    host: list[str] = []
     for r in range(rounds):
         for variant, conf in (("stateless", []), ("exactly_once_redis", stateful)):
+            host.append(f"{pair_cost(2):.2f}")
             sentences, _, cpu = throughput(cluster, seconds, workers, [*extra, *conf], path=STATE_TOPOLOGY,
                                            name=f"state{r}{variant.replace('_', '')}", bundle_dir=ROOT / "examples")
             rates[variant].append(sentences)
@@ -268,6 +271,7 @@ def compare_state(cluster: DevCluster, seconds: float, workers: int, rounds: int
         print(f"cluster_state_{variant}_spout_tuples_per_sec: {statistics.mean(got):.0f} tuples/s")
     by_round = [eo / plain for plain, eo in zip(rates["stateless"], rates["exactly_once_redis"])]
     print(f"cluster_state_exactly_once_redis_ratio_by_round: {' '.join(f'{x:.2f}' for x in by_round)}")
+    print(f"cluster_state_host_pair_cost_by_window: {' '.join(host)} (before each window, stateless first)")
     print(f"cluster_state_exactly_once_redis_ratio: "
           f"{statistics.mean(rates['exactly_once_redis']) / statistics.mean(rates['stateless']):.2f}", flush=True)
 

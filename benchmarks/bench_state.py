@@ -22,6 +22,9 @@ Prints ``name: value unit`` lines:
   ``--window``) — each checkpoint committed in the window, from its start to its commit: exactly once,
   from the pause (the sources stop) to the commit (they emitted again from the commit point on);
   at least once, from PREPARE to the commit; and how many committed;
+* ``state_host_plain_loop_secs_by_window`` — before each window, the CPU seconds of a fixed
+  plain-Python job (:func:`benchmarks.host_pair.job`): the host's speed, which drifts on shared
+  machines; windows whose figures differ by more than about 10% are not comparable;
 * ``state_checkpoint_{memory,redis}_{N}_changed_keys_ms`` — one task's prepare + commit of a
   checkpoint in which N keys changed;
 * ``state_restore_redis_{N}_keys_secs`` — loading a task's committed state of N keys (what a task
@@ -40,6 +43,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples"))
 import stateful_word_count  # noqa: E402
 import word_count  # noqa: E402
 
+from benchmarks.host_pair import job  # noqa: E402
 from gale import LocalCluster, TopologyBuilder  # noqa: E402
 from gale.log import configure  # noqa: E402
 from gale.worker.state.provider import MemoryStateProvider  # noqa: E402
@@ -183,14 +187,19 @@ def main() -> None:
         if args.only:
             variants = [v for v in variants if v[0] == "stateless" or v[0] in args.only]
         best: dict[str, float] = {}
+        host: list[str] = []
         for _ in range(args.repeat):  # interleaved, so a change in machine load hits every variant alike
             for name, stateful, conf in variants:
                 if redis is not None and stateful:
                     from gale.worker.state.redis_provider import RedisStateProvider
 
                     RedisStateProvider(redis.url).client.flushdb()
+                host.append(f"{name}={job():.3f}")
                 best[name] = max(best.get(name, 0.0),
                                  run(args.sentences, stateful, conf, args.pending or None, args.window))
+        # the host's speed before each window: a fixed plain-Python job's CPU seconds (windows whose
+        # figures differ by more than about 10% ran on a host of a different speed)
+        print(f"state_host_plain_loop_secs_by_window: {' '.join(host)}")
         for name, _, _ in variants:
             print(f"state_wordcount_{name}_spout_tuples_per_sec: {best[name]:.0f} tuples/s")
             if name != "stateless":
