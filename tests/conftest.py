@@ -26,7 +26,6 @@ from kazoo.protocol.states import KazooState
 from gale.config import defaults
 from gale.zkserver import ZooKeeperServer
 from tests.components import components_required, require
-from tests.file_order import longest_first
 
 _SERVER: ZooKeeperServer | None = None
 
@@ -40,15 +39,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--run-slow", action="store_true", help="also run tests marked slow (soak runs)")
 
 
-def pytest_configure(config: pytest.Config) -> None:
-    # xdist hands out files in collection order (below: the longest first), not by its default
-    # (files with the most tests first, which started the long cluster files last)
-    if hasattr(config.option, "loadscopereorder"):
-        config.option.loadscopereorder = False
-
-
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    items[:] = longest_first(items, lambda item: item.nodeid.split("::", 1)[0])
     if config.getoption("--run-slow"):
         return
     skip = pytest.mark.skip(reason="slow: run with --run-slow (make soak)")
