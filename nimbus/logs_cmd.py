@@ -8,6 +8,8 @@ up workers that started meanwhile (a restart, a rebalance) and starts a rotated 
 
 from __future__ import annotations
 
+import signal
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -76,7 +78,11 @@ class Follower:
 
 
 def run_logs(client: Any, name: str, component: str | None, follow: bool, lines: int,
-             out: Callable[[str], None] = click.echo, polls: int | None = None, poll_secs: float = 1.0) -> None:
+             out: Callable[[str], None] = click.echo, polls: int | None = None, poll_secs: float = 1.0,
+             stop: threading.Event | None = None) -> None:
+    """Print the workers' last ``lines``; with ``follow``, then what they write, every ``poll_secs``
+    (``polls`` times, or until ``stop`` is set)."""
+    stop = stop or threading.Event()
     topology = client.get(f"/api/v1/topology/{name}")
     workers = worker_logs(topology, component)
     if not workers:
@@ -87,12 +93,15 @@ def run_logs(client: Any, name: str, component: str | None, follow: bool, lines:
     found_at = time.monotonic()
     n = 0
     while follow and (polls is None or n < polls):
-        time.sleep(poll_secs)  # the follow period
+        if stop.wait(poll_secs):  # the follow period
+            return
         n += 1
         if time.monotonic() - found_at >= REDISCOVER_SECS:
             found_at = time.monotonic()
             workers = worker_logs(client.get(f"/api/v1/topology/{name}"), component) or workers
         for w in workers:
+            if stop.is_set():
+                return
             key = (w["supervisorId"], w["logFile"])
             follower.read(w, tail_lines=0 if key not in follower.at else None)
 
@@ -112,7 +121,14 @@ def logs(name: str, component: str | None, follow: bool, lines: int, config: str
       nimbus logs wordcount
       nimbus logs wordcount --component count --follow
     """
+    # Ctrl-C sets a flag the follow loop waits on, instead of raising KeyboardInterrupt wherever the
+    # loop is (one raised inside a finalizer is printed and dropped, and the loop would go on)
+    stop = threading.Event()
+    previous = signal.signal(signal.SIGINT, lambda *_: stop.set()) if follow else None
     try:
-        call(run_logs, client_for(config), name, component, follow, lines)
+        call(run_logs, client_for(config), name, component, follow, lines, stop=stop)
     except KeyboardInterrupt:
-        pass
+        pass  # Ctrl-C without --follow: the reads in progress stop
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
