@@ -5,8 +5,9 @@ Run: ``.venv/bin/python -m benchmarks.bench_cluster [--seconds S] [--rounds R] [
 tasks, default 1; ``-c``: topology configuration for the word count runs, e.g.
 ``topology.disable.loadaware.messaging=true``; ``--per-second``: a line for each second of each
 window, :func:`print_seconds`; ``--state``: instead, ``bench_state``'s word count on 2 workers stateless
-against exactly-once state in Redis, :func:`compare_state`, with the host's pair cost before each
-window: ``cluster_state_host_pair_cost_by_window``)
+against exactly-once state in Redis, :func:`compare_state`, the order swapped every round, with the
+host's pair cost before each window (``cluster_state_host_pair_cost_by_window``), the rates' and the
+CPU's ratios; use 6 rounds or more, a 2-worker window's rate is that noisy here)
 
 Starts its own ZooKeeper, a nimbus and 2 supervisors (processes, as in production) with Storm's
 default timeouts except where printed. The word count (``examples/word_count.py`` as shipped: acking
@@ -253,25 +254,38 @@ def compare(cluster: DevCluster, seconds: float, counts: list[int], rounds: int,
 def compare_state(cluster: DevCluster, seconds: float, workers: int, rounds: int, extra: list[str],
                   redis_url: str) -> None:
     """``bench_state``'s word count (:mod:`benchmarks.state_topology`) on ``workers`` workers,
-    stateless and with exactly-once state in Redis (1 s checkpoints), alternating, ``rounds``
-    times: the cost of exactly-once state on a cluster, as ``bench_state`` measures it in one process."""
+    stateless and with exactly-once state in Redis (1 s checkpoints), ``rounds`` times, the order
+    swapped every round (stateless first, then exactly-once first: a drift of the machine's speed
+    within a round falls on both alike): the cost of exactly-once state on a cluster, as
+    ``bench_state`` measures it in one process. A 2-worker window's rate moves by a quarter from one
+    submission to the next here whatever the topology (docs/benchmarks.md), so the ratio of the
+    means over several rounds is the figure; the per-round ratios show the spread."""
     stateful = ["bench.stateful=true", "topology.state.provider=redis", f"topology.state.redis.url={redis_url}",
                 "topology.state.guarantee=exactly-once", "topology.state.checkpoint.interval.ms=1000"]
+    variants = (("stateless", []), ("exactly_once_redis", stateful))
     rates: dict[str, list[float]] = {"stateless": [], "exactly_once_redis": []}
+    costs: dict[str, list[float]] = {"stateless": [], "exactly_once_redis": []}
     host: list[str] = []
     for r in range(rounds):
-        for variant, conf in (("stateless", []), ("exactly_once_redis", stateful)):
-            host.append(f"{pair_cost(2):.2f}")
+        for variant, conf in (variants if r % 2 == 0 else variants[::-1]):
+            host.append(f"{variant[:2]} {pair_cost(2):.2f}")
             sentences, _, cpu = throughput(cluster, seconds, workers, [*extra, *conf], path=STATE_TOPOLOGY,
                                            name=f"state{r}{variant.replace('_', '')}", bundle_dir=ROOT / "examples")
             rates[variant].append(sentences)
+            costs[variant].append(cpu)
             print(f"round {r + 1}, {variant}, {workers} workers: {sentences:.0f} sentences/s, "
                   f"{cpu * 1e6:.2f} us CPU a bolt tuple", flush=True)
     for variant, got in rates.items():
-        print(f"cluster_state_{variant}_spout_tuples_per_sec: {statistics.mean(got):.0f} tuples/s")
+        print(f"cluster_state_{variant}_spout_tuples_per_sec: {statistics.mean(got):.0f} tuples/s "
+              f"(windows {min(got):.0f} to {max(got):.0f})")
+        print(f"cluster_state_{variant}_cpu_us_per_bolt_tuple: {statistics.mean(costs[variant]) * 1e6:.2f} us")
     by_round = [eo / plain for plain, eo in zip(rates["stateless"], rates["exactly_once_redis"])]
     print(f"cluster_state_exactly_once_redis_ratio_by_round: {' '.join(f'{x:.2f}' for x in by_round)}")
-    print(f"cluster_state_host_pair_cost_by_window: {' '.join(host)} (before each window, stateless first)")
+    print(f"cluster_state_host_pair_cost_by_window: {', '.join(host)} (before each window: st stateless, "
+          "ex exactly-once)")
+    print(f"cluster_state_exactly_once_redis_cpu_ratio: "
+          f"{statistics.mean(costs['stateless']) / statistics.mean(costs['exactly_once_redis']):.2f} "
+          "(stateless CPU a bolt tuple over exactly-once's)")
     print(f"cluster_state_exactly_once_redis_ratio: "
           f"{statistics.mean(rates['exactly_once_redis']) / statistics.mean(rates['stateless']):.2f}", flush=True)
 
