@@ -518,7 +518,7 @@ def set_switch_interval(millis: float | None) -> None:
     """Set this process's thread switch interval (``topology.worker.gil.switch.interval.ms``; None:
     leave Python's 5 ms). A worker's executor threads run Python without pause; each time another
     thread wakes — the transfer's standby (which moved every batch when stop 28 measured this:
-    docs/benchmarks.md, "Load reports, a CPU-aware spill, and the switch interval"), heartbeats,
+    docs/benchmarks-history.md, "Load reports, a CPU-aware spill, and the switch interval"), heartbeats,
     metrics — it waits for the interpreter lock for up to the interval."""
     if millis is not None:
         sys.setswitchinterval(float(millis) / 1000.0)
