@@ -219,12 +219,13 @@ def throughput(cluster: DevCluster, seconds: float, workers: int, extra: list[st
 
 def compare(cluster: DevCluster, seconds: float, counts: list[int], rounds: int, extra: list[str],
             per_second: bool = False) -> None:
-    """Measure the word count on each worker count in turn, ``rounds`` times, and print each
-    window and the means (the machine's speed drifts: alternating puts both counts under it)."""
+    """Measure the word count on each worker count in turn, ``rounds`` times, the order reversed
+    every other round, and print each window and the means (the machine's speed drifts: alternating,
+    and swapping which goes first, puts both counts under it alike)."""
     runs: dict[int, list[tuple[float, float, float]]] = {w: [] for w in counts}
     host: list[str] = []
     for r in range(rounds):
-        for w in counts:
+        for w in (counts if r % 2 == 0 else counts[::-1]):
             before = pair_cost(2) if w > 1 else None
             sentences, executed, cpu = throughput(cluster, seconds, w, extra, per_second)
             runs[w].append((sentences, executed, cpu))
