@@ -45,6 +45,7 @@ def live_nimbus(conf):
         glog.configure(fmt="console")
 
 
+@pytest.mark.build_independent  # an in-process nimbus's API: no tuple passes the hot path
 @pytest.mark.timeout(300)
 def test_fuzzing_the_openapi_schema_finds_no_server_errors(live_nimbus, tmp_path):
     server, log = live_nimbus
