@@ -61,7 +61,7 @@ def main() -> None:
     parser.add_argument("--small", type=int, default=5_000)
     parser.add_argument("--large", type=int, default=25_000)
     parser.add_argument("--acking", choices=("on", "off", "both"), default="both")
-    parser.add_argument("--once", nargs=2, metavar=("N", "ACKING"), help=argparse.SUPPRESS)
+    parser.add_argument("--once", nargs=2, metavar=("N", "MODE"), help=argparse.SUPPRESS)  # MODE: on, off, harness
     args = parser.parse_args()
     if args.once:
         run_once(int(args.once[0]), args.once[1])
