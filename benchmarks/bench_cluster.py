@@ -217,6 +217,12 @@ def throughput(cluster: DevCluster, seconds: float, workers: int, extra: list[st
     return (a1 - a0) / dt, (e1 - e0) / dt, (c1 - c0) / max(e1 - e0, 1)
 
 
+def in_turn(items, round_index: int) -> list:
+    """``items`` in order in even rounds and reversed in odd ones: a drift of the machine's speed
+    within a round falls on each item alike over two rounds."""
+    return list(items) if round_index % 2 == 0 else list(items)[::-1]
+
+
 def compare(cluster: DevCluster, seconds: float, counts: list[int], rounds: int, extra: list[str],
             per_second: bool = False) -> None:
     """Measure the word count on each worker count in turn, ``rounds`` times, the order reversed
@@ -225,7 +231,7 @@ def compare(cluster: DevCluster, seconds: float, counts: list[int], rounds: int,
     runs: dict[int, list[tuple[float, float, float]]] = {w: [] for w in counts}
     host: list[str] = []
     for r in range(rounds):
-        for w in (counts if r % 2 == 0 else counts[::-1]):
+        for w in in_turn(counts, r):
             before = pair_cost(2) if w > 1 else None
             sentences, executed, cpu = throughput(cluster, seconds, w, extra, per_second)
             runs[w].append((sentences, executed, cpu))
@@ -264,11 +270,11 @@ def compare_state(cluster: DevCluster, seconds: float, workers: int, rounds: int
     stateful = ["bench.stateful=true", "topology.state.provider=redis", f"topology.state.redis.url={redis_url}",
                 "topology.state.guarantee=exactly-once", "topology.state.checkpoint.interval.ms=1000"]
     variants = (("stateless", []), ("exactly_once_redis", stateful))
-    rates: dict[str, list[float]] = {"stateless": [], "exactly_once_redis": []}
-    costs: dict[str, list[float]] = {"stateless": [], "exactly_once_redis": []}
+    rates: dict[str, list[float]] = {variant: [] for variant, _ in variants}
+    costs: dict[str, list[float]] = {variant: [] for variant, _ in variants}
     host: list[str] = []
     for r in range(rounds):
-        for variant, conf in (variants if r % 2 == 0 else variants[::-1]):
+        for variant, conf in in_turn(variants, r):
             host.append(f"{variant[:2]} {pair_cost(2):.2f}")
             sentences, _, cpu = throughput(cluster, seconds, workers, [*extra, *conf], path=STATE_TOPOLOGY,
                                            name=f"state{r}{variant.replace('_', '')}", bundle_dir=ROOT / "examples")
