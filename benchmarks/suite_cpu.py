@@ -6,10 +6,10 @@
 Every process on the machine is sampled every ``--interval`` seconds from ``/proc`` (psutil). A
 process's CPU is the last sample's minus the first (CPU spent before the command started is not
 counted); a process that lives less than one interval is missed, the command itself is read to its
-end. A process is counted under the
-kind its command line had when last seen, so a shell script that ``exec``\\s a JVM counts as the JVM.
-A child forked without ``exec`` shares its parent's command line, and its kind. Prints
-``cpu_<kind>: seconds s`` and ``started_<kind>: count`` lines, the largest first, then the total.
+end. A process is counted under the kind its command line had when last seen, so a shell script
+that ``exec``\\s a JVM counts as the JVM; a child forked without ``exec`` shares its parent's command
+line, and its kind. Prints ``cpu_<kind>: seconds s`` lines with the processes of that kind started
+meanwhile, the largest first, then the total.
 """
 
 from __future__ import annotations
@@ -64,7 +64,7 @@ class Ledger:
 
     base: dict[tuple[int, float], float] = field(default_factory=dict)
     last: dict[tuple[int, float], tuple[str, float]] = field(default_factory=dict)
-    started: Counter = field(default_factory=Counter)
+    started: set[tuple[int, float]] = field(default_factory=set)
     _first: bool = True
 
     def observe(self, snapshot: Mapping[tuple[int, float], tuple[str, float]]) -> None:
@@ -73,7 +73,7 @@ class Ledger:
             if key not in self.last:
                 self.base[key] = cpu if self._first else 0.0
                 if not self._first:
-                    self.started[key] = 1
+                    self.started.add(key)
             self.last[key] = (what, cpu)
         self._first = False
 
@@ -83,7 +83,7 @@ class Ledger:
         started: Counter = Counter()
         for key, (what, secs) in self.last.items():
             cpu[what] += secs - self.base[key]
-            started[what] += self.started[key]
+            started[what] += key in self.started
         return cpu, started
 
 
