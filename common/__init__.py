@@ -34,35 +34,44 @@ from gale import compiled as _compiled
 
 _compiled.install()  # before any hot module loads: GALE_PURE_PYTHON and stale builds (gale.compiled)
 
-from gale.errors import ConfigError, GaleError, TopologyError  # noqa: E402
-from gale.topology.builder import TopologyBuilder
-from gale.topology.collector import BoltOutputCollector, SpoutOutputCollector
-from gale.topology.components import (
-    BasicBolt,
-    Bolt,
-    FailedException,
-    OutputFieldsDeclarer,
-    ReportedFailedException,
-    Spout,
-    TopologyContext,
-)
-from gale.topology.definition import Topology
-from gale.topology.reliable_spout import ReliableSpout
-from gale.topology.sink import SinkError, TransactionalSink
-from gale.topology.state import KeyValueState, StateError, StatefulBolt
-from gale.topology.tuple import DEFAULT_STREAM, Fields, Tuple
-from gale.topology.windowing import Count, Duration, TupleWindow, WindowedBolt
-
 if TYPE_CHECKING:  # pragma: no cover
+    from gale.errors import ConfigError, GaleError, TopologyError
+    from gale.topology.builder import TopologyBuilder
+    from gale.topology.collector import BoltOutputCollector, SpoutOutputCollector
+    from gale.topology.components import (
+        BasicBolt,
+        Bolt,
+        FailedException,
+        OutputFieldsDeclarer,
+        ReportedFailedException,
+        Spout,
+        TopologyContext,
+    )
+    from gale.topology.definition import Topology
+    from gale.topology.reliable_spout import ReliableSpout
+    from gale.topology.sink import SinkError, TransactionalSink
+    from gale.topology.state import KeyValueState, StateError, StatefulBolt
+    from gale.topology.tuple import DEFAULT_STREAM, Fields, Tuple
+    from gale.topology.windowing import Count, Duration, TupleWindow, WindowedBolt
     from gale.worker.local import LocalCluster, complete_topology
     from gale.worker.multilang.components import ShellBolt, ShellSpout
 
-#: names loaded from the worker on first use: name → module
+#: every public name, loaded from its module on first use (PEP 562): ``import gale`` alone — as the
+#: daemons' and the command line's imports of ``gale.<module>`` do — loads none of the topology API
 _LAZY = {
-    "LocalCluster": "gale.worker.local",
-    "complete_topology": "gale.worker.local",
-    "ShellBolt": "gale.worker.multilang.components",
-    "ShellSpout": "gale.worker.multilang.components",
+    **dict.fromkeys(("ConfigError", "GaleError", "TopologyError"), "gale.errors"),
+    "TopologyBuilder": "gale.topology.builder",
+    **dict.fromkeys(("BoltOutputCollector", "SpoutOutputCollector"), "gale.topology.collector"),
+    **dict.fromkeys(("BasicBolt", "Bolt", "FailedException", "OutputFieldsDeclarer", "ReportedFailedException",
+                     "Spout", "TopologyContext"), "gale.topology.components"),
+    "Topology": "gale.topology.definition",
+    "ReliableSpout": "gale.topology.reliable_spout",
+    **dict.fromkeys(("SinkError", "TransactionalSink"), "gale.topology.sink"),
+    **dict.fromkeys(("KeyValueState", "StateError", "StatefulBolt"), "gale.topology.state"),
+    **dict.fromkeys(("DEFAULT_STREAM", "Fields", "Tuple"), "gale.topology.tuple"),
+    **dict.fromkeys(("Count", "Duration", "TupleWindow", "WindowedBolt"), "gale.topology.windowing"),
+    **dict.fromkeys(("LocalCluster", "complete_topology"), "gale.worker.local"),
+    **dict.fromkeys(("ShellBolt", "ShellSpout"), "gale.worker.multilang.components"),
 }
 
 __all__ = [
@@ -77,8 +86,14 @@ __all__ = [
 
 def __getattr__(name: str) -> Any:
     module = _LAZY.get(name)
-    if module is not None:
-        import importlib
+    if module is None:
+        raise AttributeError(f"module 'gale' has no attribute {name!r}")
+    import importlib
 
-        return getattr(importlib.import_module(module), name)
-    raise AttributeError(f"module 'gale' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # the next lookup is an ordinary attribute
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))

@@ -4,6 +4,8 @@ protocols and their implementations, and the one way to declare outputs (with it
 from __future__ import annotations
 
 import inspect
+import subprocess
+import sys
 
 import pytest
 
@@ -21,6 +23,17 @@ def test_every_exported_name_resolves(module):
         assert getattr(module, name) is not None, name
     with pytest.raises(AttributeError, match="has no attribute 'Nope'"):
         module.Nope  # noqa: B018
+
+
+def test_import_gale_alone_loads_no_topology_api():
+    """The daemons and the command line import ``gale.<module>``, which imports ``gale`` first: that
+    must not load the builder, the records or the windows (a third of a second a process)."""
+    code = ("import sys, gale; "
+            "print(sorted(m for m in sys.modules if m.startswith('gale.topology') or m == 'gale.records'))")
+    loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert loaded.strip() == "[]"
+    assert set(gale.__all__) <= set(dir(gale))
+    assert sorted(gale.__all__) == sorted(gale._LAZY)
 
 
 def _protocol_methods(protocol):
