@@ -59,7 +59,7 @@ def test_counts_from_a_topic_are_exact_through_failures(kafka_broker, zk, zk_chr
 
         txid = eventually(every_record_checkpointed, timeout=120)
 
-        two_more_commits(provider, running.runtime.resources["state_prefix"], txid)
+        two_more_commits(provider, running.runtime.resources["state_prefix"], txid, running)
         counts = counts_in(running)
         stats = running.component_stats()
         group = committed(zk, f"g{topic}", topic)

@@ -35,15 +35,44 @@ def committed_positions(running):
     return [committed_position(provider, [source_namespace(prefix, "sentences", i)], merge=False) for i in range(2)]
 
 
-def two_more_commits(provider, prefix, txid):
+def two_more_commits(provider, prefix, txid, running=None):
     """Wait until the record is COMMITTED two checkpoints past ``txid`` (nothing new to read: the
-    counts must stay what they are); returns the record."""
+    counts must stay what they are); returns the record. With ``running`` (a local topology), a
+    timeout says where the checkpoint stands: the coordinator, its tuples in flight, every executor."""
     def committed():
         epoch = read_epoch(provider, prefix)
         assert epoch.phase == "COMMITTED" and epoch.txid >= txid + 2, epoch
         return epoch
 
-    return eventually(committed, timeout=60)
+    try:
+        return eventually(committed, timeout=60)
+    except AssertionError as exc:
+        if running is None:
+            raise
+        raise AssertionError(f"{exc}\n{checkpoint_diagnosis(running)}") from exc
+
+
+def checkpoint_diagnosis(running) -> str:
+    """What a stuck checkpoint needs looked at, as text: the coordinator's state, the checkpoint
+    spout's pending tuples with their ages, and each executor's queues, pending trees and the call it
+    is in (with how long it has been in it)."""
+    runtime = running.runtime
+    now = runtime.clock.monotonic()
+    lines = [f"runtime: active={runtime.active} congested={runtime.congested} stopping={runtime.stopping} "
+             f"threads alive={[t.is_alive() for t in runtime.threads]} rounds={[t.rounds for t in runtime.threads]}"]
+    for ex in runtime.executors.values():
+        lines.append(f"{ex.component} {ex.executor_id}: queued={ex.queued()} pending={ex.pending_count()} "
+                     f"in_call={ex.in_call} current={ex.current!r} busy_secs={ex.busy_secs():.1f}")
+        if ex.component != CHECKPOINT_COMPONENT:
+            continue
+        for spout in ex.spouts.values():
+            shell = getattr(spout, "_eo", spout)
+            c = shell.coordinator
+            lines.append(f"  coordinator: {vars(c)}")
+            lines.append(f"  source reports: {getattr(shell, 'reports', None)}")
+        for root, (task, msg_id, stream, t_emit) in list(ex.pending.items()):
+            lines.append(f"  in flight: root={root:#x} msg_id={msg_id} age={now - t_emit:.1f}s")
+    return "\n".join(lines)
 
 
 @pytest.mark.parametrize("fail_every,fail_prepare", [(0, 0), (9, 0), (0, 3), (5, 2)])
@@ -63,7 +92,7 @@ def test_counts_are_exact_through_failed_tuples_and_failed_checkpoints(fail_ever
             return read_epoch(provider, running.runtime.resources["state_prefix"]).txid
 
         txid = eventually(everything_read_and_committed, timeout=90)
-        two_more_commits(provider, running.runtime.resources["state_prefix"], txid)
+        two_more_commits(provider, running.runtime.resources["state_prefix"], txid, running)
         counts = counts_in(running)
         stats = running.component_stats()
         rewinds = [r for s in spouts_of(running, "sentences") for r in s.rewinds]
@@ -247,7 +276,7 @@ def test_switching_the_guarantee_keeps_the_state_and_forgets_positions_the_state
     second = _run_over("wc-alo", alo, provider)
     try:
         txid = counts_are(second, 2)  # the spout has no offsets of its own: it reads everything again
-        two_more_commits(provider, "wc", txid)
+        two_more_commits(provider, "wc", txid, second)
         assert counts_in(second) == {w: 2 * c for w, c in once.items()}
         assert not [e for errs in second.errors.values() for e in errs], second.errors
     finally:
@@ -312,7 +341,7 @@ def test_a_persistent_window_in_an_exactly_once_topology_fires_every_item_once(f
             return read_epoch(provider, prefix).txid
 
         txid = eventually(tallied, timeout=90)
-        two_more_commits(provider, prefix, txid)
+        two_more_commits(provider, prefix, txid, running)
         assert tallied() >= txid
         stats = running.component_stats()
         windows = [r.bolt.windows for r in bolts_of(running, "win")]
