@@ -1,6 +1,7 @@
 """The data plane end to end in local mode (real executors, real acker, real runtime)."""
 
 import sys
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -406,3 +407,30 @@ def test_a_topology_s_own_configuration_wins_over_the_local_cluster_s_and_a_subm
     assert conf["topology.max.spout.pending"] == 7  # the topology's, not the cluster's
     assert conf["topology.message.timeout.secs"] == 12  # the submit's
     assert conf["topology.tick.tuple.freq.secs"] == 3  # the cluster's, where the topology says nothing
+
+
+def _idle_rounds_per_sec(runtime, window: float = 1.0) -> float:
+    """The executor thread's rounds a second over ``window`` seconds (a measurement, not a wait)."""
+    thread = runtime.threads[0]
+    r0, t0 = thread.rounds, time.monotonic()
+    time.sleep(window)
+    return (thread.rounds - r0) / (time.monotonic() - t0)
+
+
+def test_an_idle_thread_polls_its_spouts_while_active_and_sleeps_between_timers_when_deactivated():
+    """Storm's spout wait (1 ms) while an active spout may emit; a deactivated topology's thread
+    sleeps until its next timer (50 ms; Storm's inactive spout sleeps 100 ms), and activation wakes
+    it: the spout emits again."""
+    b = chain(("sink", Sink, {}), spout_values=[])
+    with LocalCluster() as cluster:
+        running = cluster.submit_topology("idle", {}, b.create_topology())
+        executor = next(ex for ex in running.runtime.executors.values() if ex.component == "src")
+        src = next(iter(executor.spouts.values()))
+        active = _idle_rounds_per_sec(running.runtime)
+        running.deactivate()
+        until(lambda: not executor.active, 10, "the spout executor saw the deactivation")
+        deactivated = _idle_rounds_per_sec(running.runtime)
+        assert deactivated < 40 < active, (active, deactivated)
+        src.values.append("again")  # emitted only once the topology is active again
+        running.activate()
+        until(lambda: src.acked == [0], 10, lambda: f"acked {src.acked}, failed {src.failed}")

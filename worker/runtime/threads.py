@@ -9,11 +9,17 @@ from typing import TYPE_CHECKING, Protocol
 
 from gale.log import get_logger
 from gale.worker.runtime.executor import Executor
+from gale.worker.runtime.spout import SpoutExecutor
 
 if TYPE_CHECKING:  # pragma: no cover
     from gale.worker.runtime.runtime import WorkerRuntime
 
 log = get_logger("runtime")
+
+#: the longest an idle thread sleeps when nothing here polls: no active spout (a deactivated
+#: topology: Storm's inactive spout sleeps 100 ms) and no body or layer that polls. Input from other
+#: threads and workers, activation and stop wake it at once; its timers bound the sleep too.
+QUIET_WAIT_SECS = 0.1
 
 
 class TransferIO(Protocol):
@@ -27,8 +33,10 @@ class TransferIO(Protocol):
 class ExecutorThread(threading.Thread):
     """Runs a set of executors in rounds; sleeps when there is nothing to do — on an event, or,
     for the thread that owns the transfer (``io``), in the transfer's :meth:`~TransferIO.idle`,
-    which also wakes for batches from other workers. The owner pumps the transfer before every round
-    and between its executors (:meth:`TransferIO.pump` returns at once until it is due)."""
+    which also wakes for batches from other workers — for the spout wait while a spout here may
+    emit, else until its next timer (:meth:`idle_timeout`). The owner pumps the transfer before
+    every round and after each executor that did work (:meth:`TransferIO.pump` returns at once
+    until it is due)."""
 
     def __init__(self, runtime: WorkerRuntime, executors: list[Executor], name: str, io: TransferIO | None = None):
         super().__init__(name=name, daemon=True)
@@ -46,6 +54,9 @@ class ExecutorThread(threading.Thread):
         self.idle_secs = 0.0
         self.next_timer = 0.0
         self.all_queues = [q for ex in executors for q in ex.queue_list]
+        #: whether a spout executor is here, and whether a body or layer here polls (set by :meth:`run`)
+        self.spouts = True
+        self.polls = True
         #: acks made during a round by any executor of this thread, root → XOR of their values;
         #: handed to the ackers at the end of the round (and after timers). A tree whose tuples are
         #: executed in one round — a sentence split and its words counted — gives one acker message
@@ -82,10 +93,12 @@ class ExecutorThread(threading.Thread):
         worked = 0
         pump = self.pump
         for ex in self.executors:
-            worked += ex.run_batch(ex.budget)
-            ex.count_acked()
-            if pump is not None:
-                pump()  # between executors too: a round of full batches can take milliseconds
+            n = ex.run_batch(ex.budget)
+            if n:  # nothing taken, nothing acked (the timer counts what a background thread acked)
+                worked += n
+                ex.count_acked()
+                if pump is not None:
+                    pump()  # between executors too: a round of full batches can take milliseconds
         if self.ack_buf:
             runtime.flush_acks(self.ack_buf)
         self.rounds += 1
@@ -95,13 +108,24 @@ class ExecutorThread(threading.Thread):
                     peer.wake()
         return worked
 
+    def idle_timeout(self, now: float) -> float:
+        """How long an idle round may sleep: Storm's spout wait (``topology.spout.wait.sleep.millis``)
+        while an active spout here may emit or a body or layer polls; otherwise until the next timer
+        (at most :data:`QUIET_WAIT_SECS`), since whatever brings work wakes the thread."""
+        runtime = self.runtime
+        if self.polls or (self.spouts and runtime.active):
+            return runtime.idle_wait
+        return min(QUIET_WAIT_SECS, max(runtime.idle_wait, self.next_timer - now))
+
     def run(self) -> None:
         runtime = self.runtime
-        idle_wait = runtime.idle_wait
         io = self.io
         pump = self.pump
         wait = io.idle if io is not None else self._event.wait
         monotonic = time.monotonic
+        # what needs the thread awake without being woken (known once the executors are prepared)
+        self.spouts = any(isinstance(ex, SpoutExecutor) for ex in self.executors)
+        self.polls = any(ex.polls or ex.work_checks for ex in self.executors)
         try:
             while not runtime.stopping:
                 if pump is not None:
@@ -111,7 +135,7 @@ class ExecutorThread(threading.Thread):
                 self.sleeping = True
                 if not any(ex.has_work() for ex in self.executors):
                     t0 = monotonic()
-                    wait(idle_wait)
+                    wait(self.idle_timeout(runtime.clock.monotonic()))
                     self.idle_secs += monotonic() - t0
                 self.sleeping = False
                 self._event.clear()
