@@ -58,8 +58,9 @@ def checkpoint_diagnosis(running) -> str:
     is in (with how long it has been in it)."""
     runtime = running.runtime
     now = runtime.clock.monotonic()
-    lines = [f"runtime: active={runtime.active} congested={runtime.congested} stopping={runtime.stopping} "
-             f"threads alive={[t.is_alive() for t in runtime.threads]} rounds={[t.rounds for t in runtime.threads]}"]
+    threads = runtime.threads
+    lines = [(f"runtime: active={runtime.active} congested={runtime.congested} stopping={runtime.stopping} "
+              f"threads alive={[t.is_alive() for t in threads]} rounds={[t.rounds for t in threads]}")]
     for ex in runtime.executors.values():
         lines.append(f"{ex.component} {ex.executor_id}: queued={ex.queued()} pending={ex.pending_count()} "
                      f"in_call={ex.in_call} current={ex.current!r} busy_secs={ex.busy_secs():.1f}")
