@@ -31,6 +31,17 @@ from gale.worker.state.redis_provider import RedisStateProvider
 FAILURES = Path(__file__).resolve().parent.parent / "artifacts" / "failures"
 
 
+def settled(epoch: Any) -> int:
+    """The last checkpoint whose commit has finished, from the coordinator's record.
+
+    Wait for this to pass a txid, never for the phase COMMITTED: the record is COMMITTED only from a
+    commit to the next checkpoint's start, which is no time at all once a checkpoint takes longer
+    than the interval (a loaded machine, 20 ms checkpoints), so a poller can miss every one. A
+    COMMITTING(m) record has finished m - 1 (m is past its commit point, still committing); PAUSING(m)
+    and PREPARING(m) too; ROLLING_BACK(c) goes back to c, which is committed."""
+    return epoch.txid if epoch.phase in ("COMMITTED", "ROLLING_BACK") else epoch.txid - 1
+
+
 @dataclass(frozen=True)
 class Cut:
     txid: int

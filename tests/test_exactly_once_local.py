@@ -13,6 +13,7 @@ from gale import TopologyBuilder, TopologyError
 from gale.topology.state import CHECKPOINT_COMPONENT
 from gale.worker.local import LocalCluster
 from gale.worker.state.exactly_once import committed_position, read_epoch, source_namespace
+from tests.eo_cuts import settled
 from tests.state_topologies import FlakySplit, NumberedSentences, RewindableSentences, Sink, StatefulCount, sentence
 from tests.test_state_local import bolts_of, counts_in, spouts_of
 from tests.waiting import eventually
@@ -36,12 +37,13 @@ def committed_positions(running):
 
 
 def two_more_commits(provider, prefix, txid, running=None):
-    """Wait until the record is COMMITTED two checkpoints past ``txid`` (nothing new to read: the
-    counts must stay what they are); returns the record. With ``running`` (a local topology), a
-    timeout says where the checkpoint stands: the coordinator, its tuples in flight, every executor."""
+    """Wait until two checkpoints past ``txid`` have committed (nothing new to read: the counts must
+    stay what they are; :func:`tests.eo_cuts.settled`); returns the record. With ``running`` (a local
+    topology), a timeout says where the checkpoint stands: the coordinator, its tuples in flight,
+    every executor."""
     def committed():
         epoch = read_epoch(provider, prefix)
-        assert epoch.phase == "COMMITTED" and epoch.txid >= txid + 2, epoch
+        assert settled(epoch) >= txid + 2, epoch
         return epoch
 
     try:

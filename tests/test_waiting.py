@@ -107,3 +107,16 @@ def test_a_wait_for_more_acks_than_the_input_holds_is_refused_at_once(tmp_path, 
         work.wait_acked_beyond(10, 30)
     assert clock.sleeps == 0
     assert work.wait_acked_beyond(9, 30) == 10
+
+
+def test_settled_is_the_last_checkpoint_whose_commit_finished_in_every_phase():
+    """What the exactly-once tests wait on instead of the transient phase COMMITTED."""
+    from gale.worker.state.epochs import Epoch
+    from tests.eo_cuts import settled
+
+    assert [settled(Epoch(7, phase, 3)) for phase in ("COMMITTED", "PAUSING", "PREPARING", "COMMITTING",
+                                                       "ROLLING_BACK")] == [7, 6, 6, 6, 7]
+    # the record only moves forward through one cycle, and so does what it says is settled
+    cycle = [Epoch(7, "COMMITTED", 3), Epoch(8, "PAUSING", 3), Epoch(8, "PREPARING", 3),
+             Epoch(8, "COMMITTING", 3), Epoch(8, "COMMITTED", 3)]
+    assert [settled(e) for e in cycle] == [7, 7, 7, 7, 8]

@@ -36,7 +36,7 @@ from tests.chaos.cluster import TOPOLOGY_NAME, log
 from tests.chaos.schedule import EO_KINDS, Step, bounded_eo_plan
 from tests.chaos.workload import Workload
 from tests.chaos_topology.eo_count import KEY_GROUPS, SPOUT_TASKS
-from tests.eo_cuts import CutWatcher
+from tests.eo_cuts import CutWatcher, settled
 from tests.waiting import poll_until
 
 if TYPE_CHECKING:
@@ -259,7 +259,7 @@ class KafkaEOWorkload(Workload):
 
         def two_more_commits() -> bool:
             epoch = read_epoch(self._provider, TOPOLOGY_NAME)
-            if epoch.phase == "COMMITTED" and epoch.txid >= txid + 2:
+            if settled(epoch) >= txid + 2:
                 log(f"converged: positions {hws} checkpointed by txid {txid}; {epoch}")
                 return True
             return False
