@@ -7,6 +7,8 @@ import itertools
 
 import pytest
 
+from gale.worker.state.epochs import Epoch
+from tests.eo_cuts import settled
 from tests.waiting import eventually, poll_until, until
 
 
@@ -111,9 +113,6 @@ def test_a_wait_for_more_acks_than_the_input_holds_is_refused_at_once(tmp_path, 
 
 def test_settled_is_the_last_checkpoint_whose_commit_finished_in_every_phase():
     """What the exactly-once tests wait on instead of the transient phase COMMITTED."""
-    from gale.worker.state.epochs import Epoch
-    from tests.eo_cuts import settled
-
     assert [settled(Epoch(7, phase, 3)) for phase in ("COMMITTED", "PAUSING", "PREPARING", "COMMITTING",
                                                        "ROLLING_BACK")] == [7, 6, 6, 6, 7]
     # the record only moves forward through one cycle, and so does what it says is settled
