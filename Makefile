@@ -42,9 +42,10 @@ demo-state: deps
 	$(BIN)/nimbus dev-cluster --demo-state $(DEMO_ARGS)
 
 # Test files run in TEST_WORKERS processes (pytest-xdist; a file's tests stay together, so module-wide
-# clusters are shared as written); most tests wait on clusters, so two processes halve the time even
-# on two cores. TEST_WORKERS=0 runs everything in this process.
-TEST_WORKERS ?= 2
+# clusters are shared as written); most tests wait on clusters, so three processes overlap those
+# waits even on two cores (docs/benchmarks.md, "The test suite's own time"). TEST_WORKERS=0 runs
+# everything in this process.
+TEST_WORKERS ?= 3
 XDIST := $(if $(filter 0,$(TEST_WORKERS)),-p no:xdist,-n $(TEST_WORKERS) --dist loadfile)
 
 # every real component is installed here, so a test that would skip for a missing one fails instead.
