@@ -1,7 +1,6 @@
 """The data plane end to end in local mode (real executors, real acker, real runtime)."""
 
 import sys
-import time
 from collections import Counter
 from pathlib import Path
 
@@ -409,12 +408,13 @@ def test_a_topology_s_own_configuration_wins_over_the_local_cluster_s_and_a_subm
     assert conf["topology.tick.tuple.freq.secs"] == 3  # the cluster's, where the topology says nothing
 
 
-def _idle_rounds_per_sec(runtime, window: float = 1.0) -> float:
-    """The executor thread's rounds a second over ``window`` seconds (a measurement, not a wait)."""
+def _mean_idle_wait(runtime, idle: float = 0.5) -> float:
+    """How long the executor thread's sleeps last on average: its idle seconds over its rounds, from
+    now until it has slept ``idle`` seconds more (every round of an idle thread ends in a sleep)."""
     thread = runtime.threads[0]
-    r0, t0 = thread.rounds, time.monotonic()
-    time.sleep(window)
-    return (thread.rounds - r0) / (time.monotonic() - t0)
+    r0, i0 = thread.rounds, thread.idle_secs
+    until(lambda: thread.idle_secs - i0 >= idle, 30, lambda: f"idle {thread.idle_secs - i0:.3f}s of {idle}s")
+    return (thread.idle_secs - i0) / max(1, thread.rounds - r0)
 
 
 def test_an_idle_thread_polls_its_spouts_while_active_and_sleeps_between_timers_when_deactivated():
@@ -426,11 +426,11 @@ def test_an_idle_thread_polls_its_spouts_while_active_and_sleeps_between_timers_
         running = cluster.submit_topology("idle", {}, b.create_topology())
         executor = next(ex for ex in running.runtime.executors.values() if ex.component == "src")
         src = next(iter(executor.spouts.values()))
-        active = _idle_rounds_per_sec(running.runtime)
+        active = _mean_idle_wait(running.runtime)
         running.deactivate()
         until(lambda: not executor.active, 10, "the spout executor saw the deactivation")
-        deactivated = _idle_rounds_per_sec(running.runtime)
-        assert deactivated < 40 < active, (active, deactivated)
+        deactivated = _mean_idle_wait(running.runtime)
+        assert active < 0.02 <= deactivated, (active, deactivated)
         src.values.append("again")  # emitted only once the topology is active again
         running.activate()
         until(lambda: src.acked == [0], 10, lambda: f"acked {src.acked}, failed {src.failed}")
