@@ -39,7 +39,7 @@ def settled(epoch: Any) -> int:
     than the interval (a loaded machine, 20 ms checkpoints), so a poller can miss every one. A
     COMMITTING(m) record has finished m - 1 (m is past its commit point, still committing); PAUSING(m)
     and PREPARING(m) too; ROLLING_BACK(c) goes back to c, which is committed."""
-    return epoch.txid if epoch.phase in ("COMMITTED", "ROLLING_BACK") else epoch.txid - 1
+    return epoch.committed - (epoch.phase == "COMMITTING")  # Epoch.committed counts m as committed
 
 
 @dataclass(frozen=True)
