@@ -49,9 +49,10 @@ ENGINES = ("plain", "xor_loop", "bytewax", "gale_acking", "gale_noacking", "gale
 DEFAULT_VENV = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "gale-bench-peers" / "venv"
 
 
-def sentences(n: int) -> list[str]:
-    """N sentences of 10 words over a vocabulary of N + 8 words (word i is ``w<i>``)."""
-    vocab = n + 8
+def sentences(n: int, vocab: int | None = None) -> list[str]:
+    """N sentences of 10 words over a vocabulary of ``vocab`` words (N + 8 unless given; word i is
+    ``w<i>``): sentence k is words k … k + 9, so each sentence brings a new word until all are seen."""
+    vocab = vocab or n + 8
     return [" ".join(f"w{(k + j) % vocab}" for j in range(10)) for k in range(n)]
 
 

@@ -45,6 +45,13 @@ def test_due_at_random_times_matches_counting():
             assert s.due(now) == sum(1 for i in range(600) if s.at(i) <= now)
 
 
+def test_at_an_infinite_rate_everything_is_due_from_the_start():
+    s = Schedule(float("inf"), 7.5)
+    assert s.at(0) == s.at(10**6) == 7.5
+    assert s.due(7.4) == 0
+    assert s.due(7.5) >= 10**12 and s.due(1e9) >= 10**12
+
+
 @pytest.mark.parametrize("rate", [0, -5, float("nan")])
 def test_a_rate_that_is_not_positive_is_refused(rate):
     with pytest.raises(ValueError, match="rate must be positive"):
@@ -98,31 +105,52 @@ def test_load_levels():
 def test_the_bytewax_script_is_paced_by_the_same_schedule():
     namespace: dict = {}
     start = BYTEWAX_SCRIPT.index("class Schedule")
-    end = BYTEWAX_SCRIPT.index("\nrate, n =")
+    end = BYTEWAX_SCRIPT.index("\nrate, n")
     exec(compile(BYTEWAX_SCRIPT[start:end], "<bytewax schedule>", "exec"), namespace)  # noqa: S102
     theirs, ours = namespace["Schedule"](123.4, 5.0), Schedule(123.4, 5.0)
     for now in np.linspace(4.0, 30.0, 997):
         assert theirs.due(now) == ours.due(now)
 
 
+def test_the_sentences_cycle_a_vocabulary_and_bytewax_builds_the_same_ones():
+    from benchmarks.bench_peers import sentences
+
+    # the default: each sentence brings a new word (n + 8 words)
+    grown = sentences(50)
+    assert len({w for s in grown for w in s.split()}) == 58
+    # a given vocabulary is cycled: the paced runs reuse the throughput run's words
+    cycled = sentences(300, vocab=108)
+    assert {w for s in cycled for w in s.split()} == {f"w{i}" for i in range(108)}
+    assert cycled[108] == cycled[0] and cycled[:100] == sentences(100)
+    # the Bytewax script's own copy of the generator, fed the benchmark's arguments
+    start = BYTEWAX_SCRIPT.index("\nrate, n")
+    end = BYTEWAX_SCRIPT.index("schedule = [None]")
+    for argv, expected in ((["x", "2.0", "300", "108"], cycled), (["x", "2.0", "50", "0"], grown)):
+        namespace = {"sys": type("S", (), {"argv": argv})}
+        exec(compile(BYTEWAX_SCRIPT[start:end], "<bytewax data>", "exec"), namespace)  # noqa: S102
+        assert namespace["data"] == expected
+
+
 # ----------------------------------------------------------------------------- the paced runs
 
-def test_the_paced_plain_loop_times_every_sentence():
+@pytest.mark.parametrize("rate", [50_000.0, float("inf")])
+def test_the_paced_plain_loop_times_every_sentence(rate):
     from benchmarks.bench_latency import run_plain_paced
     from benchmarks.bench_peers import sentences
 
-    lat = run_plain_paced(sentences(300), rate=50_000.0)
+    lat = run_plain_paced(sentences(300), rate=rate)
     assert lat.shape == (300,)
     assert np.isfinite(lat).all() and (lat >= 0).all()  # each counted after it was due
 
 
+@pytest.mark.parametrize("rate", [20_000.0, float("inf")], ids=["paced", "all-due"])
 @pytest.mark.parametrize("acking", [True, False], ids=["acking", "noacking"])
-def test_gale_paced_runs_time_every_sentence_once_complete(acking):
+def test_gale_paced_runs_time_every_sentence_once_complete(acking, rate):
     """LocalCluster for real: every sentence gets a latency (its ack, or its last word counted), and
-    none before it was due."""
+    none before it was due; with every sentence due at once (how the maximum rate is found) too."""
     from benchmarks.bench_latency import run_gale_paced
     from benchmarks.bench_peers import sentences
 
-    lat = run_gale_paced(sentences(500), rate=20_000.0, acking=acking)
+    lat = run_gale_paced(sentences(500), rate=rate, acking=acking)
     assert lat.shape == (500,)
     assert np.isfinite(lat).all() and (lat >= 0).all()
