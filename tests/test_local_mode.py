@@ -1,10 +1,11 @@
 """The data plane end to end in local mode (real executors, real acker, real runtime)."""
 
 import sys
+import time
 from collections import Counter
 from pathlib import Path
 
-from gale import Bolt, TopologyBuilder
+from gale import Bolt, Spout, TopologyBuilder
 from gale.clock import SimulatedClock
 from gale.worker.local import LocalCluster, LocalTopology, complete_topology, local_conf
 from tests.waiting import until
@@ -434,3 +435,65 @@ def test_an_idle_thread_polls_its_spouts_while_active_and_sleeps_between_timers_
         src.values.append("again")  # emitted only once the topology is active again
         running.activate()
         until(lambda: src.acked == [0], 10, lambda: f"acked {src.acked}, failed {src.failed}")
+
+
+class _Endless(Spout):
+    """Emits a number every call (untracked): keeps its thread busy."""
+
+    output_fields = ("v",)
+
+    def open(self, conf, context, collector):
+        super().open(conf, context, collector)
+        self.i = 0
+
+    def next_tuple(self):
+        self.i += 1
+        self.collector.emit([self.i])
+
+
+class _Empty(Spout):
+    """Never has anything; counts how often it is asked."""
+
+    output_fields = ("v",)
+
+    def open(self, conf, context, collector):
+        super().open(conf, context, collector)
+        self.asked = 0
+
+    def next_tuple(self):
+        self.asked += 1
+
+
+def test_a_spout_that_came_up_empty_is_asked_again_after_the_spout_wait_while_its_thread_stays_busy():
+    """Storm's spout executor sleeps ``topology.spout.wait.sleep.millis`` after an empty
+    ``nextTuple``; a thread shared with busy executors goes on with them meanwhile and asks the empty
+    spout at most once per wait (it was asked every round). A spout whose body polls is still asked
+    every round."""
+    wait_ms = 5.0
+    b = TopologyBuilder()
+    b.set_spout("busy", _Endless, 1)
+    b.set_spout("empty", _Empty, 1)
+    b.set_bolt("sink", Sink, 1).shuffle_grouping("busy")
+    conf = {"topology.spout.wait.sleep.millis": wait_ms, "topology.acker.executors": 0}
+    with LocalCluster() as cluster:
+        running = cluster.submit_topology("pause", conf, b.create_topology())
+        thread = running.runtime.threads[0]
+        executor = next(ex for ex in running.runtime.executors.values() if ex.component == "empty")
+        empty = next(iter(executor.spouts.values()))
+        until(lambda: empty.asked >= 1, 10, "the empty spout was asked")
+
+        asked0, t0, rounds0 = empty.asked, time.monotonic(), thread.rounds
+        until(lambda: thread.rounds - rounds0 >= 300 and empty.asked - asked0 >= 3, 30,
+              lambda: f"{thread.rounds - rounds0} rounds, asked {empty.asked - asked0} times")
+        t1, asked, rounds = time.monotonic(), empty.asked - asked0, thread.rounds - rounds0
+        assert asked <= (t1 - t0) * 1000.0 / wait_ms + 2, (asked, rounds, t1 - t0)
+        assert rounds > 2 * asked, (asked, rounds)  # the thread was busy the while
+
+        executor.polls.append(lambda now: 0)  # a polling body: asked every round
+        asked0 = empty.asked
+        until(lambda: empty.asked - asked0 >= 2, 10, "asked since the poll was added")  # a pause ran out
+        asked0, rounds0 = empty.asked, thread.rounds
+        until(lambda: thread.rounds - rounds0 >= 300, 30, lambda: f"{thread.rounds - rounds0} rounds")
+        asked, rounds = empty.asked - asked0, thread.rounds - rounds0
+        # read one after the other while the thread runs on: a few rounds apart
+        assert asked >= 0.8 * rounds, (asked, rounds)

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import time
 from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -19,7 +20,15 @@ if TYPE_CHECKING:  # pragma: no cover
 class SpoutExecutor(Executor):
     """A spout component's tasks: each round applies the acker's verdicts (the spout is told
     ``ack``/``fail``) and control messages, then asks the tasks for tuples (``next_tuple``) while
-    the topology is active, not congested and under ``topology.max.spout.pending``."""
+    the topology is active, not congested and under ``topology.max.spout.pending``.
+
+    Once a round's ``next_tuple`` calls end empty (every task asked gave nothing), the tasks are
+    not asked again for the spout wait (``topology.spout.wait.sleep.millis``, :attr:`ask_after`):
+    Storm's spout executor sleeps that long after an empty ``nextTuple``; here the thread goes on
+    with the other executors it runs, or sleeps until then if it has nothing else to do. Without the
+    pause, a thread kept busy by bolts asked a spout with nothing new every round — at high load an
+    empty call for every few tuples, CPU taken from the tuples in flight. A body or layer that
+    polls (a subprocess's spout answers ``next`` later) is asked every round as before."""
 
     kind = "spout"
     budget = 100
@@ -50,6 +59,12 @@ class SpoutExecutor(Executor):
         self.emitted_this_round = 0
         self._task_cycle = 0
         self.pendings.append(self.pending.__len__)
+        #: ``time.monotonic()`` before which the tasks are not asked for tuples (0: ask at once)
+        self.ask_after = 0.0
+        #: seconds not to ask after the tasks came up empty: the spout wait, set by the executor thread
+        #: that runs this executor (``ExecutorThread.run``); 0 while rounds are driven by hand
+        #: (``WorkerRuntime.run_until_idle`` with a simulated clock): every such round asks
+        self.spout_wait = 0.0
 
     def python_body(self) -> SpoutExecutor:
         """Run the component's own spout instances (the core's body): opened at prepare, closed at shutdown."""
@@ -126,7 +141,10 @@ class SpoutExecutor(Executor):
             self.set_active(self.runtime.active)
         emitted = 0
         if self.active and not self.runtime.congested:
-            emitted = self._ask_for_tuples(budget)
+            ask_after = self.ask_after
+            if not ask_after or time.monotonic() >= ask_after:
+                self.ask_after = 0.0
+                emitted = self._ask_for_tuples(budget)
         for after in self.afters:
             try:
                 after()
@@ -157,6 +175,8 @@ class SpoutExecutor(Executor):
             calls += 1
             if self.emitted_this_round == 0:
                 if len(tasks) == 1 or calls >= len(tasks):
+                    if self.spout_wait and not self.polls and not self.work_checks:
+                        self.ask_after = time.monotonic() + self.spout_wait
                     break
                 continue
             emitted += self.emitted_this_round

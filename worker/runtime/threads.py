@@ -54,8 +54,9 @@ class ExecutorThread(threading.Thread):
         self.idle_secs = 0.0
         self.next_timer = 0.0
         self.all_queues = [q for ex in executors for q in ex.queue_list]
-        #: whether a spout executor is here, and whether a body or layer here polls (set by :meth:`run`)
-        self.spouts = True
+        #: the spout executors here, and whether a body or layer here polls (set by :meth:`run`, once
+        #: the executors are prepared)
+        self.spouts = [ex for ex in executors if isinstance(ex, SpoutExecutor)]
         self.polls = True
         #: acks made during a round by any executor of this thread, root → XOR of their values;
         #: handed to the ackers at the end of the round (and after timers). A tree whose tuples are
@@ -110,11 +111,16 @@ class ExecutorThread(threading.Thread):
 
     def idle_timeout(self, now: float) -> float:
         """How long an idle round may sleep: Storm's spout wait (``topology.spout.wait.sleep.millis``)
-        while an active spout here may emit or a body or layer polls; otherwise until the next timer
-        (at most :data:`QUIET_WAIT_SECS`), since whatever brings work wakes the thread."""
+        while an active spout here may emit or a body or layer polls — or less, until the first spout
+        that came up empty is to be asked again (:attr:`SpoutExecutor.ask_after`); otherwise until the
+        next timer (at most :data:`QUIET_WAIT_SECS`), since whatever brings work wakes the thread."""
         runtime = self.runtime
         if self.polls or (self.spouts and runtime.active):
-            return runtime.idle_wait
+            wait = runtime.idle_wait
+            pauses = [ex.ask_after for ex in self.spouts if ex.ask_after]
+            if pauses:
+                wait = min(wait, max(0.0, min(pauses) - time.monotonic()))
+            return wait
         return min(QUIET_WAIT_SECS, max(runtime.idle_wait, self.next_timer - now))
 
     def run(self) -> None:
@@ -124,8 +130,9 @@ class ExecutorThread(threading.Thread):
         wait = io.idle if io is not None else self._event.wait
         monotonic = time.monotonic
         # what needs the thread awake without being woken (known once the executors are prepared)
-        self.spouts = any(isinstance(ex, SpoutExecutor) for ex in self.executors)
         self.polls = any(ex.polls or ex.work_checks for ex in self.executors)
+        for ex in self.spouts:  # this thread sleeps between rounds: a spout that came up empty waits
+            ex.spout_wait = runtime.idle_wait
         try:
             while not runtime.stopping:
                 if pump is not None:
