@@ -437,24 +437,14 @@ def test_an_idle_thread_polls_its_spouts_while_active_and_sleeps_between_timers_
         until(lambda: src.acked == [0], 10, lambda: f"acked {src.acked}, failed {src.failed}")
 
 
-class _Endless(Spout):
-    """Emits a number every call (untracked): keeps its thread busy."""
+class _Asked(Spout):
+    """Counts how often it is asked; emits a number (untracked) every call if ``endless``, which keeps
+    its thread busy, else never has anything."""
 
     output_fields = ("v",)
 
-    def open(self, conf, context, collector):
-        super().open(conf, context, collector)
-        self.i = 0
-
-    def next_tuple(self):
-        self.i += 1
-        self.collector.emit([self.i])
-
-
-class _Empty(Spout):
-    """Never has anything; counts how often it is asked."""
-
-    output_fields = ("v",)
+    def __init__(self, endless: bool):
+        self.endless = endless
 
     def open(self, conf, context, collector):
         super().open(conf, context, collector)
@@ -462,6 +452,8 @@ class _Empty(Spout):
 
     def next_tuple(self):
         self.asked += 1
+        if self.endless:
+            self.collector.emit([self.asked])
 
 
 def test_a_spout_that_came_up_empty_is_asked_again_after_the_spout_wait_while_its_thread_stays_busy():
@@ -471,8 +463,8 @@ def test_a_spout_that_came_up_empty_is_asked_again_after_the_spout_wait_while_it
     every round."""
     wait_ms = 5.0
     b = TopologyBuilder()
-    b.set_spout("busy", _Endless, 1)
-    b.set_spout("empty", _Empty, 1)
+    b.set_spout("busy", _Asked, 1, args=(True,))
+    b.set_spout("empty", _Asked, 1, args=(False,))
     b.set_bolt("sink", Sink, 1).shuffle_grouping("busy")
     conf = {"topology.spout.wait.sleep.millis": wait_ms, "topology.acker.executors": 0}
     with LocalCluster() as cluster:
