@@ -49,12 +49,31 @@ TEST_WORKERS ?= 3
 XDIST := $(if $(filter 0,$(TEST_WORKERS)),-p no:xdist,-n $(TEST_WORKERS) --dist loadfile)
 
 # every real component is installed here, so a test that would skip for a missing one fails instead.
-# The whole suite runs on the compiled hot path; then the tests that need no cluster run again on the
-# Python source (GALE_PURE_PYTHON=1, gale.compiled), which must give the same results — except those
-# marked build_independent (no tuple passes the hot path: fuzzing the REST API of an in-process nimbus).
+# The whole suite runs on the compiled hot path; beside it, in one more process, the tests that need
+# no cluster run again on the Python source (GALE_PURE_PYTHON=1, gale.compiled), which must give the
+# same results — except those marked build_independent (no tuple passes the hot path: fuzzing the
+# REST API of an in-process nimbus). The compiled pass leaves a third of the two cores idle while its
+# clusters wait on timeouts; the Python-source pass fills it, and its output follows the compiled
+# pass's (it is kept in $(PURE_LOG) meanwhile). TEST_PASSES=serial runs the two one after the other.
+PURE_LOG := $(VENV)/pure-python-pass.log
+PURE_PASS = GALE_REQUIRE_COMPONENTS=1 GALE_PURE_PYTHON=1 $(BIN)/python -m pytest -p no:cacheprovider \
+  -m "not cluster and not spark and not build_independent" $(PYTEST_ARGS)
+TEST_PASSES ?= together
 test: system-deps system-deps-test $(STAMP) $(COMPILED)
+ifeq ($(TEST_PASSES),serial)
 	GALE_REQUIRE_COMPONENTS=1 GALE_REQUIRE_COMPILED=1 $(BIN)/python -m pytest $(XDIST) $(PYTEST_ARGS)
-	GALE_REQUIRE_COMPONENTS=1 GALE_PURE_PYTHON=1 $(BIN)/python -m pytest $(XDIST) -m "not cluster and not spark and not build_independent" $(PYTEST_ARGS)
+	$(PURE_PASS) $(XDIST)
+else
+	@$(PURE_PASS) -p no:xdist > $(PURE_LOG) 2>&1 & pure=$$!; \
+	trap 'kill $$pure 2>/dev/null' EXIT; \
+	echo "gale: the Python-source pass runs beside the compiled one (its output follows it; meanwhile: $(PURE_LOG))"; \
+	GALE_REQUIRE_COMPONENTS=1 GALE_REQUIRE_COMPILED=1 $(BIN)/python -m pytest $(XDIST) $(PYTEST_ARGS); compiled=$$?; \
+	wait $$pure; python_source=$$?; trap - EXIT; \
+	echo "======== the Python-source pass (GALE_PURE_PYTHON=1, the tests that need no cluster) ========"; \
+	cat $(PURE_LOG); \
+	echo "gale: compiled pass exit $$compiled, Python-source pass exit $$python_source"; \
+	[ $$compiled -eq 0 ] && [ $$python_source -eq 0 ]
+endif
 
 test-fast: deps
 	$(BIN)/python -m pytest $(XDIST) -m "not cluster and not spark" $(PYTEST_ARGS)
