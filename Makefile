@@ -65,7 +65,7 @@ ifeq ($(TEST_PASSES),serial)
 	$(PURE_PASS) $(XDIST)
 else
 	@$(PURE_PASS) -p no:xdist > $(PURE_LOG) 2>&1 & pure=$$!; \
-	trap 'kill $$pure 2>/dev/null' EXIT; \
+	trap 'kill -INT $$pure 2>/dev/null; wait $$pure' EXIT; \
 	echo "gale: the Python-source pass runs beside the compiled one (its output follows it; meanwhile: $(PURE_LOG))"; \
 	GALE_REQUIRE_COMPONENTS=1 GALE_REQUIRE_COMPILED=1 $(BIN)/python -m pytest $(XDIST) $(PYTEST_ARGS); compiled=$$?; \
 	wait $$pure; python_source=$$?; trap - EXIT; \
