@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+import threading
 import time
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from kazoo.protocol.states import KazooState
 
 from gale.config import validate
 from gale.worker.connectors.kafka_config import BOLT_KEYS, SPOUT_KEYS
@@ -344,3 +346,63 @@ def test_zookeeper_discovery_rebalances_when_a_topic_grows(zk, zk_client_factory
         assert m.assignment.retained == {("t", 0), ("t", 1)}
     finally:
         m.stop()
+
+
+class _Unreachable:
+    """A ZooKeeper client the member cannot use: its session is down (``connected`` False)."""
+
+    connected = True
+    client_id = None
+
+    def add_listener(self, listener):
+        pass
+
+    def remove_listener(self, listener):
+        pass
+
+
+@pytest.mark.timeout(60)
+def test_a_member_whose_rebalance_failed_waits_quietly_while_zookeeper_is_unreachable():
+    """A failed rebalance sets a retry time; if ZooKeeper is then unreachable when it comes, the
+    member thread waits for the session to come back (a state event) or for its next commit — it
+    does not spin on an empty queue, burning a core, until the session returns."""
+    client = _Unreachable()
+    member, _ = make_member(client, commit_interval=0.2, backoff=0.05)
+    member._registered = True
+    attempts = []
+
+    def rebalance():  # fails (an owner node still held), and the session goes before the retry is due
+        attempts.append(time.monotonic())
+        client.connected = False
+        return False
+
+    member._rebalance = rebalance
+    member._shutdown = lambda: None
+    polls = [0]
+    next_events = member._next_events
+
+    def counted(timeout):
+        polls[0] += 1
+        return next_events(timeout)
+
+    member._next_events = counted
+    member._thread = threading.Thread(target=member._run, daemon=True)
+    member._thread.start()
+    try:
+        member._events.put(("rebalance", None))
+        until(lambda: attempts, 10, "the first rebalance attempt")
+        before = polls[0]
+        time.sleep(1.0)  # not a wait for a condition: the span over which the member's polls are counted
+        during = polls[0] - before
+        # the commit timer (0.2 s) wakes it ~5 times a second; a spin makes hundreds of thousands
+        assert during <= 20, f"{during} polls of the event queue in 1 s while ZooKeeper was unreachable"
+        assert len(attempts) == 1, "a rebalance was attempted without a session"
+        member._rebalance = lambda: attempts.append(time.monotonic()) or True
+        client.connected = True
+        member._events.put(("state", KazooState.CONNECTED))
+        until(lambda: len(attempts) == 2, 10, "the retry once the session is back")
+        assert member.rebalance_failures == 1
+    finally:
+        member._events.put(("stop", None))
+        member._thread.join(10)
+    assert not member._thread.is_alive()

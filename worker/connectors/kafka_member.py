@@ -205,7 +205,11 @@ class GroupMember:
         attempts = 0
         try:
             while True:
-                wake = next_commit if retry_at is None else min(next_commit, retry_at)
+                wake = next_commit
+                if retry_at is not None and self.client.connected:
+                    # a retry waits for a session: without one, the reconnect's state event wakes
+                    # this thread (a retry time passed while disconnected would make it spin)
+                    wake = min(wake, retry_at)
                 events = self._next_events(max(0.0, wake - now()))
                 waiters: list[threading.Event] = []
                 stop = False

@@ -209,11 +209,11 @@ class KafkaSpout(BrokerSpout):
     def close(self):
         deadline = Deadline(CLOSE_SECS)
         if self._member is not None:
-            if self._zookeeper_connected():
-                # commit, release the owner nodes, delete the registration
-                self._member.stop(timeout=deadline.earlier(1.0).remaining())
-            else:  # its ephemeral nodes go when the session expires; its thread is a daemon
+            if not self._zookeeper_connected():  # its ephemeral nodes go when the session expires
                 self.log.warning("kafka-group-leave-skipped", reason="ZooKeeper not connected")
+            # connected: commit, release the owner nodes, delete the registration; either way the
+            # member's thread ends (left running on a closed client it would outlive the spout)
+            self._member.stop(timeout=deadline.earlier(1.0).remaining())
             self._publish_member_counters()
             self.counters.incr("kafka_owned_partitions", -self.counters["kafka_owned_partitions"])
         self._close_clients(deadline)
