@@ -360,6 +360,12 @@ class _Unreachable:
     def remove_listener(self, listener):
         pass
 
+    def stop(self):
+        pass
+
+    def close(self):
+        pass
+
 
 @pytest.mark.timeout(60)
 def test_a_member_whose_rebalance_failed_waits_quietly_while_zookeeper_is_unreachable():
@@ -406,3 +412,31 @@ def test_a_member_whose_rebalance_failed_waits_quietly_while_zookeeper_is_unreac
         member._events.put(("stop", None))
         member._thread.join(10)
     assert not member._thread.is_alive()
+
+
+class _Counters(dict):
+    def incr(self, name, by=1):
+        self[name] = self.get(name, 0) + by
+
+    def __missing__(self, name):
+        return 0
+
+
+@pytest.mark.timeout(60)
+def test_closing_a_spout_while_zookeeper_is_unreachable_ends_its_group_thread():
+    """The spout cannot leave the group without ZooKeeper (its nodes go with the session), but its
+    member thread must end with it, not live on beside a closed client."""
+    from gale.log import get_logger
+    from gale.worker.connectors.kafka_spout import KafkaSpout
+
+    client = _Unreachable()
+    member, _ = make_member(client, commit_interval=0.2)
+    member._thread = threading.Thread(target=member._run, daemon=True)
+    member._thread.start()
+    client.connected = False
+    spout = KafkaSpout.__new__(KafkaSpout)
+    spout._member, spout.zk_client, spout.consumer = member, client, None
+    spout.log, spout.counters = get_logger("test"), _Counters()
+    spout._seen = {"rebalances": 0, "rebalance_failures": 0, "commit_writes": 0, "drain_timeouts": 0}
+    spout.close()
+    until(lambda: not member._thread.is_alive(), 10, "the member thread still runs after close()")
