@@ -392,16 +392,25 @@ def test_a_member_whose_rebalance_failed_waits_quietly_while_zookeeper_is_unreac
         return next_events(timeout)
 
     member._next_events = counted
+    commits = [0]
+    commit = member._commit
+
+    def counted_commit(*args, **kwargs):
+        commits[0] += 1
+        return commit(*args, **kwargs)
+
+    member._commit = counted_commit
     member._thread = threading.Thread(target=member._run, daemon=True)
     member._thread.start()
     try:
         member._events.put(("rebalance", None))
         until(lambda: attempts, 10, "the first rebalance attempt")
-        before = polls[0]
-        time.sleep(1.0)  # not a wait for a condition: the span over which the member's polls are counted
+        before, since = polls[0], commits[0]
+        # three commit rounds (0.2 s apart) while ZooKeeper is unreachable: the thread wakes about once
+        # for each; a spin polls its queue hundreds of thousands of times meanwhile
+        until(lambda: commits[0] >= since + 3, 10, "three commit rounds")
         during = polls[0] - before
-        # the commit timer (0.2 s) wakes it ~5 times a second; a spin makes hundreds of thousands
-        assert during <= 20, f"{during} polls of the event queue in 1 s while ZooKeeper was unreachable"
+        assert during <= 10, f"{during} polls of the event queue over 3 commit rounds while ZooKeeper was unreachable"
         assert len(attempts) == 1, "a rebalance was attempted without a session"
         member._rebalance = lambda: attempts.append(time.monotonic()) or True
         client.connected = True
