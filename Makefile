@@ -58,16 +58,17 @@ XDIST := $(if $(filter 0,$(TEST_WORKERS)),-p no:xdist,-n $(TEST_WORKERS) --dist 
 PURE_LOG := $(VENV)/pure-python-pass.log
 PURE_PASS = GALE_REQUIRE_COMPONENTS=1 GALE_PURE_PYTHON=1 $(BIN)/python -m pytest -p no:cacheprovider \
   -m "not cluster and not spark and not build_independent" $(PYTEST_ARGS)
+COMPILED_PASS = GALE_REQUIRE_COMPONENTS=1 GALE_REQUIRE_COMPILED=1 $(BIN)/python -m pytest $(XDIST) $(PYTEST_ARGS)
 TEST_PASSES ?= together
 test: system-deps system-deps-test $(STAMP) $(COMPILED)
 ifeq ($(TEST_PASSES),serial)
-	GALE_REQUIRE_COMPONENTS=1 GALE_REQUIRE_COMPILED=1 $(BIN)/python -m pytest $(XDIST) $(PYTEST_ARGS)
+	$(COMPILED_PASS)
 	$(PURE_PASS) $(XDIST)
 else
 	@$(PURE_PASS) -p no:xdist > $(PURE_LOG) 2>&1 & pure=$$!; \
 	trap 'kill -INT $$pure 2>/dev/null; wait $$pure' EXIT; \
 	echo "gale: the Python-source pass runs beside the compiled one (its output follows it; meanwhile: $(PURE_LOG))"; \
-	GALE_REQUIRE_COMPONENTS=1 GALE_REQUIRE_COMPILED=1 $(BIN)/python -m pytest $(XDIST) $(PYTEST_ARGS); compiled=$$?; \
+	$(COMPILED_PASS); compiled=$$?; \
 	wait $$pure; python_source=$$?; trap - EXIT; \
 	echo "======== the Python-source pass (GALE_PURE_PYTHON=1, the tests that need no cluster) ========"; \
 	cat $(PURE_LOG); \
