@@ -65,7 +65,6 @@ class StubExecutor:
         self.stats = ExecutorStatsCollector(component, "bolt")
         self.pending = RotatingMap(2)
         self.clock = SimulatedClock()
-        self.emitted_this_round = 0
 
 
 def make(runtime, component, cls, grouper):

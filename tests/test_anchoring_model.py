@@ -177,7 +177,6 @@ class StubExecutor:
         self.stats = ExecutorStatsCollector(component, "bolt")
         self.pending = RotatingMap(2)
         self.clock = SimulatedClock()
-        self.emitted_this_round = 0
 
     def ack_now(self, task, msg_id, stream):  # pragma: no cover - acking is on here
         raise AssertionError("acking is enabled")

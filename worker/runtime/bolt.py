@@ -8,8 +8,10 @@ from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+import cython
+
 from gale.topology.components import BasicBolt, FailedException, ReportedFailedException
-from gale.topology.tuple import SYSTEM_COMPONENT, TICK_FIELDS, TICK_STREAM, Tuple
+from gale.topology.tuple import SYSTEM_COMPONENT, TICK_FIELDS, TICK_STREAM, Fields, Tuple
 from gale.worker.runtime.collector import BoltOutputCollector
 from gale.worker.runtime.executor import Executor
 
@@ -99,23 +101,26 @@ class BoltExecutor(Executor):
         for collector in self.collectors.values():
             collector._count_acked()
 
-    def run_task(self, task: int, queue: deque, budget: int) -> int:
+    def run_task(self, task: int, queue: deque, budget: cython.Py_ssize_t) -> int:
         """Execute up to ``budget`` tuples of ``queue`` with the task's ``execute`` (the hot loop)."""
-        n = min(len(queue), budget)
+        n: cython.Py_ssize_t = min(len(queue), budget)
         pop = queue.popleft
         execute = self.execute[task]
         collector = self.collectors[task]
         stats = self.stats
         executed = stats.executed
         perf = collector._perf
-        sample_every = self.sample_every
+        sample_every: cython.Py_ssize_t = self.sample_every
         # tuples left until the next sampled one (never reaches 0 when sampling is off)
-        countdown = (self._sample_n or sample_every) if sample_every else -1
+        countdown: cython.Py_ssize_t = (self._sample_n or sample_every) if sample_every else -1
         report_error, fail = self.report_error, collector.fail
-        last_fields = None
-        run = 0  # tuples of the current input stream not yet added to ``executed``
+        tup: Tuple
+        fields: Fields
+        last_fields: Fields = None
+        run: cython.Py_ssize_t = 0  # tuples of the current input stream not yet added to ``executed``
+        i: cython.Py_ssize_t
         current: list = self._current
-        for _ in range(n):
+        for i in range(n):
             tup = pop()
             fields = tup.fields
             if fields is not last_fields:

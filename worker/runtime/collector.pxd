@@ -14,9 +14,11 @@ cdef class StreamRoute:
     cdef public Py_ssize_t emitted
     cdef public Py_ssize_t transferred
     cdef public object salt
+    cdef public Py_hash_t salt_hash
     cdef public object const
     cdef public object const_queues
     cdef public object single_queue
+    cdef public object single_append
 
 cdef class _Collector:
     cdef public object _rand
@@ -25,6 +27,7 @@ cdef class _Collector:
     cdef public object task
     cdef public str component
     cdef public dict _routes
+    cdef public StreamRoute _default_route
     cdef public object _stats
     cdef public object _send_tuple
     cdef public object _send_remote
@@ -47,6 +50,7 @@ cdef class SpoutOutputCollector(_Collector):
     cdef public object _steer
     cdef public dict _message_salts
     cdef public object _generation
+    cdef public Py_ssize_t _emitted
 
 cdef class BoltOutputCollector(_Collector):
     cdef public object auto_anchor

@@ -37,6 +37,8 @@ if TYPE_CHECKING:  # pragma: no cover
 
 _rand: Rand = random.Random().getrandbits
 fromkeys = dict.fromkeys
+#: the stream an emit without ``stream=`` goes to (Storm's ``default``)
+DEFAULT_STREAM = cython.declare(str, "default")
 
 
 def _no_targets(values: Sequence[Any]) -> list[int]:
@@ -63,9 +65,16 @@ def _xx_round(acc: cython.ulonglong, lane: cython.ulonglong) -> cython.ulonglong
 @cython.inline
 def _hash3(a: object, b: object, c: object) -> object:
     """``hash((a, b, c))`` in C (compiled build only: the arithmetic wraps at 64 bits)."""
+    return _hash3h(a, hash(b), hash(c))
+
+
+@cython.cfunc
+@cython.inline
+def _hash3h(a: object, hb: cython.Py_hash_t, hc: cython.Py_hash_t) -> object:
+    """:func:`_hash3` given the hashes of ``b`` and ``c``."""
     acc: cython.ulonglong = _xx_round(_XXPRIME_5, cython.cast(cython.ulonglong, hash(a)))
-    acc = _xx_round(acc, cython.cast(cython.ulonglong, hash(b)))
-    acc = _xx_round(acc, cython.cast(cython.ulonglong, hash(c)))
+    acc = _xx_round(acc, cython.cast(cython.ulonglong, hb))
+    acc = _xx_round(acc, cython.cast(cython.ulonglong, hc))
     acc += 3 ^ (_XXPRIME_5 ^ 3527539)
     if acc == cython.cast(cython.ulonglong, -1):
         return 1546275796
@@ -110,11 +119,21 @@ def _child_lineage(parent: object, salt: object, ordinal: object) -> object:
     return hash((parent, salt, ordinal))
 
 
+@cython.cfunc
+@cython.inline
+def _route_lineage(parent: object, route: StreamRoute, ordinal: cython.Py_ssize_t) -> object:
+    """:func:`_child_lineage` of a tuple emitted on ``route``: the salt's hash is the route's, and a
+    non-negative int below 2**61 - 1 (an emit's ordinal) is its own hash."""
+    if _C_HASH3:
+        return _hash3h(parent, route.salt_hash, ordinal)
+    return hash((parent, route.salt, ordinal))
+
+
 class StreamRoute:
     """Where one output stream of one component goes: its fields and its subscriptions."""
 
     __slots__ = ("stream", "fields", "n", "groupers", "direct", "direct_tasks", "single", "choose", "emitted",
-                 "transferred", "salt", "const", "const_queues", "single_queue")
+                 "transferred", "salt", "salt_hash", "const", "const_queues", "single_queue", "single_append")
 
     def __init__(self, stream: str, fields: Fields, groupers: list[Grouper], direct: bool,
                  queue_of: Callable[[int], Any] | None = None):
@@ -123,6 +142,7 @@ class StreamRoute:
         self.n = len(fields.names)
         #: lineage salt of tuples on this route (emitting component and stream)
         self.salt = _lineage.stream_salt(fields.component, stream)
+        self.salt_hash = hash(self.salt)
         # per-executor counters (routes are built per executor), read by the stats roll
         self.emitted = 0
         self.transferred = 0
@@ -150,6 +170,8 @@ class StreamRoute:
                 self.const_queues = queues
         #: the deque of the only target when every tuple goes to one task in this process
         self.single_queue: Any = self.const_queues[0] if self.const_queues and len(self.const_queues) == 1 else None
+        #: its ``append`` (a bound method is called without looking the method up per tuple)
+        self.single_append: Any = self.single_queue.append if self.single_queue is not None else None
 
     def targets(self, values: Sequence[Any]) -> list[int]:
         if self.single is not None:
@@ -174,6 +196,8 @@ class _Collector:
         self.task = task
         self.component = executor.component
         self._routes = routes
+        #: the route of the default stream (most emits), found without a dict lookup
+        self._default_route = routes.get(DEFAULT_STREAM)
         self._stats = executor.stats
         executor.stats.routes = routes
         self._send_tuple = self._runtime.send_tuple
@@ -260,6 +284,8 @@ class SpoutOutputCollector(_Collector):
         self._message_salts: dict[str, int] = {}
         #: exactly-once topologies: the generation every root id carries (set by the executor)
         self._generation: int | None = None
+        #: tuples emitted so far (the executor tells an empty ``next_tuple`` call by it)
+        self._emitted = 0
 
     def _message_lineage(self, stream: str, msg_id: Any) -> int:
         salt = self._message_salts.get(stream)
@@ -277,8 +303,8 @@ class SpoutOutputCollector(_Collector):
         Kafka consumer group moved partitions): the topology goes back to it. No-op otherwise."""
         self._executor.rewind_needed(self.task)
 
-    def emit(self, values: Sequence[Any], msg_id: Any = None, stream: str = "default") -> list[int]:
-        route = self._routes.get(stream)
+    def emit(self, values: Sequence[Any], msg_id: Any = None, stream: str = DEFAULT_STREAM) -> list[int]:
+        route: StreamRoute = self._default_route if stream is DEFAULT_STREAM else self._routes.get(stream)
         if route is None or len(values) != route.n:
             route = self._route(stream, values)
         targets = route.const
@@ -292,7 +318,7 @@ class SpoutOutputCollector(_Collector):
         stream = route.stream
         route.emitted += 1
         route.transferred += len(targets)
-        self._executor.emitted_this_round += 1
+        self._emitted += 1
         if self._capture is not None:
             self._capture(self.component, stream, values)
         fields, task = route.fields, self.task
@@ -368,17 +394,18 @@ class BoltOutputCollector(_Collector):
         self._hold = False
 
     def emit(
-        self, values: Sequence[Any], anchors: Tuple | Iterable[Tuple] | None = None, stream: str = "default"
+        self, values: Sequence[Any], anchors: Tuple | Iterable[Tuple] | None = None, stream: str = DEFAULT_STREAM
     ) -> list[int]:
-        route: StreamRoute = self._routes.get(stream)
+        route: StreamRoute = self._default_route if stream is DEFAULT_STREAM else self._routes.get(stream)
         if route is None or len(values) != route.n:
             route = self._route(stream, values)
         if anchors is None:
             anchors = self.auto_anchor
         a: Tuple  # ``anchors`` once it is known to be one Tuple (a typed C reference when compiled)
         edge: cython.ulonglong  # an edge id (C arithmetic on ``ack_val`` when compiled)
+        ordinal: cython.Py_ssize_t
         root = None  # the anchor's tuple tree when it is in exactly one
-        if anchors.__class__ is Tuple and self._acking:
+        if type(anchors) is Tuple and self._acking:
             a = anchors
             root = a._root
             if root is None:
@@ -397,10 +424,10 @@ class BoltOutputCollector(_Collector):
                 a._emits = ordinal + 1
                 lineage = a.lineage
                 if lineage:
-                    lineage = _child_lineage(lineage, route.salt, ordinal)
+                    lineage = _route_lineage(lineage, route, ordinal)
                 edge = self._new_id() or 1
                 a.ack_val ^= edge
-            elif anchors is not None and self._acking and (anchors.__class__ is not Tuple or anchors._mid):
+            elif anchors is not None and self._acking and (type(anchors) is not Tuple or anchors._mid):
                 q = None  # several anchors, or an anchor in several trees
             route.emitted += 1
             if self._capture is not None:
@@ -418,7 +445,7 @@ class BoltOutputCollector(_Collector):
                 t._st = 0.0
                 t.lineage = lineage
                 t._emits = 0
-                q.append(t)
+                route.single_append(t)
                 return route.const  # type: ignore[return-value]
             targets = route.const or []  # an anchoring the short path does not take: the general path
         else:
@@ -438,7 +465,7 @@ class BoltOutputCollector(_Collector):
             a._emits = ordinal + 1
             lineage = a.lineage
             if lineage:
-                lineage = _child_lineage(lineage, route.salt, ordinal)
+                lineage = _route_lineage(lineage, route, ordinal)
             queue_of, send = self._queue_of, self._send_remote
             for target in targets:
                 edge = self._new_id() or 1

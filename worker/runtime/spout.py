@@ -3,15 +3,21 @@
 
 from __future__ import annotations
 
+import sys
 import time
 from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+import cython
+
 from gale.worker.runtime.acker import ACKED, CONTROL, FAILED, RESET_TIMEOUT
 from gale.worker.runtime.collector import SpoutOutputCollector
 from gale.worker.runtime.executor import Executor, format_error
 from gale.worker.runtime.rotating import RotatingMap
+
+#: no limit on pending trees (``topology.max.spout.pending`` unset)
+PY_SSIZE_T_MAX = cython.declare(cython.Py_ssize_t, sys.maxsize)
 
 if TYPE_CHECKING:  # pragma: no cover
     from gale.worker.runtime.runtime import WorkerRuntime
@@ -56,7 +62,6 @@ class SpoutExecutor(Executor):
         self.timeouts_enabled = self.config.topology_enable_message_timeouts
         self.next_rotation = self.clock.monotonic() + self.timeout
         self.active = False
-        self.emitted_this_round = 0
         self._task_cycle = 0
         self.pendings.append(self.pending.__len__)
         #: ``time.monotonic()`` before which the tasks are not asked for tuples (0: ask at once)
@@ -152,18 +157,26 @@ class SpoutExecutor(Executor):
                 self.hook_failed(after, exc)
         return work + emitted
 
-    def _ask_for_tuples(self, budget: int) -> int:
+    def _ask_for_tuples(self, budget: cython.Py_ssize_t) -> int:
         max_pending = self.max_pending
-        emitted = 0
-        calls = 0
+        limit: cython.Py_ssize_t = max_pending if max_pending is not None else PY_SSIZE_T_MAX
+        emitted: cython.Py_ssize_t = 0
+        calls: cython.Py_ssize_t = 0
+        made: cython.Py_ssize_t
         tasks = self.tasks
+        n_tasks: cython.Py_ssize_t = len(tasks)
+        cycle: cython.Py_ssize_t = self._task_cycle
+        pending = self.pending
         next_tuple = self.next_tuple
+        collectors = self.collectors
+        collector: SpoutOutputCollector
         while calls < budget:
-            if max_pending is not None and len(self.pending) >= max_pending:
+            if len(pending) >= limit:
                 break
-            task = tasks[self._task_cycle % len(tasks)]
-            self._task_cycle += 1
-            self.emitted_this_round = 0
+            task = tasks[cycle % n_tasks]
+            cycle += 1
+            collector = collectors[task]
+            made = collector._emitted
             self.calls += 1
             self.in_call = True
             try:
@@ -173,13 +186,15 @@ class SpoutExecutor(Executor):
             finally:
                 self.in_call = False
             calls += 1
-            if self.emitted_this_round == 0:
-                if len(tasks) == 1 or calls >= len(tasks):
+            made = collector._emitted - made
+            if made == 0:
+                if n_tasks == 1 or calls >= n_tasks:
                     if self.spout_wait and not self.polls and not self.work_checks:
                         self.ask_after = time.monotonic() + self.spout_wait
                     break
                 continue
-            emitted += self.emitted_this_round
+            emitted += made
+        self._task_cycle = cycle
         return emitted
 
     def _ack_results(self, task: int, queue: deque, n: int) -> None:
