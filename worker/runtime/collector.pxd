@@ -36,6 +36,7 @@ cdef class _Collector:
     cdef public object _acker_task
     cdef public bint _acking
     cdef public object _acker_queue
+    cdef public object _acker_append
     cdef public object _capture
     cdef public bint _c_rand
     cdef public unsigned long long _rng
@@ -51,6 +52,9 @@ cdef class SpoutOutputCollector(_Collector):
     cdef public dict _message_salts
     cdef public object _generation
     cdef public Py_ssize_t _emitted
+
+    cpdef object _message_lineage(self, str stream, object msg_id)
+    cpdef list _emit(self, StreamRoute route, list targets, object values, object msg_id)
 
 cdef class BoltOutputCollector(_Collector):
     cdef public object auto_anchor

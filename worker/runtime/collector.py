@@ -208,6 +208,7 @@ class _Collector:
         self._acking = self._runtime.acking
         # one acker task in this process (the common local case): append to its queue directly
         self._acker_queue = self._runtime.single_acker_queue()
+        self._acker_append = self._acker_queue.append if self._acker_queue is not None else None
         self._capture: Callable[[str, str, Sequence[Any]], None] | None = self._runtime.capture
 
     def _new_id(self) -> cython.ulonglong:
@@ -289,7 +290,7 @@ class SpoutOutputCollector(_Collector):
 
     def _message_lineage(self, stream: str, msg_id: Any) -> int:
         salt = self._message_salts.get(stream)
-        if salt is not None and msg_id.__class__ is int:
+        if salt is not None and type(msg_id) is int:
             return hash((salt, msg_id)) or 1  # lineage.message, inlined
         if salt is None:
             spout = getattr(self._executor, "spouts", {}).get(self.task)
@@ -314,7 +315,7 @@ class SpoutOutputCollector(_Collector):
         route = self._route(stream, values)
         return self._emit(route, self._direct_targets(route, task), values, msg_id)
 
-    def _emit(self, route: StreamRoute, targets: list[int], values: Sequence[Any], msg_id: Any) -> list[int]:
+    def _emit(self, route: StreamRoute, targets: list, values: Sequence[Any], msg_id: Any) -> list:
         stream = route.stream
         route.emitted += 1
         route.transferred += len(targets)
@@ -335,7 +336,11 @@ class SpoutOutputCollector(_Collector):
             xor = 0
             lineage = self._message_lineage(stream, msg_id)
             queues = route.const_queues
-            if queues is not None:
+            if route.single_append is not None:  # one target task, in this process
+                edge = self._new_id() or 1  # anchoring.new_edge_id
+                xor = edge
+                route.single_append(new_tracked(values, fields, task, root, edge, lineage))
+            elif queues is not None:
                 for q in queues:
                     edge = self._new_id() or 1  # anchoring.new_edge_id
                     xor ^= edge
@@ -352,9 +357,8 @@ class SpoutOutputCollector(_Collector):
                     else:
                         send(target, t)
             self._pending_put(root, (task, msg_id, stream, self._monotonic()))
-            q = self._acker_queue
-            if q is not None:
-                q.append((INIT, root, xor, task))
+            if self._acker_append is not None:
+                self._acker_append((INIT, root, xor, task))
             else:
                 self._send_acker(self._acker_task(root), (INIT, root, xor, task))
         else:

@@ -23,6 +23,13 @@ if TYPE_CHECKING:  # pragma: no cover
     from gale.worker.runtime.runtime import WorkerRuntime
 
 
+def _add_acked(stats: Any, stream: str, n: int, ms: float) -> None:
+    """Count ``n`` acked trees of ``stream`` whose complete latencies add up to ``ms``."""
+    stats.acked[stream] += n
+    stats.complete_ms[stream] += ms
+    stats.complete_n[stream] += n
+
+
 class SpoutExecutor(Executor):
     """A spout component's tasks: each round applies the acker's verdicts (the spout is told
     ``ack``/``fail``) and control messages, then asks the tasks for tuples (``next_tuple``) while
@@ -197,41 +204,52 @@ class SpoutExecutor(Executor):
         self._task_cycle = cycle
         return emitted
 
-    def _ack_results(self, task: int, queue: deque, n: int) -> None:
+    def _ack_results(self, task: int, queue: deque, n: cython.Py_ssize_t) -> None:
         """Apply the first ``n`` messages of ``task``'s queue: the acker's outcomes (the spout is
         told ack or fail) and control messages (to the task's control handler)."""
         pop = queue.popleft
         pending_pop = self.pending.pop
         stats = self.stats
-        acked, complete_ms, complete_n = stats.acked, stats.complete_ms, stats.complete_n
         spouts = self.spouts
-        now = self.clock.monotonic()
-        for _ in range(n):
-            outcome, root = pop()
-            if outcome == RESET_TIMEOUT:
-                self.pending.touch(root)
-                continue
-            info = pending_pop(root)
-            if info is None:
-                if outcome == CONTROL:  # its payload is no root: checked here, off the path of acks
-                    self._control(task, root)
-                continue  # or timed out already (the spout was told fail then)
-            spout_task, msg_id, stream, t_emit = info
-            if outcome == ACKED:
-                acked[stream] += 1
-                complete_ms[stream] += (now - t_emit) * 1000.0
-                complete_n[stream] += 1
-                self.calls += 1
-                self.in_call = True
-                try:
-                    spouts[spout_task].ack(msg_id)
-                except Exception as exc:  # noqa: BLE001 - user code
-                    self.report_error(exc)
-                finally:
-                    self.in_call = False
-            elif outcome == FAILED:
-                stats.failed[stream] += 1
-                self.fail_tree(spout_task, msg_id)
+        now: cython.double = self.clock.monotonic()
+        i: cython.Py_ssize_t
+        # acks of one stream in a row are added to the statistics together
+        run_stream = None
+        run_n: cython.Py_ssize_t = 0
+        run_ms: cython.double = 0.0
+        try:
+            for i in range(n):
+                outcome, root = pop()
+                if outcome == RESET_TIMEOUT:
+                    self.pending.touch(root)
+                    continue
+                info = pending_pop(root)
+                if info is None:
+                    if outcome == CONTROL:  # its payload is no root: checked here, off the path of acks
+                        self._control(task, root)
+                    continue  # or timed out already (the spout was told fail then)
+                spout_task, msg_id, stream, t_emit = info
+                if outcome == ACKED:
+                    if stream is not run_stream:
+                        if run_n:
+                            _add_acked(stats, run_stream, run_n, run_ms)
+                        run_stream, run_n, run_ms = stream, 0, 0.0
+                    run_n += 1
+                    run_ms += (now - t_emit) * 1000.0
+                    self.calls += 1
+                    self.in_call = True
+                    try:
+                        spouts[spout_task].ack(msg_id)
+                    except Exception as exc:  # noqa: BLE001 - user code
+                        self.report_error(exc)
+                    finally:
+                        self.in_call = False
+                elif outcome == FAILED:
+                    stats.failed[stream] += 1
+                    self.fail_tree(spout_task, msg_id)
+        finally:
+            if run_n:
+                _add_acked(stats, run_stream, run_n, run_ms)
 
     def _control(self, task: int, payload: Any) -> None:
         handler = self.control.get(task)
