@@ -1,4 +1,5 @@
 # Cython declarations for tuple.py (compiled build only; see docs/architecture.md, "Compiled hot path")
+cimport cython
 cdef class Fields:
     cdef public tuple names
     cdef public dict _index
@@ -6,6 +7,7 @@ cdef class Fields:
     cdef public str component
     cdef public str stream
 
+@cython.freelist(512)
 cdef class Tuple:
     cdef public object values
     cdef public Fields fields
