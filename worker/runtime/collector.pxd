@@ -1,6 +1,7 @@
 # Cython declarations for collector.py (compiled build only; docs/architecture.md, "Compiled hot path")
 from gale.topology.tuple cimport Fields, Tuple
 from gale.worker.runtime.splitmix cimport splitmix64
+from gale.worker.runtime.tuplehash cimport hash3, hash3h
 
 cdef class StreamRoute:
     cdef public str stream

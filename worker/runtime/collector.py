@@ -45,50 +45,15 @@ def _no_targets(values: Sequence[Any]) -> list[int]:
     return []
 
 
-# CPython's tuple hash (Objects/tupleobject.c, xxHash's 64-bit primes and rotation), so the compiled
-# build computes ``hash((parent, salt, ordinal))`` — lineage.child — without building the tuple
-_XXPRIME_1 = cython.declare(cython.ulonglong, 11400714785074694791)
-_XXPRIME_2 = cython.declare(cython.ulonglong, 14029467366897019727)
-_XXPRIME_5 = cython.declare(cython.ulonglong, 2870177450012600261)
-
-
-@cython.cfunc
-@cython.inline
-@cython.exceptval(check=False)
-def _xx_round(acc: cython.ulonglong, lane: cython.ulonglong) -> cython.ulonglong:
-    acc += lane * _XXPRIME_2
-    acc = (acc << 31) | (acc >> 33)
-    return acc * _XXPRIME_1
-
-
-@cython.cfunc
-@cython.inline
-def _hash3(a: object, b: object, c: object) -> object:
-    """``hash((a, b, c))`` in C (compiled build only: the arithmetic wraps at 64 bits)."""
-    return _hash3h(a, hash(b), hash(c))
-
-
-@cython.cfunc
-@cython.inline
-def _hash3h(a: object, hb: cython.Py_hash_t, hc: cython.Py_hash_t) -> object:
-    """:func:`_hash3` given the hashes of ``b`` and ``c``."""
-    acc: cython.ulonglong = _xx_round(_XXPRIME_5, cython.cast(cython.ulonglong, hash(a)))
-    acc = _xx_round(acc, cython.cast(cython.ulonglong, hb))
-    acc = _xx_round(acc, cython.cast(cython.ulonglong, hc))
-    acc += 3 ^ (_XXPRIME_5 ^ 3527539)
-    if acc == cython.cast(cython.ulonglong, -1):
-        return 1546275796
-    return cython.cast(cython.longlong, acc)
-
-
 def _hash3_agrees() -> bool:
-    """Whether :func:`_hash3` gives this interpreter's ``hash`` of a 3-tuple (checked at import; the
-    collector uses ``hash`` itself when not, or when running as Python)."""
+    """Whether ``hash3`` (``tuplehash.pxd``: CPython's tuple hash in C) gives this interpreter's
+    ``hash`` of a 3-tuple (checked at import; the collector uses ``hash`` itself when not, or when
+    running as Python)."""
     if not cython.compiled:
         return False
     samples = [(0, 0, 0), (-1, -2, -3), (2**64 - 1, 2**63, -(2**63)), (123456789012345678, 7, 2**61 - 1),
                (-5555555555555555555, 18446744073709551557, 9), (1, 2**61, 2**61 - 2)]
-    return all(_hash3(a, b, c) == hash((a, b, c)) for a, b, c in samples)
+    return all(hash3(a, b, c) == hash((a, b, c)) for a, b, c in samples)
 
 
 _C_HASH3 = cython.declare(cython.bint, _hash3_agrees())
@@ -115,7 +80,7 @@ def child_lineage(parent: int, salt: int, ordinal: int) -> int:
 def _child_lineage(parent: object, salt: object, ordinal: object) -> object:
     """:func:`gale.worker.runtime.lineage.child`: ``hash((parent, salt, ordinal))``."""
     if _C_HASH3:
-        return _hash3(parent, salt, ordinal)
+        return hash3(parent, salt, ordinal)
     return hash((parent, salt, ordinal))
 
 
@@ -125,7 +90,7 @@ def _route_lineage(parent: object, route: StreamRoute, ordinal: cython.Py_ssize_
     """:func:`_child_lineage` of a tuple emitted on ``route``: the salt's hash is the route's, and a
     non-negative int below 2**61 - 1 (an emit's ordinal) is its own hash."""
     if _C_HASH3:
-        return _hash3h(parent, route.salt_hash, ordinal)
+        return hash3h(parent, route.salt_hash, ordinal)
     return hash((parent, route.salt, ordinal))
 
 
