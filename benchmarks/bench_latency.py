@@ -39,7 +39,11 @@ Prints ``name: value unit`` lines: each engine's maximum rate, and per load leve
 the sentences measured and p50 / p99 / p99.9 / max latency in ms, then the verdicts on the targets
 (Gale's p99 with acking under 10 ms at 50% load and at most 5 ms at 90%, local mode) and, unless
 ``--no-control``, the plain loop's p99 paced at Gale's 50% rate right after: the part of the tail the
-machine itself imposes.
+machine itself imposes. Around every run at 80% load or more, the host's check
+(:func:`benchmarks.host_pair.speed_dips`, 3 s before and after): how many 50 ms windows of a fixed
+Python loop ran below 0.9× its median speed. One such window leaves a thread paced at 90% a backlog
+that takes ten times its length to drain, so a missed 90% target with a failed check is reported as
+not shown by the host rather than as missed.
 """
 
 from __future__ import annotations
@@ -60,6 +64,7 @@ from pathlib import Path
 import numpy as np
 
 from benchmarks.bench_peers import DEFAULT_VENV, Count, Split, bytewax_python, sentences
+from benchmarks.host_pair import speed_dips
 from gale import Bolt, Spout, TopologyBuilder
 from gale.config import parse_overrides
 from gale.log import configure
@@ -70,6 +75,8 @@ TARGET_P99_MS_AT_90PCT = 5.0
 #: the rate of the run that finds an engine's maximum: every sentence is due within a microsecond of
 #: the start, and the source does the same arithmetic for each as in the paced runs
 ALL_DUE_RATE = 1e12
+#: the loads whose runs get the host's speed check around them
+HOST_CHECK_FROM_PCT = 80
 
 
 # ----------------------------------------------------------------------------- pure helpers
@@ -426,6 +433,7 @@ def main() -> None:
     print(f"latency_vocabulary: {vocab or 'a new word every sentence'}"
           + (" words" if vocab else ""), flush=True)
     verdicts: dict[int, tuple[float, float, int, int]] = {}
+    host_dips: dict[int, int] = {}
     for engine in engines:
         if engine in given:
             max_rate = given[engine]
@@ -438,9 +446,12 @@ def main() -> None:
             rate = max_rate * load / 100.0
             n = math.ceil(rate * (args.warmup + args.duration))
             skip = warmup_items(rate, args.warmup)
+            dips = [speed_dips()] if load >= HOST_CHECK_FROM_PCT else []
             switches = resource.getrusage(resource.RUSAGE_SELF).ru_nivcsw
             load_avg = os.getloadavg()[0]
             lat = run_paced(engine, n, rate, vocab, python, extra)
+            if dips:
+                dips.append(speed_dips())
             s = summarize(lat[skip:])
             tag = f"latency_{engine}"
             switches = resource.getrusage(resource.RUSAGE_SELF).ru_nivcsw - switches
@@ -449,12 +460,19 @@ def main() -> None:
                                                     f", {switches} involuntary context switches") + ")")
             for key, name in (("p50", "p50"), ("p99", "p99"), ("p99.9", "p999"), ("max", "max")):
                 print(f"{tag}_{name}_ms_at_{load}pct: {s[key]:.2f} ms")
+            for when, d in zip(("before", "after"), dips):
+                print(f"{tag}_host_speed_{when}_{load}pct: {d.line()}")
             sys.stdout.flush()
             if engine == "gale_acking":
                 verdicts[load] = (s["p99"], rate, n, skip)
+                host_dips[load] = sum(d.below_90 for d in dips)
     if 90 in verdicts:
         p99 = verdicts[90][0]
         ok = "met" if p99 <= TARGET_P99_MS_AT_90PCT else "MISSED"
+        if ok == "MISSED" and host_dips.get(90):
+            # a window of the host slower than 0.9x leaves a thread paced at 90% a growing backlog
+            ok = (f"not shown: the host check failed, {host_dips[90]} windows of 50 ms below 0.9x its median "
+                  "speed around the run")
         print(f"latency_target_gale_acking_p99_at_90pct: {p99:.2f} ms "
               f"(target <= {TARGET_P99_MS_AT_90PCT:.0f} ms: {ok})", flush=True)
     if 50 in verdicts:

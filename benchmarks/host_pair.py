@@ -11,6 +11,11 @@ charged 1.4× for a busy pair is not comparable with one measured at 1.0×.
 
 Prints ``host_pair_cost: <x> x`` (the busier of the pair's CPU seconds over the job alone's; the
 median of ``--trials`` alternations, each a new pair of processes).
+
+:func:`speed_dips` is the control for one busy core over time: a word count's loop run in 50 ms
+windows, each window's speed against the median window's. A host whose speed dips to 0.6× for a
+window leaves a thread paced at 90% of its maximum a backlog it takes ten times as long to drain —
+``bench_latency`` prints it around its 90% runs. ``--dips SECS`` prints it here.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ import argparse
 import multiprocessing
 import statistics
 import time
+from dataclasses import dataclass
 
 #: dict updates per job: about 0.3 s of CPU on the machines above
 JOB_STEPS = 3_000_000
@@ -59,10 +65,70 @@ def pair_cost(trials: int = 3) -> float:
     return statistics.median(ratios)
 
 
+@dataclass(frozen=True)
+class SpeedDips:
+    """Speeds of ``windows`` windows of a fixed Python loop, each over the median window's."""
+
+    windows: int
+    slowest: float
+    p1: float
+    below_90: int
+
+    def line(self) -> str:
+        return (f"{self.below_90} of {self.windows} 50 ms windows below 0.9x the median speed, the slowest "
+                f"{self.slowest:.2f}x, 1st percentile {self.p1:.2f}x")
+
+
+def speed_dips(seconds: float = 3.0, window: float = 0.05) -> SpeedDips:
+    """Count words for ``seconds`` in a new process (nothing of the caller's — its threads, its
+    heap — in the way) and compare the speed of each ``window``."""
+    ctx = multiprocessing.get_context("spawn")
+    out = ctx.Queue()
+    proc = ctx.Process(target=_dips, args=(seconds, window, out), daemon=True)
+    proc.start()
+    got = out.get(timeout=seconds + 120)
+    proc.join(30)
+    return got
+
+
+#: the words the speed check counts: as many as bench_latency's paced runs cycle through, so its
+#: loop touches as much memory as a word count's (a loop over a few hundred keys stays in the L1/L2
+#: caches and does not see a neighbour's cache traffic that a word count feels)
+DIPS_VOCABULARY = 100_008
+
+
+def _dips(seconds: float, window: float, out) -> None:
+    words = [f"w{i}" for i in range(DIPS_VOCABULARY)]
+    counts = dict.fromkeys(words, 0)  # every key in: no window pays for the table's growth
+    speeds: list[float] = []
+    end = time.perf_counter() + seconds
+    start, done, i = time.perf_counter(), 0, 0
+    while True:
+        for _ in range(200):
+            w = words[i]
+            counts[w] = counts.get(w, 0) + 1
+            i = i + 1 if i + 1 < DIPS_VOCABULARY else 0
+        done += 200
+        now = time.perf_counter()
+        if now - start >= window:
+            speeds.append(done / (now - start))
+            start, done = now, 0
+            if now >= end:
+                break
+    median = statistics.median(speeds)
+    rel = sorted(s / median for s in speeds)
+    out.put(SpeedDips(len(rel), rel[0], rel[len(rel) // 100], sum(r < 0.9 for r in rel)))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trials", type=int, default=5)
+    parser.add_argument("--dips", type=float, default=0.0, metavar="SECS",
+                        help="instead: one core's speed in 50 ms windows for SECS seconds")
     args = parser.parse_args()
+    if args.dips:
+        print(f"host_speed_dips: {speed_dips(args.dips).line()}")
+        return
     print(f"host_pair_cost: {pair_cost(args.trials):.2f} x")
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.cluster import cli, make_cluster
+from tests.cluster import cli, make_cluster, status
 from tests.multilang_topologies import read_lines
 from tests.waiting import eventually
 
@@ -27,10 +27,6 @@ def cluster(zk_server, tmp_path_factory):
     c.start()
     yield c
     c.cleanup()
-
-
-def status(cluster, name):
-    return json.loads(cli(cluster, "status", name, "--json").stdout)
 
 
 def words_of(out: Path) -> Counter:
