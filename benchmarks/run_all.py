@@ -6,7 +6,7 @@ import subprocess
 import sys
 
 BENCHMARKS = [
-    "host_pair", "bench_local", "bench_acker", "bench_grouping", "bench_peers", "bench_latency", "bench_transfer", "bench_crossing", "bench_cluster", "bench_ha",
+    "host_pair", "bench_local", "bench_acker", "bench_grouping", "bench_peers", "bench_latency", "bench_transfer", "bench_crossing", "bench_cluster", "bench_ha", "bench_http",
     "bench_kafka", "bench_spark", "bench_multilang", "bench_windows", "bench_recovery",
     "bench_sinks", "bench_state", "bench_cluster --state --no-recovery",
 ]
