@@ -240,13 +240,15 @@ class DevCluster:
                 self.redis.start()
             if self.postgres is not None:
                 self.postgres.start()
+            # every daemon starts at once (a supervisor registers in ZooKeeper, it needs no nimbus),
+            # then the cluster waits for all of them: the interpreters' start-ups overlap
             for i in range(self.n_nimbuses):
                 self._launch_nimbus(i, self.nimbus_ports[i])
+            for _ in range(self.n_supervisors):
+                self.add_supervisor()
             for i in range(self.n_nimbuses):
                 self._await_nimbus(i, timeout)
             self.wait_for_leader(timeout)
-            for _ in range(self.n_supervisors):
-                self.add_supervisor()
             self.wait_for_supervisors(self.n_supervisors, timeout)
         except BaseException:
             self.stop()
