@@ -3,8 +3,8 @@
 Run: ``.venv/bin/python -m benchmarks.bench_http [--requests N]``
 
 Starts its own ZooKeeper and a dev cluster (one nimbus, one supervisor, real processes), then times
-``--requests`` GETs of each of a few nimbus endpoints and of the supervisor's log viewer health,
-over one kept-alive connection (as the UI's page and the command line's waits use it) and with a
+``--requests`` GETs of each of a few nimbus endpoints (API reads, a 404, the UI's script; the
+supervisors' log viewer runs the same server), over one kept-alive connection (as the UI's page and the command line's waits use it) and with a
 new connection each. Every request the UI, the command line and ``curl`` make goes this way.
 
 Prints ``http_<endpoint>_<keepalive|new>_p50_ms`` and ``_p99_ms`` lines.

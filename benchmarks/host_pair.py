@@ -43,13 +43,15 @@ def job(out=None) -> float:
     return secs
 
 
-def _run(copies: int) -> list[float]:
+def _run(copies: int, target=None, args: tuple = (), timeout: float = 120) -> list:
+    """What ``copies`` new processes of ``target(*args, queue)`` (default: :func:`job`) put on the
+    queue, started together."""
     ctx = multiprocessing.get_context("spawn")
     out = ctx.Queue()
-    procs = [ctx.Process(target=job, args=(out,), daemon=True) for _ in range(copies)]
+    procs = [ctx.Process(target=target or job, args=(*args, out), daemon=True) for _ in range(copies)]
     for p in procs:
         p.start()
-    got = [out.get(timeout=120) for _ in procs]
+    got = [out.get(timeout=timeout) for _ in procs]
     for p in procs:
         p.join(30)
     return got
@@ -82,13 +84,7 @@ class SpeedDips:
 def speed_dips(seconds: float = 3.0, window: float = 0.05) -> SpeedDips:
     """Count words for ``seconds`` in a new process (nothing of the caller's — its threads, its
     heap — in the way) and compare the speed of each ``window``."""
-    ctx = multiprocessing.get_context("spawn")
-    out = ctx.Queue()
-    proc = ctx.Process(target=_dips, args=(seconds, window, out), daemon=True)
-    proc.start()
-    got = out.get(timeout=seconds + 120)
-    proc.join(30)
-    return got
+    return _run(1, _dips, (seconds, window), timeout=seconds + 120)[0]
 
 
 #: the words the speed check counts: as many as bench_latency's paced runs cycle through, so its
