@@ -47,6 +47,8 @@ import sys
 import tempfile
 import time
 import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
@@ -75,6 +77,22 @@ def cli(cluster: DevCluster, *args: str) -> str:
     if proc.returncode != 0:
         raise RuntimeError(f"nimbus {' '.join(args)}: {proc.stderr.strip()}")
     return proc.stdout
+
+
+@contextmanager
+def dev_cluster(prefix: str, *, supervisors: int = 2, slots: int = 1, conf: dict | None = None
+                ) -> Iterator[tuple[Path, DevCluster]]:
+    """A ZooKeeper and a started dev cluster in a new temporary directory (``prefix``): yields
+    (that directory, the cluster); both are stopped afterwards, whatever happened."""
+    base = Path(tempfile.mkdtemp(prefix=prefix))
+    zk = ZooKeeperServer(data_dir=base / "zk").start()
+    cluster = DevCluster(base / "cluster", supervisors=supervisors, slots=slots, zookeeper=zk, conf=conf or {})
+    try:
+        cluster.start()
+        yield base, cluster
+    finally:
+        cluster.cleanup()
+        zk.cleanup()
 
 
 def wait(pred, timeout: float, interval: float = 0.1):

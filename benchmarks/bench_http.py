@@ -14,16 +14,13 @@ from __future__ import annotations
 
 import argparse
 import http.client
-import tempfile
 import time
-from pathlib import Path
 from urllib.parse import urlsplit
 
 import httpx
 import numpy as np
 
-from gale.nimbus.devcluster import DevCluster
-from gale.zkserver import ZooKeeperServer
+from benchmarks.bench_cluster import dev_cluster
 
 ENDPOINTS = {
     "health": "/api/v1/health",
@@ -58,11 +55,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, default=200)
     args = parser.parse_args()
-    base = Path(tempfile.mkdtemp(prefix="gale-bench-http-"))
-    zk = ZooKeeperServer(data_dir=base / "zk").start()
-    cluster = DevCluster(base / "cluster", zookeeper=zk, supervisors=1, slots=1)
-    try:
-        cluster.start()
+    with dev_cluster("gale-bench-http-", supervisors=1) as (_base, cluster):
         nimbus = cluster.nimbus_url()
         urls = {name: nimbus + path for name, path in ENDPOINTS.items()}
         with httpx.Client(trust_env=False, timeout=30) as kept:
@@ -72,9 +65,6 @@ def main() -> None:
                     ms = timed(get, url, args.requests)
                     print(f"http_{name}_{mode}_p50_ms: {np.percentile(ms, 50):.2f} ms (HTTP {status[name]})")
                     print(f"http_{name}_{mode}_p99_ms: {np.percentile(ms, 99):.2f} ms", flush=True)
-    finally:
-        cluster.cleanup()
-        zk.cleanup()
 
 
 if __name__ == "__main__":

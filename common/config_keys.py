@@ -221,6 +221,9 @@ class Config:
     topology_message_timeout_secs: int = key("topology.message.timeout.secs", 30, _POS, "tuple tree timeout")
     topology_enable_message_timeouts: bool = key(
         "topology.enable.message.timeouts", True, Bool(), "time tuple trees out")
+    topology_replay_on_restart: bool = key(
+        "topology.replay.on.restart", True, Bool(),
+        "a restarted bolt or acker executor makes the spouts fail their pending trees at once")
     topology_max_spout_pending: int | None = key(
         "topology.max.spout.pending", None, Optional(_POS), "pending tuples per spout task")
     topology_tick_tuple_freq_secs: float | None = key(
@@ -271,6 +274,9 @@ class Config:
     topology_stats_sample_rate: float = key("topology.stats.sample.rate", 0.05, Number(0.0), "latency sampling rate")
     topology_spout_wait_sleep_millis: float = key(
         "topology.spout.wait.sleep.millis", 1, Number(0), "spout idle sleep")
+    topology_spout_wait_idle_max_sleep_millis: float = key(
+        "topology.spout.wait.idle.max.sleep.millis", 10, Number(0),
+        "the spout idle sleep a long-idle spout grows to (at most spout.wait.sleep.millis: no growth)")
     topology_spout_max_retries: int | None = key(
         "topology.spout.max.retries", None, Optional(_NONNEG),
         "Gale: replays of a failed message by a ReliableSpout before on_retries_exhausted (null: no limit)")

@@ -126,6 +126,39 @@ def test_kill_minus_9_of_a_worker_is_restarted_and_replays(cluster, topologies, 
     eventually(restarted, 60)
 
 
+def test_kill_minus_9_replays_at_the_restart_not_at_the_message_timeout(cluster, topologies, tmp_path):
+    """topology.replay.on.restart: two spout executors, one per worker; the first one's worker is
+    killed. The other spout's trees that passed through the dead worker are lost; with a message
+    timeout of 600 s, only the replacement's hello can make it fail them (max spout pending: 200)
+    within the wait. (With the key off this test fails: checked by hand.)"""
+    work = DurableInput(tmp_path, 20000)  # at most ~2,000/s through the slow sink: the kill is mid-stream
+    name, _tid = topologies.submit(DURABLE_WC, "wc-restart", *work.overrides(**{
+        "topology.message.timeout.secs": 600, **SLOW_SINK}))
+    work.wait_acked_beyond(200, 60)
+
+    def spout_pids():
+        execs = status(cluster, name)["components"]["source"]["executor_list"]
+        pids = [e["worker"]["pid"] if e["worker"] else None for e in execs]
+        assert len(pids) == 2 and None not in pids and pids[0] != pids[1], f"spout workers: {pids}"
+        return pids
+
+    victim, survivor = eventually(spout_pids, 30)
+    acked_before = len(work.acked())
+    os.kill(victim, signal.SIGKILL)
+    assert acked_before < work.n, "the kill came after the whole input was done: not mid-stream"
+    work.wait_all_acked(120)
+    assert set(work.sink_counts()) >= set(range(work.n)), "every spout tuple reached the sink"
+
+    def replayed_at_the_restart():
+        execs = status(cluster, name)["components"]["source"]["executor_list"]
+        (kept,) = [e for e in execs if e["worker"] and e["worker"]["pid"] == survivor]
+        extra = kept["stats"]["extra"]
+        assert extra.get("replayed_on_restart", 0) > 0 and extra.get("task_restarts_seen", 0) > 0, extra
+        assert extra.get("timed_out", 0) == 0, extra
+
+    eventually(replayed_at_the_restart, 30)
+
+
 def test_deactivate_activate_rebalance_kill(cluster, topologies, tmp_path):
     work = DurableInput(tmp_path, 200000)
     name, tid = topologies.submit(DURABLE_WC, "wc-actions", *work.overrides(**SLOW_SINK))

@@ -9,6 +9,7 @@ from collections import Counter
 import pytest
 
 from gale import Bolt, TopologyBuilder
+from gale.topology.definition import ACKER_COMPONENT
 from gale.worker.assembly import Assembly
 from gale.worker.local import LocalTopology, local_conf
 from tests.state_topologies import NumberedSentences, StatefulCount, sentence
@@ -135,7 +136,9 @@ def test_checkpoints_never_reach_a_body_and_each_executor_has_the_layers_it_need
     assert layers["split"] == ("python", ["checkpoint", "incarnation"])
     assert layers["count"] == ("python", ["checkpoint", "held-acks", "incarnation", "state"])
     assert layers["after"] == ("python", ["checkpoint", "incarnation"])
-    assert layers["sentences"] == ("python", [])
+    # at-least-once: the spout replays its pending trees when a bolt or acker executor restarts
+    assert layers["sentences"] == ("python", ["restart_replay"])
+    assert layers[ACKER_COMPONENT][1] == ["incarnation"]
 
 
 @pytest.mark.parametrize("guarantee,layers", [
@@ -154,7 +157,8 @@ def test_a_persistent_window_s_layers(guarantee, layers):
         (ex,) = [ex for ex in lt.runtime.executors.values() if ex.component == "window"]
         assert ex.body_name == "window" and sorted(ex.layers) == layers
         sources = [ex for ex in lt.runtime.executors.values() if ex.component == "sentences"]
-        assert sorted(sources[0].layers) == (["exactly-once-source"] if guarantee == "exactly-once" else [])
+        assert sorted(sources[0].layers) == (["exactly-once-source"] if guarantee == "exactly-once"
+                                             else ["restart_replay"])
     finally:
         lt.runtime.close_resources()
 

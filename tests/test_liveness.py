@@ -65,7 +65,7 @@ class FakeExecutor:
 
 def test_a_bolt_executor_says_hello_at_its_first_timer_and_every_second():
     ex = FakeExecutor()
-    layer = Incarnation(ex, random.Random(7))
+    layer = Incarnation(ex, coordinator=True, spouts=False, rng=random.Random(7))
     layer.attach()
     for step in ex.preparers:
         step()
@@ -75,7 +75,7 @@ def test_a_bolt_executor_says_hello_at_its_first_timer_and_every_second():
     hello = hello_message(3, 4, layer.incarnation)
     assert ex.runtime.sent == [(9, hello)] * 3
     # a rebuilt executor (a restarted worker) has another incarnation
-    assert Incarnation(FakeExecutor()).incarnation != layer.incarnation
+    assert Incarnation(FakeExecutor(), coordinator=True, spouts=False).incarnation != layer.incarnation
 
 
 # ------------------------------------------------------------------------------ at-least-once

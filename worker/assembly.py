@@ -14,7 +14,9 @@ cluster workers): from the component's definition it picks
   sink its store's transactions (``gale.worker.sinks``) and, at-least-once, its held acks; on every data spout of
   an exactly-once topology its source layer (``gale.worker.state.sources``), whose epochs arrive in
   band from the checkpoint spout; and on every bolt of such a topology its hello to the checkpoint
-  spout (``gale.worker.state.liveness``), so a restarted task is recovered from at once.
+  spout (``gale.worker.state.liveness``), so a restarted task is recovered from at once. In any
+  acked topology that is not exactly-once, every bolt and acker executor also says hello to the data
+  spouts, whose executors fail their pending trees when one restarted (``topology.replay.on.restart``).
 
 Which combinations make sense is decided at submit (``gale.topology.composition``), so none is
 refused here; the layers are composed in one order — body first, then state, held acks and held
@@ -33,6 +35,7 @@ from gale.worker.runtime.bolt import BoltExecutor, attach_ticks
 from gale.worker.runtime.executor import AckerExecutor, Executor
 from gale.worker.runtime.spout import SpoutExecutor
 from gale.worker.runtime.grouping import Grouper
+from gale.worker.state.liveness import Incarnation, RestartReplay, replays_on_restart
 
 
 def body_of(runtime: Any, component: str) -> str:
@@ -83,7 +86,10 @@ class Assembly:
 
     def make(self, runtime: Any, executor_id: tuple[int, int], component: str) -> Executor:
         if component == ACKER_COMPONENT:
-            return AckerExecutor(runtime, executor_id, component)
+            ex = AckerExecutor(runtime, executor_id, component)
+            if replays_on_restart(runtime):  # its pending acks die with it, too
+                Incarnation(ex, coordinator=False, spouts=True).attach()
+            return ex
         if runtime.defn.components[component].kind == "spout":
             return self._spout(runtime, executor_id, component)
         return self._bolt(runtime, executor_id, component)
@@ -110,6 +116,8 @@ class Assembly:
             from gale.worker.state.sources import ExactlyOnceSource
 
             ExactlyOnceSource(ex).attach()
+        elif replays_on_restart(runtime):
+            RestartReplay(ex).attach()  # a restarted bolt or acker executor: its pending trees fail now
         return ex
 
     # ------------------------------------------------------------------ bolts
@@ -159,10 +167,11 @@ class Assembly:
             if not exactly_once:
                 self._hold_acks(ex, participants)
         attach_ticks(ex)
+        replay = replays_on_restart(runtime)
+        if gate is not None or replay:
+            # its restart makes the coordinator recover and the spouts replay at once
+            Incarnation(ex, coordinator=gate is not None, spouts=replay).attach()
         if gate is not None:
-            from gale.worker.state.liveness import Incarnation
-
-            Incarnation(ex).attach()  # its restart makes the coordinator recover at once
             gate.attach()  # last: it wraps whatever intake the body set up
         return ex
 

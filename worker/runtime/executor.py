@@ -336,6 +336,7 @@ class AckerExecutor(Executor):
             self.next_rotation += self.timeout
             for table in self.tables.values():
                 table.rotate()
+        Executor.on_timer(self, now)  # its layers' (a hello to the spouts)
 
     def pending_count(self) -> int:
         return sum(len(t) for t in self.tables.values())

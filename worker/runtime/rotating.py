@@ -72,6 +72,14 @@ class RotatingMap:
                 self._on_expire(k, v)
         return dead
 
+    def drain(self) -> dict[Any, Any]:
+        """Take every entry out (none expires: ``on_expire`` is not called); return them."""
+        out: dict[Any, Any] = {}
+        for b in reversed(self._buckets):
+            out.update(b)
+            b.clear()
+        return out
+
     def items(self):
         for b in self._buckets:
             yield from b.items()

@@ -110,18 +110,27 @@ class ExecutorThread(threading.Thread):
         return worked
 
     def idle_timeout(self, now: float) -> float:
-        """How long an idle round may sleep: Storm's spout wait (``topology.spout.wait.sleep.millis``)
-        while an active spout here may emit or a body or layer polls — or less, until the first spout
-        that came up empty is to be asked again (:attr:`SpoutExecutor.ask_after`); otherwise until the
-        next timer (at most :data:`QUIET_WAIT_SECS`), since whatever brings work wakes the thread."""
+        """How long an idle round may sleep: until the first spout that came up empty is to be asked
+        again (:attr:`SpoutExecutor.ask_after`: Storm's spout wait, ``topology.spout.wait.sleep.millis``,
+        longer for a long-idle spout); the spout wait while a body or layer polls, the topology is
+        congested, or an active spout here may emit and has no pause; otherwise until the next timer
+        (at most :data:`QUIET_WAIT_SECS`) — a spout at ``topology.max.spout.pending`` included: the
+        verdicts that free it, like whatever else brings work, wake the thread."""
         runtime = self.runtime
-        if self.polls or (self.spouts and runtime.active):
-            wait = runtime.idle_wait
-            pauses = [ex.ask_after for ex in self.spouts if ex.ask_after]
-            if pauses:
-                wait = min(wait, max(0.0, min(pauses) - time.monotonic()))
+        if self.polls:
+            return runtime.idle_wait
+        wait = min(QUIET_WAIT_SECS, max(runtime.idle_wait, self.next_timer - now))
+        if not (self.spouts and runtime.active):
             return wait
-        return min(QUIET_WAIT_SECS, max(runtime.idle_wait, self.next_timer - now))
+        if runtime.congested:
+            return runtime.idle_wait
+        mono = time.monotonic()
+        for ex in self.spouts:
+            if ex.ask_after:
+                wait = min(wait, max(0.0, ex.ask_after - mono))
+            elif not ex.pending_full():
+                return runtime.idle_wait
+        return wait
 
     def run(self) -> None:
         runtime = self.runtime
