@@ -83,6 +83,7 @@ from gale.worker.runtime.grouping import EVERYTHING, HOST_LOCAL
 from gale.worker.batch_auth import REJECT_REASONS, Opener, ReplayGuard, Sealer
 from gale.worker.loads import REPORT_SECS, BusyMeter, PeerLoads, encode_report
 from gale.worker.outbox import Outbox, TupleSender
+from gale.worker.transfer_refusals import count_invalid, count_rejected
 from gale.worker.wire import BatchDecoder
 from gale.worker.wire_kinds import ACKER, INVALID_REASONS, RESULT, TUPLE
 
@@ -473,7 +474,7 @@ class Transfer:
     def _take(self, frames: list) -> None:
         reason, payload = self.opener.open(frames)
         if reason is not None:
-            self._rejected(reason)
+            count_rejected(self.stats, reason)
             return
         self.stats["received_batches"] += 1
         try:
@@ -576,14 +577,6 @@ class Transfer:
 
     # ------------------------------------------------------------------ receiving
 
-    def _rejected(self, reason: str) -> None:
-        stats = self.stats
-        stats["rejected_batches"] += 1
-        key = f"rejected_batches_{reason}"
-        stats[key] += 1
-        if stats[key] <= 5 or stats[key] % 1000 == 0:
-            log.warning("transfer-rejected-batch", reason=reason, rejected=stats[key], meaning=_REJECT_MEANING[reason])
-
     def _dispatch(self, payload: bytes) -> None:
         decoder = self.decoder
         stats = self.stats
@@ -591,21 +584,4 @@ class Transfer:
         seen, refused = decoder.decode(payload, self.deliver, self.deliver_many)
         stats["received_messages"] += seen
         stats["undeliverable"] += refused
-        total = sum(decoder.invalid.values())
-        if total != before:
-            stats["invalid_messages"] = total
-            for reason, count in decoder.invalid.items():
-                key = f"invalid_messages_{reason}"
-                previous = stats[key]
-                if count != previous:
-                    stats[key] = count
-                    if previous < 5 or count // 1000 != previous // 1000:  # the first ones, then every 1000th
-                        log.warning("transfer-invalid-message", reason=reason, dropped=count)
-
-
-_REJECT_MEANING = {
-    "malformed": "not a Gale batch (wrong frames, version or sizes)",
-    "bad_mac": "not sealed with this topology's secret for this worker (not part of this topology?)",
-    "replayed": "a sequence number already received from that sender: a replayed batch",
-    "stale": "sealed before this worker started (a replay of an old batch, or the sender's clock lags)",
-}
+        count_invalid(stats, decoder.invalid, before)
