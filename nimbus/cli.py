@@ -173,10 +173,13 @@ def local(topology_file: str, duration: float, overrides: tuple[str, ...], as_js
 @click.option("--demo", is_flag=True, help="Submit the flagship demo topology and show its results live.")
 @click.option("--demo-state", is_flag=True,
               help="Submit the stateful word count with its counts in Redis, written on into PostgreSQL by a "
-                   "transactional sink, and kill -9 its counting worker at 20 s: the counts survive and the table "
-                   "stays exact (docs/state.md, docs/sinks.md).")
+                   "transactional sink, and kill -9 its counting worker (at 20 s, --demo-kill-after): the counts "
+                   "survive and the table stays exact (docs/state.md, docs/sinks.md).")
 @click.option("--demo-duration", type=float, default=0,
               help="With --demo or --demo-state: stop after this many seconds (0: Ctrl-C).")
+@click.option("--demo-kill-after", type=click.FloatRange(min=0), default=20.0, show_default=True,
+              help="With --demo-state: kill -9 the counting worker at the first display this many seconds in "
+                   "(0: never).")
 @click.option("--zookeepers", type=int, default=1, show_default=True,
               help="ZooKeeper servers: 1, or an ensemble of 3 (or 5) on loopback.")
 @click.option("--kafka", is_flag=True,
@@ -190,8 +193,8 @@ def local(topology_file: str, duration: float, overrides: tuple[str, ...], as_js
               help="Also run a PostgreSQL server (Debian's postgresql) and print its URL for the PostgreSQL sink "
                    "(docs/sinks.md).")
 def dev_cluster(supervisors: int, slots: int, base_dir: str | None, http_port: int, demo: bool,
-                demo_state: bool, demo_duration: float, zookeepers: int, kafka: bool, kafka_port: int,
-                redis: bool, postgres: bool) -> None:
+                demo_state: bool, demo_duration: float, demo_kill_after: float, zookeepers: int, kafka: bool,
+                kafka_port: int, redis: bool, postgres: bool) -> None:
     """Start a real ZooKeeper, a nimbus and N supervisors with M slots each (and, when asked, a Kafka
     broker and a Redis server); Ctrl-C stops all.
 
@@ -209,7 +212,8 @@ def dev_cluster(supervisors: int, slots: int, base_dir: str | None, http_port: i
 
     try:
         sys.exit(run_dev_cluster(supervisors, slots, base_dir, http_port, demo, demo_duration, zookeepers,
-                                 demo_state, kafka=kafka, kafka_port=kafka_port, redis=redis, postgres=postgres))
+                                 demo_state, kafka=kafka, kafka_port=kafka_port, redis=redis, postgres=postgres,
+                                 demo_kill_after=demo_kill_after))
     except (GaleError, ZooKeeperError, RedisServerError, PostgresServerError) as exc:
         fail(str(exc))
 

@@ -490,7 +490,7 @@ def service_lines(cluster: DevCluster) -> list[str]:
 def run_dev_cluster(supervisors: int, slots: int, base_dir: str | None, http_port: int, demo: bool,
                     demo_duration: float, zookeepers: int = 1, demo_state: bool = False, *,
                     kafka: bool = False, kafka_port: int = KAFKA_PORT, redis: bool = False,
-                    postgres: bool = False) -> int:
+                    postgres: bool = False, demo_kill_after: float = 20.0) -> int:
     import click
 
     if zookeepers < 1 or zookeepers % 2 == 0:
@@ -531,7 +531,7 @@ def run_dev_cluster(supervisors: int, slots: int, base_dir: str | None, http_por
         if demo_state:
             from gale.nimbus.demo_state import run_state_demo
 
-            return run_state_demo(cluster, config_path, demo_duration, stop)
+            return run_state_demo(cluster, config_path, demo_duration, stop, kill_after=demo_kill_after)
         if demo:
             from gale.nimbus.demo import run_demo
 
