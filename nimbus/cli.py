@@ -20,7 +20,7 @@ from gale import config as gconfig
 from gale.errors import GaleError
 from gale.nimbus.cli_actions import activate, deactivate, kill, rebalance
 from gale.nimbus.cli_common import (
-    CONTEXT, call, client_for, conf_option, config_option, fail, json_option, load_config, topology_overrides,
+    CONTEXT, WAIT_POLL_SECS, call, client_for, conf_option, config_option, fail, json_option, load_config, topology_overrides,
 )
 from gale.nimbus.cli_queries import cluster, list_, status, workers
 from gale.nimbus.logs_cmd import logs
@@ -132,7 +132,7 @@ def _wait_running(client, tid: str, timeout: float) -> None:
         if elapsed > timeout:
             fail(f"{tid}: only {running}/{total} executors running after {timeout:.0f}s; "
                  "check 'nimbus status' and the supervisors' logs")
-        time.sleep(0.5)
+        time.sleep(WAIT_POLL_SECS)
 
 
 # ----------------------------------------------------------------------------- local mode

@@ -10,7 +10,7 @@ import time
 import click
 
 from gale.errors import GaleError
-from gale.nimbus.cli_common import call, client_for, config_option, fail, json_option
+from gale.nimbus.cli_common import WAIT_POLL_SECS, call, client_for, config_option, fail, json_option
 
 
 def _action_done(tid: str, action: str, as_json: bool) -> None:
@@ -77,7 +77,7 @@ def _wait_removed(client, tid: str, timeout: float) -> None:
         _progress(line, last)
         if time.monotonic() - start > timeout:
             fail(f"{tid} still exists after {timeout:.0f}s; check 'nimbus status {tid}' and the nimbus log")
-        time.sleep(0.5)
+        time.sleep(WAIT_POLL_SECS)
 
 
 @click.command()
@@ -176,4 +176,4 @@ def _wait_rebalanced(client, tid: str, timeout: float) -> None:
         if time.monotonic() - start > timeout:
             fail(f"{tid}: the new plan is not running after {timeout:.0f}s ({running}/{total} executors); "
                  "check 'nimbus status' and the supervisors' logs")
-        time.sleep(0.5)
+        time.sleep(WAIT_POLL_SECS)

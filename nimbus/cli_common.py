@@ -13,6 +13,9 @@ from gale.config_keys import Config
 from gale.errors import GaleError
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
+#: how often ``--wait`` asks nimbus again (a topology read: a few milliseconds of nimbus's time); the
+#: wait ends at most this long after what it waits for happened
+WAIT_POLL_SECS = 0.2
 
 
 def fail(message: str, code: int = 1) -> None:
