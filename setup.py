@@ -52,7 +52,11 @@ def extensions() -> list[Extension]:
         print("gale: Cython is missing; the hot path runs as Python")
         return []
     tree = source_tree()
-    exts = [Extension(name, [str(tree / (name.replace(".", "/") + ".py"))], optional=not REQUIRED,
+    # named from the checkout's root when the build runs there (it does for pip and build): Cython
+    # mirrors a source's path under build_dir, and a path without the checkout's location gives every
+    # checkout the same C file names, so a compiler cache (use_ccache) hits across checkouts
+    rel = Path(os.path.relpath(tree, ROOT)) if Path.cwd().resolve() == ROOT else tree
+    exts = [Extension(name, [str(rel / (name.replace(".", "/") + ".py"))], optional=not REQUIRED,
                       extra_compile_args=NO_DEBUG_INFO)
             for name in MODULES]
     return cythonize(exts, include_path=[str(tree)], build_dir=str(ROOT / "build" / "cython-c"),
