@@ -60,7 +60,7 @@ def extensions() -> list[Extension]:
                       extra_compile_args=NO_DEBUG_INFO)
             for name in MODULES]
     return cythonize(exts, include_path=[str(tree)], build_dir=str(ROOT / "build" / "cython-c"),
-                     language_level=3, quiet=True)
+                     language_level=3, quiet=True, cache=CACHES)
 
 
 #: Python's own CFLAGS ask for ``-g``: debug info for ~15 MB of generated C is a third of gcc's time
@@ -74,12 +74,18 @@ JOBS = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os
 
 
 
+#: the build's caches (``GALE_NO_BUILD_CACHE=1`` turns both off): Cython's own (the C generated from a
+#: module whose source and options it saw before, in ``~/.cython``) and ccache's (:func:`use_ccache`);
+#: a fresh checkout's build of the hot path, most of ``make deps``'s time, then reuses what any
+#: checkout on the machine built before (paths are relative to the checkout, so its location does not
+#: count)
+CACHES = os.environ.get("GALE_NO_BUILD_CACHE") != "1"
+
+
 def use_ccache() -> None:
     """Compile through ccache when it is installed and the compiler was not chosen by the caller
-    (``CC`` unset; ``GALE_NO_CCACHE=1`` turns it off): a fresh checkout's build of the hot path, most
-    of ``make deps``'s time, is then a cache hit when the same generated C was compiled before in any
-    checkout on the machine (paths are made relative to the checkout, so its location does not count)."""
-    if os.environ.get("CC") or os.environ.get("GALE_NO_CCACHE") == "1" or not shutil.which("ccache"):
+    (``CC`` unset)."""
+    if os.environ.get("CC") or not CACHES or not shutil.which("ccache"):
         return
     cc = sysconfig.get_config_var("CC")
     if not cc:
