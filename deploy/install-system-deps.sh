@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Install the Debian packages Gale needs, only those that are missing.
 #   deploy/install-system-deps.sh base   -> Java 17 runtime + ZooKeeper 3.8 + Redis (nimbus, supervisor, demo, state)
-#                                           + a C compiler and Python's headers (the compiled hot path)
+#                                           + a C compiler, Python's headers and ccache (the compiled hot path)
 #   deploy/install-system-deps.sh test   -> base + what the test suite drives for real
 #                                           (RabbitMQ, Prometheus, Chromium + chromedriver, systemd-analyze,
 #                                           PostgreSQL)
@@ -9,7 +9,8 @@
 set -euo pipefail
 
 set_name=${1:-base}
-pkgs=(openjdk-17-jre-headless zookeeper redis-server gcc python3-dev)
+# ccache: a new checkout's build of the hot path reuses what an earlier one compiled (setup.py)
+pkgs=(openjdk-17-jre-headless zookeeper redis-server gcc python3-dev ccache)
 if [ "$set_name" = test ]; then
   pkgs+=(rabbitmq-server prometheus chromium chromium-driver iproute2 procps systemd)
 fi

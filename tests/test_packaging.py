@@ -264,6 +264,19 @@ def _seed_compiled_build(src: Path) -> list[str]:
     return seeded
 
 
+@pytest.mark.build_independent  # what the checkout's build wrote, whichever build the tests run
+def test_the_generated_c_files_are_named_without_the_checkouts_location():
+    """setup.py names the hot modules' sources from the checkout's root, so Cython writes the same C
+    file names in every checkout and the build caches (Cython's, ccache) hit across checkouts."""
+    from gale.compiled import MODULES
+
+    made = sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "build" / "cython-c").rglob("*.c"))
+    if not made:
+        pytest.skip("no build in this checkout (an installed wheel, or GALE_PURE_PYTHON without a build)")
+    expected = sorted(f"build/cython-c/build/cython-src/{m.replace('.', '/')}.c" for m in MODULES)
+    assert [p for p in made if p in expected] == expected, made
+
+
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory) -> Path:
     """A virtual environment outside the repository with Gale installed from a freshly built wheel
