@@ -72,8 +72,6 @@ NO_DEBUG_INFO = ["-g0"]
 #: build took 87 s on one core of a 2-core machine, 48 s on both
 JOBS = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
-
-
 #: the build's caches (``GALE_NO_BUILD_CACHE=1`` turns both off): Cython's own (the C generated from a
 #: module whose source and options it saw before, in ``~/.cython``) and ccache's (:func:`use_ccache`);
 #: a fresh checkout's build of the hot path, most of ``make deps``'s time, then reuses what any

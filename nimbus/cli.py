@@ -20,7 +20,8 @@ from gale import config as gconfig
 from gale.errors import GaleError
 from gale.nimbus.cli_actions import activate, deactivate, kill, rebalance
 from gale.nimbus.cli_common import (
-    CONTEXT, WAIT_POLL_SECS, call, client_for, conf_option, config_option, fail, json_option, load_config, topology_overrides,
+    CONTEXT, WAIT_POLL_SECS, call, client_for, conf_option, config_option, fail, json_option, load_config,
+    topology_overrides,
 )
 from gale.nimbus.cli_queries import cluster, list_, status, workers
 from gale.nimbus.logs_cmd import logs

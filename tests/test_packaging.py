@@ -222,6 +222,12 @@ def _copy_sources(dest: Path) -> Path:
     return dest
 
 
+def generated_c(module: str) -> Path:
+    """Where a build run from a checkout's root writes ``module``'s C file, relative to that root
+    (setup.py names the sources from the root; Cython mirrors the name under ``build/cython-c``)."""
+    return Path("build", "cython-c", "build", "cython-src", *module.split(".")).with_suffix(".c")
+
+
 def _seed_compiled_build(src: Path) -> list[str]:
     """Give the copy at ``src`` the checkout's up-to-date build of the hot path, as an incremental
     build in the checkout itself would find it: each module's generated C (``build/cython-c``) and
@@ -247,14 +253,14 @@ def _seed_compiled_build(src: Path) -> list[str]:
         folder = ROOT / folders[top] / Path(*package[len(top):].split(".")[1:])
         source, ext = folder / f"{leaf}.py", folder / f"{leaf}{suffix}"
         inside = Path(*name.split("."))
-        c_file = ROOT / "build" / "cython-c" / ROOT.relative_to("/") / "build" / "cython-src" / inside.with_suffix(".c")
+        c_file = ROOT / generated_c(name)
         deps = [source] + ([source.with_suffix(".pxd")] if source.with_suffix(".pxd").exists() else [])
         if not (ext.exists() and c_file.exists()):
             continue
         newest_dep = max(d.stat().st_mtime for d in deps)
         if not newest_dep <= c_file.stat().st_mtime <= ext.stat().st_mtime:
             continue  # a stale build: the wheel build regenerates and compiles this one
-        c_copy = src / "build" / "cython-c" / src.relative_to("/") / "build" / "cython-src" / inside.with_suffix(".c")
+        c_copy = src / generated_c(name)
         c_copy.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(c_file, c_copy)
         ext_copy = lib / inside.parent / ext.name
@@ -273,7 +279,7 @@ def test_the_generated_c_files_are_named_without_the_checkouts_location():
     made = sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "build" / "cython-c").rglob("*.c"))
     if not made:
         pytest.skip("no build in this checkout (an installed wheel, or GALE_PURE_PYTHON without a build)")
-    expected = sorted(f"build/cython-c/build/cython-src/{m.replace('.', '/')}.c" for m in MODULES)
+    expected = sorted(generated_c(m).as_posix() for m in MODULES)
     assert [p for p in made if p in expected] == expected, made
 
 
