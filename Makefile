@@ -2,6 +2,10 @@
 #   make demo   install what is missing, start a local cluster, run the flagship topology
 #   make test   install what is missing, run the whole test suite
 SHELL := /bin/bash
+# Python writes its bytecode caches (__pycache__/, ignored by git) even where the environment asks it
+# not to: without them every worker, daemon and CLI call the tests start compiles Gale's sources again,
+# and every test process compiles each test module again (collecting the suite: 13 s of CPU, not 4 s)
+unexport PYTHONDONTWRITEBYTECODE
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin

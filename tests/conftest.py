@@ -65,6 +65,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--run-slow", action="store_true", help="also run tests marked slow (soak runs)")
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    # pytest-xdist hands out whole files (``--dist loadfile``) in the collection's order only when told
+    # to: by default it sends the files with the most tests first, which undid :func:`clusters_first`
+    # and left minute-long cluster files of a few tests each for the end of the pass
+    if hasattr(config.option, "loadscopereorder"):
+        config.option.loadscopereorder = False
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     clusters_first(items)
     if config.getoption("--run-slow"):
