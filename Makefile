@@ -64,7 +64,12 @@ PURE_PASS = GALE_REQUIRE_COMPONENTS=1 GALE_PURE_PYTHON=1 $(BIN)/python -m pytest
   -m "not cluster and not spark and not build_independent" $(PYTEST_ARGS)
 COMPILED_PASS = GALE_REQUIRE_COMPONENTS=1 GALE_REQUIRE_COMPILED=1 $(BIN)/python -m pytest $(XDIST) $(PYTEST_ARGS)
 TEST_PASSES ?= together
+# Spark's JVMs in the tests map the classes an earlier one loaded (tests/jvm_archive.py: made once per
+# virtual environment, about 30 s, in the background while the first tests run; it halves a Spark
+# start's CPU)
+JVM_ARCHIVE = $(BIN)/python -m tests.jvm_archive > $(VENV)/jvm-archive.log 2>&1 &
 test: system-deps system-deps-test $(STAMP) $(COMPILED)
+	@$(JVM_ARCHIVE)
 ifeq ($(TEST_PASSES),serial)
 	$(COMPILED_PASS)
 	$(PURE_PASS) $(XDIST)
@@ -84,6 +89,7 @@ test-fast: deps
 	$(BIN)/python -m pytest $(XDIST) -m "not cluster and not spark" $(PYTEST_ARGS)
 
 soak: system-deps system-deps-test $(STAMP) $(COMPILED)
+	@$(JVM_ARCHIVE)
 	$(BIN)/python -m pytest -m slow --run-slow $(PYTEST_ARGS)
 
 # A binary wheel of Gale with its compiled hot path, for machines without a C compiler:

@@ -14,6 +14,7 @@ from gale.worker.local import LocalTopology, complete_topology, local_conf
 from gale.worker.spark.commit import BATCH_DIR_PREFIX, TEMP_DIR
 from gale.worker.spark.session import acquire_spark, find_marked, spark_settings
 from gale.config_keys import Config
+from tests.jvm_archive import archive_key, archive_path, use_archive
 from tests.waiting import until
 from tests.spark_topologies import (
     CountWords, FailField, FailFirstAttempt, LowerCount, MissingField, NotAFrame, RowSpout, Totals, UpperNoLineage,
@@ -28,7 +29,9 @@ WORDS = ["apple", "banana", "cherry", "apple", "date", "banana", "apple", "elder
 @pytest.fixture(scope="module")
 def spark_handle():
     """The module's Spark application. Closing it (the last reference) must leave no process
-    of the application behind: checked here, after the last test, by the application's marker."""
+    of the application behind: checked here, after the last test, by the application's marker.
+    Its JVM starts once the class archive that make test makes in the background is there."""
+    use_archive(archive_key(), wait=180)
     handle = acquire_spark(spark_settings(Config()))  # the settings every runtime here asks for
     try:
         handle.wait(180)
@@ -132,6 +135,18 @@ def test_python_udf_stage_keeps_row_lineage(spark_handle):
     # Spark's Python workers now run for the application (the teardown checks they end with it)
     names = {p.name() for p in find_marked(spark_handle.marker)}
     assert "java" in names and any(n.startswith("python") for n in names), names
+
+
+def test_the_spark_jvm_maps_this_machines_class_archive(spark_handle):
+    """make test archives Spark's classes once per machine (tests.jvm_archive) and every Spark JVM
+    of the tests maps them: an archive the JVM quietly rejected (another Java, other jars, other
+    options) would leave the tests their slow starts without a word."""
+    key = archive_key()
+    if key is None or not archive_path(key).is_file():
+        pytest.skip("no class archive for Spark's JVM on this machine (python -m tests.jvm_archive makes one)")
+    (jvm,) = [p for p in find_marked(spark_handle.marker) if p.name() == "java"]
+    mapped = {m.path for m in jvm.memory_maps()}
+    assert str(archive_path(key)) in mapped, sorted(p for p in mapped if p.endswith(".jsa"))
 
 
 def test_lost_lineage_falls_back_to_the_whole_batch(spark):
