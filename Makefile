@@ -65,9 +65,8 @@ PURE_PASS = GALE_REQUIRE_COMPONENTS=1 GALE_PURE_PYTHON=1 $(BIN)/python -m pytest
 COMPILED_PASS = GALE_REQUIRE_COMPONENTS=1 GALE_REQUIRE_COMPILED=1 $(BIN)/python -m pytest $(XDIST) $(PYTEST_ARGS)
 TEST_PASSES ?= together
 # Spark's JVMs in the tests map the classes an earlier one loaded (tests/jvm_archive.py: made once per
-# virtual environment, about 30 s, in the background while the first tests run; it halves a Spark
-# start's CPU)
-JVM_ARCHIVE = $(BIN)/python -m tests.jvm_archive > $(VENV)/jvm-archive.log 2>&1 &
+# virtual environment, about 30 s before the first run's tests; it halves a Spark start's CPU)
+JVM_ARCHIVE = $(BIN)/python -m tests.jvm_archive
 test: system-deps system-deps-test $(STAMP) $(COMPILED)
 	@$(JVM_ARCHIVE)
 ifeq ($(TEST_PASSES),serial)
