@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
+import importlib.util
 import os
 import shutil
 import subprocess
@@ -71,11 +72,10 @@ def cache_dir() -> Path:
 
 
 def _spark_jars() -> Path | None:
-    try:
-        import pyspark
-    except ImportError:
+    spec = importlib.util.find_spec("pyspark")  # found, not imported: every test process asks
+    if spec is None or spec.origin is None:
         return None
-    jars = Path(pyspark.__file__).parent / "jars"
+    jars = Path(spec.origin).parent / "jars"
     return jars if jars.is_dir() else None
 
 
