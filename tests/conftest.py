@@ -10,8 +10,9 @@
   living seconds) compiles with the JIT's first tier only and collects with the serial collector
   (``JAVA_TOOL_OPTIONS``, :data:`~tests.jvm_archive.TEST_JVM_OPTIONS`; an outer setting wins), and
   maps Spark's classes from this environment's class archive once there is one (``make test`` makes
-  it in the background: :mod:`tests.jvm_archive`). Same code, same results; a Spark session's start and first job took
-  16 s of CPU with the JVM's defaults, 8 s with these options, 4.4 s with the archive as well.
+  it in the background: :mod:`tests.jvm_archive`). Same code, same results; a Spark session's start
+  and first job took 16 s of CPU with the JVM's defaults, 8 s with these options, 4.4 s with the
+  archive as well.
 - Hypothesis examples have no deadline (profile ``gale``): a test judges what it asserts, never
   how long an example took.
 - Real components: a test that needs one the machine lacks (Prometheus, Chromium, systemd, root
