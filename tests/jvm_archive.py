@@ -106,23 +106,17 @@ def archive_options(key: str | None = None) -> str:
     return f" -XX:SharedArchiveFile={archive_path(key)} -Xlog:cds*=off"
 
 
-def use_archive(key: str | None, wait: float = 0.0) -> None:
+def use_archive(key: str | None, wait: bool = False) -> None:
     """Let the JVMs this process starts from now on use the archive of ``key`` once it is there,
-    unless JAVA_TOOL_OPTIONS came from outside the tests. With ``wait``, first wait up to that many
-    seconds for an archive being made (``python -m tests.jvm_archive`` in the background)."""
+    unless JAVA_TOOL_OPTIONS came from outside the tests. With ``wait``, first wait until an archive
+    being made (``python -m tests.jvm_archive`` in the background, which holds ``.making``) is done:
+    the wait takes the lock the maker holds, so it ends exactly when the maker lets go (bounded by
+    the maker's own timeout)."""
     if key is None or os.environ.get("JAVA_TOOL_OPTIONS") != TEST_JVM_OPTIONS:
         return
-    if wait > 0 and cache_dir().is_dir():
+    if wait and cache_dir().is_dir():
         with open(cache_dir() / ".making", "a") as lock:
-            deadline = time.monotonic() + wait
-            while True:
-                try:
-                    fcntl.flock(lock, fcntl.LOCK_SH | fcntl.LOCK_NB)
-                    break
-                except BlockingIOError:
-                    if time.monotonic() >= deadline:
-                        break
-                    time.sleep(0.2)
+            fcntl.flock(lock, fcntl.LOCK_SH)
     os.environ["JAVA_TOOL_OPTIONS"] = TEST_JVM_OPTIONS + archive_options(key)
 
 

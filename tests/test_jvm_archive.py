@@ -91,7 +91,7 @@ def test_a_wait_ends_when_the_archive_being_made_is_there(fake_java, monkeypatch
     timer = threading.Timer(0.5, made)
     timer.start()
     try:
-        jvm_archive.use_archive(key, wait=30)
+        jvm_archive.use_archive(key, wait=True)
     finally:
         timer.join()
     assert "SharedArchiveFile" in os.environ["JAVA_TOOL_OPTIONS"]

@@ -31,7 +31,7 @@ def spark_handle():
     """The module's Spark application. Closing it (the last reference) must leave no process
     of the application behind: checked here, after the last test, by the application's marker.
     Its JVM starts once the class archive that make test makes in the background is there."""
-    use_archive(archive_key(), wait=180)
+    use_archive(archive_key(), wait=True)
     handle = acquire_spark(spark_settings(Config()))  # the settings every runtime here asks for
     try:
         handle.wait(180)
