@@ -180,6 +180,10 @@ class Config:
     supervisor_heartbeat_frequency_secs: int = key(
         "supervisor.heartbeat.frequency.secs", 5, _POS, "supervisor znode refresh period")
     supervisor_enable: bool = key("supervisor.enable", True, Bool(), "launch workers")
+    supervisor_worker_fork_server: bool = key(
+        "supervisor.worker.fork.server", True, Bool(),
+        "Gale: fork workers from a process that imported the worker once (about half a second of CPU less "
+        "a start); false: exec each worker's interpreter afresh")
     supervisor_metrics_port: int = key(
         "supervisor.metrics.port", 0, Int(0, 65535), "supervisor /metrics port (0: any)")
     supervisor_metrics_host: str = key(

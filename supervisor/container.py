@@ -17,7 +17,6 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +26,7 @@ from gale.config_keys import Config
 from gale.daemon_util import WORKER_ARTIFACTS, log_dir
 from gale.local_state import LocalState
 from gale.log import get_logger
+from gale.supervisor.fork_server import ForkServer, python_prefix
 from gale.supervisor.slot import LocalAssignment
 
 log = get_logger("supervisor.container")
@@ -44,6 +44,31 @@ class Containers:
         self.supervisor_id = supervisor_id
         self.config_path = str(config_path)
         self._procs: dict[str, subprocess.Popen] = {}
+        #: forks workers from an interpreter that imported the worker once (None: every worker is exec'd)
+        self.fork_server: ForkServer | None = None
+        self._fork_server_log = None
+
+    def start(self) -> None:
+        """Start the worker fork server (``supervisor.worker.fork.server``) while the supervisor
+        starts; its exits and failures are logged to ``fork-server.log`` in the supervisor's log
+        directory."""
+        if not self.config.supervisor_worker_fork_server or self.fork_server is not None:
+            return
+        logs = log_dir(self.config)
+        logs.mkdir(parents=True, exist_ok=True)
+        self._fork_server_log = open(logs / "fork-server.log", "ab")  # noqa: SIM115 - kept for the process
+        self.fork_server = ForkServer(python_prefix(self.config.worker_childopts), self._worker_env(),
+                                      stderr=self._fork_server_log)
+        self.fork_server.start()
+
+    def close(self) -> None:
+        """Stop the fork server (workers run on)."""
+        if self.fork_server is not None:
+            self.fork_server.close()
+            self.fork_server = None
+        if self._fork_server_log is not None:
+            self._fork_server_log.close()
+            self._fork_server_log = None
 
     # -------------------------------------------------------------- paths
 
@@ -61,11 +86,28 @@ class Containers:
 
     # -------------------------------------------------------------- launch
 
+    def worker_args(self, assignment: LocalAssignment, port: int, worker_id: str) -> list[str]:
+        """The ``worker`` command's arguments."""
+        return ["run", assignment.topology_id, self.supervisor_id, str(port), worker_id, "--config", self.config_path]
+
     def command(self, assignment: LocalAssignment, port: int, worker_id: str) -> list[str]:
-        return [
-            sys.executable, *self.config.worker_childopts, "-m", "gale.worker.cli", "run",
-            assignment.topology_id, self.supervisor_id, str(port), worker_id, "--config", self.config_path,
-        ]
+        return [*python_prefix(self.config.worker_childopts), "-m", "gale.worker.cli",
+                *self.worker_args(assignment, port, worker_id)]
+
+    def _worker_env(self, logs: Path | None = None) -> dict[str, str]:
+        env = dict(os.environ)
+        env["PYTHONUNBUFFERED"] = "1"
+        # every worker hashes strings alike, so fields groupings route equal keys to one task
+        env["PYTHONHASHSEED"] = "0"
+        if logs is not None:
+            env["GALE_WORKER_LOG_DIR"] = str(logs)
+        # numpy (the acker's tables) starts OpenBLAS's thread pool, whose threads busy-wait on the
+        # cores the executor threads need (about 0.1 s of CPU at start, measured, and after each
+        # BLAS call); a worker's parallelism is its executors. The supervisor's own environment
+        # (its systemd unit) can set another value.
+        env.setdefault("OPENBLAS_NUM_THREADS", "1")
+        env.pop("NOTIFY_SOCKET", None)  # the worker is not the systemd service
+        return env
 
     def launch(self, assignment: LocalAssignment, port: int, worker_id: str) -> int:
         wdir = self.worker_dir(worker_id)
@@ -73,27 +115,26 @@ class Containers:
             d.mkdir(parents=True, exist_ok=True)
         logs = self.log_dir(assignment.topology_id, port)
         logs.mkdir(parents=True, exist_ok=True)
-        env = dict(os.environ)
-        env["PYTHONUNBUFFERED"] = "1"
-        # every worker hashes strings alike, so fields groupings route equal keys to one task
-        env["PYTHONHASHSEED"] = "0"
-        env["GALE_WORKER_LOG_DIR"] = str(logs)
-        # numpy (the acker's tables) starts OpenBLAS's thread pool, whose threads busy-wait on the
-        # cores the executor threads need (about 0.1 s of CPU at start, measured, and after each
-        # BLAS call); a worker's parallelism is its executors. The supervisor's own environment
-        # (its systemd unit) can set another value.
-        env.setdefault("OPENBLAS_NUM_THREADS", "1")
-        env.pop("NOTIFY_SOCKET", None)  # the worker is not the systemd service
-        with open(logs / "worker.out", "ab") as out:
-            proc = subprocess.Popen(
-                self.command(assignment, port, worker_id), cwd=wdir, env=env, stdin=subprocess.DEVNULL,
-                stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
-            )
-        (self.pids_dir(worker_id) / str(proc.pid)).touch()
-        self._procs[worker_id] = proc
-        log.info("worker-launched", topology=assignment.topology_id, port=port, worker=worker_id, pid=proc.pid,
-                 executors=len(assignment.executors))
-        return proc.pid
+        env = self._worker_env(logs)
+        command = self.command(assignment, port, worker_id)
+        pid = None
+        if self.fork_server is not None:
+            pid = self.fork_server.launch(self.worker_args(assignment, port, worker_id), wdir, env,
+                                          logs / "worker.out", " ".join(map(str, command)))
+        if pid is None:
+            with open(logs / "worker.out", "ab") as out:
+                proc = subprocess.Popen(
+                    command, cwd=wdir, env=env, stdin=subprocess.DEVNULL,
+                    stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+                )
+            pid = proc.pid
+            self._procs[worker_id] = proc
+        else:
+            self._procs.pop(worker_id, None)  # the fork server's child (it reaps it)
+        (self.pids_dir(worker_id) / str(pid)).touch()
+        log.info("worker-launched", topology=assignment.topology_id, port=port, worker=worker_id, pid=pid,
+                 executors=len(assignment.executors), forked=pid is not None and worker_id not in self._procs)
+        return pid
 
     # -------------------------------------------------------------- observe
 

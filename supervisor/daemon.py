@@ -134,6 +134,9 @@ class Supervisor:
             fh.write(yaml.safe_dump(self.config.to_dict(), sort_keys=True))
         os.chmod(tmp, 0o600)  # an older file of that name may have had another mode
         os.replace(tmp, self.config_path)
+        start_launcher = getattr(self.containers, "start", None)  # the worker fork server: warm while we connect
+        if start_launcher is not None:
+            start_launcher()
         client = connect(self.config, stop=stop or self.stopping, what="supervisor",
                          on_waiting=self._waiting_for_zookeeper)
         if client is None:
@@ -173,6 +176,9 @@ class Supervisor:
         if kill_workers:
             self.kill_all_workers()  # bounded by the workers' grace, then SIGKILL
         self.localizer.close()
+        close_launcher = getattr(self.containers, "close", None)
+        if close_launcher is not None:
+            close_launcher()
         if self.client is not None:
             within(deadline, "supervisor-info-delete", self.state.remove_supervisor_info, self.supervisor_id,
                    zk=self.client)

@@ -114,6 +114,7 @@ def test_kill_minus_9_of_a_worker_is_restarted_and_replays(cluster, topologies, 
         return worker["pid"]
 
     old_pid = eventually(spout_pid, 30)
+    fork_server = _forked(old_pid)
     os.kill(old_pid, signal.SIGKILL)
     work.wait_all_acked(120)
     assert set(work.sink_counts()) >= set(range(6000)), "every spout tuple reached the sink"
@@ -122,8 +123,20 @@ def test_kill_minus_9_of_a_worker_is_restarted_and_replays(cluster, topologies, 
         s = all_running(cluster, name)
         pids = {e["worker"]["pid"] for e in s["components"]["source"]["executor_list"] if e["worker"]}
         assert pids and old_pid not in pids, pids
+        return pids
 
-    eventually(restarted, 60)
+    # every spout worker was forked, the replacement by the fork server that forked the killed one
+    assert fork_server in {_forked(pid) for pid in eventually(restarted, 60)}
+
+
+def _forked(pid: int) -> int:
+    """The fork server (supervisor.worker.fork.server) that forked worker ``pid``, which carries the
+    worker command's line; its pid."""
+    worker = psutil.Process(pid)
+    assert "-m gale.worker.cli run " in " ".join(worker.cmdline()), worker.cmdline()
+    parent = worker.parent()
+    assert parent is not None and "-m gale.worker.zygote" in " ".join(parent.cmdline()), parent
+    return parent.pid
 
 
 def test_kill_minus_9_replays_at_the_restart_not_at_the_message_timeout(cluster, topologies, tmp_path):

@@ -1,0 +1,141 @@
+"""The worker fork server: one process per supervisor that has imported the worker once and forks a
+worker for each launch (``supervisor.worker.fork.server``, on by default).
+
+Starting a worker by ``exec`` spends about half a second of CPU importing Gale, numpy, pydantic and
+the rest before the worker does anything; a supervisor that restarts a crashed worker, or starts
+several, pays it every time. The fork server pays it once: the supervisor starts it beside itself
+(``python -m gale.worker.zygote``, with the workers' interpreter options and environment) and asks it
+for each worker, and the forked child is the worker the ``exec`` would have made — its own session
+(process group), working directory, environment, standard streams into ``worker.out``, the same
+command line in ``ps`` and ``/proc/<pid>/cmdline`` (``setproctitle``: the supervisor recognises its
+workers by it after a restart), and the worker command's own code from there on. What a fork
+shares is reset: Python's ``random`` and numpy's global generator are seeded afresh.
+
+The protocol, one JSON object a line: the fork server writes ``{"ready": pid}`` once it has imported
+the worker; the supervisor writes a request ``{"args", "cwd", "env", "out", "title"}`` and reads the
+reply, ``{"pid": n}`` or ``{"error": "..."}`` (``module`` may name another module to run as
+``__main__`` than the worker command, as the tests do). The fork server reaps its children (their exits go to
+its standard error as ``worker-exited`` lines) and ends when the supervisor closes its input.
+:class:`gale.supervisor.fork_server.ForkServer` is the other end.
+"""
+
+from __future__ import annotations
+
+import gc
+import importlib
+import json
+import os
+import runpy
+import select
+import sys
+import threading
+from typing import Any
+
+#: what a worker imports before it does anything (the rest loads with the topology's code); not
+#: ``gale.worker.cli`` itself, which each child runs as ``__main__`` as ``python -m`` would
+PRELOAD = ("click", "gale.config", "gale.worker.daemon")
+#: the room a child's command line has in ``/proc/<pid>/cmdline``: the fork server is started with an
+#: argument of this many spaces, whose memory each child overwrites with its title (the environment's
+#: memory is left alone, so ``/proc/<pid>/environ`` stays readable: setproctitle's ``SPT_NOENV``)
+TITLE_ROOM = 4096
+#: the module a request runs as ``__main__`` unless it names another (``python -m`` of it)
+WORKER_MODULE = "gale.worker.cli"
+#: how often the fork server reaps exited workers while it waits for requests
+REAP_SECS = 0.5
+
+
+def _write(fd: int, message: dict[str, Any]) -> None:
+    data = (json.dumps(message) + "\n").encode()
+    while data:
+        data = data[os.write(fd, data):]
+
+
+def _reap() -> None:
+    while True:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+        code = os.waitstatus_to_exitcode(status)
+        _write(2, {"event": "worker-exited", "pid": pid, "code": code})
+
+
+def _become_worker(request: dict[str, Any]) -> None:
+    """In the forked child: turn into the worker ``request`` describes and run it. Ends the process
+    (``SystemExit`` from the worker command, through the interpreter's normal shutdown)."""
+    try:
+        os.setsid()
+        os.chdir(request["cwd"])
+        os.environ.clear()
+        os.environ.update(request["env"])
+        out = os.open(request["out"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        null = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(null, 0)
+        os.dup2(out, 1)
+        os.dup2(out, 2)
+        os.close(null)
+        os.close(out)
+        import setproctitle
+
+        setproctitle.setproctitle(request["title"])
+        sys.path[0] = os.getcwd()  # as ``python -m`` started in that directory would have it
+        numpy_random = sys.modules.get("numpy.random")
+        if numpy_random is not None:
+            numpy_random.seed()  # random reseeds itself after a fork; numpy's legacy generator does not
+        module = request.get("module", WORKER_MODULE)
+        sys.argv = [module, *request["args"]]  # runpy puts the module's file first, as ``python -m``
+    except BaseException as exc:  # noqa: BLE001 - nothing of the fork server may run on in the child
+        os.write(2, f"gale worker fork: could not become the worker: {exc!r}\n".encode(errors="replace"))
+        os._exit(70)
+    runpy.run_module(module, run_name="__main__", alter_sys=True)  # the worker command exits with its code
+    sys.exit(0)
+
+
+def serve(requests: int = 0, replies: int = 1) -> int:
+    """Import the worker, say ready, then fork a worker per request until the input ends."""
+    for name in PRELOAD:
+        importlib.import_module(name)
+    try:
+        os.environ["SPT_NOENV"] = "1"
+        import setproctitle
+
+        # takes the memory of the arguments for titles now, while the environment is the one the
+        # process started with (a child changes it before it names itself)
+        setproctitle.setproctitle(" ".join(arg for arg in sys.orig_argv if arg.strip()))
+        del os.environ["SPT_NOENV"]
+    except ImportError:
+        _write(replies, {"error": "setproctitle is not installed: workers could not carry their command line"})
+        return 1
+    gc.collect()
+    gc.freeze()  # what the import made stays shared with the children: no copy when a collection scans it
+    if threading.active_count() != 1:
+        _write(replies, {"error": "the fork server started threads while importing the worker"})
+        return 1
+    _write(replies, {"ready": os.getpid()})
+    pending = b""
+    while True:
+        readable, _, _ = select.select([requests], [], [], REAP_SECS)
+        _reap()
+        if not readable:
+            continue
+        chunk = os.read(requests, 1 << 16)
+        if not chunk:
+            return 0  # the supervisor is gone or stopped: workers run on, as after its exec launches
+        pending += chunk
+        while b"\n" in pending:
+            line, pending = pending.split(b"\n", 1)
+            try:
+                request = json.loads(line)
+                pid = os.fork()
+            except (ValueError, OSError) as exc:
+                _write(replies, {"error": f"{type(exc).__name__}: {exc}"})
+                continue
+            if pid == 0:
+                _become_worker(request)
+            _write(replies, {"pid": pid})
+
+
+if __name__ == "__main__":  # python -m gale.worker.zygote (started by a supervisor)
+    sys.exit(serve())
