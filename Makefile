@@ -55,8 +55,9 @@ XDIST := $(if $(filter 0,$(TEST_WORKERS)),-p no:xdist,-n $(TEST_WORKERS) --dist 
 # every real component is installed here, so a test that would skip for a missing one fails instead.
 # The whole suite runs on the compiled hot path; beside it, in one more process, the tests that need
 # no cluster run again on the Python source (GALE_PURE_PYTHON=1, gale.compiled), which must give the
-# same results — except those marked build_independent (no tuple passes the hot path: fuzzing the
-# REST API of an in-process nimbus). The compiled pass leaves a third of the two cores idle while its
+# same results — except those marked build_independent: they call no function of a hot module and
+# start no process that could, so both runs would run the same code (tests/hot_path_audit.py finds
+# them, and fails a wrong mark, on the Python source). The compiled pass leaves a third of the two cores idle while its
 # clusters wait on timeouts; the Python-source pass fills it, and its output follows the compiled
 # pass's (it is kept in $(PURE_LOG) meanwhile). TEST_PASSES=serial runs the two one after the other.
 PURE_LOG := $(VENV)/pure-python-pass.log

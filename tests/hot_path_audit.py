@@ -14,7 +14,9 @@ functions a profile hook sees)::
 
 Each test's line in ``GALE_AUDIT_OUT``: its node id, whether it called into a hot module (``hot``: the
 first such function), the processes it started (``spawned``: their first arguments), and whether it
-is marked ``build_independent``. A marked test that did either **fails** (the mark is wrong: it would
+is marked ``build_independent``. A marked test that called into a hot module or started a process
+that may run Gale's code (:func:`may_run_gale`: a Python interpreter, a Gale command, a JVM, a shell;
+not a broker or a database) **fails** (the mark is wrong: it would
 skip the Python-source run of code that differs between the builds). Calls are attributed to the
 test running when they happen, its fixtures' set-up and tear-down included — a module fixture's
 servers count against the module's first test, a thread left running by one test against the next
@@ -25,6 +27,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -32,6 +35,18 @@ import threading
 import pytest
 
 from gale.compiled import MODULES, pure_requested
+
+
+#: programs that may run Gale's code: Python interpreters, Gale's and its compatibility layers' commands
+#: and shells; a broker, a database, a fuzzer or ZooKeeper's JVM does not
+_MAY_RUN_GALE = re.compile(r"^(python[0-9.]*|nimbus|supervisor|worker|streamparse_run|sparkrun|sh|bash|dash|env)$")
+
+
+def may_run_gale(command: str) -> bool:
+    """Whether the process started with ``command`` (its arguments joined by spaces) may run Gale's code:
+    a program :data:`_MAY_RUN_GALE` names, or anything of Spark's (its JVMs start Python workers)."""
+    program = command.split(" ", 1)[0]
+    return bool(_MAY_RUN_GALE.match(os.path.basename(program))) or "spark" in command.lower()
 
 
 def _hot_files() -> frozenset[str]:
@@ -112,7 +127,7 @@ class _Audit:
         # sees the set-up's calls (a module fixture's tear-down after the last test is not judged)
         if item.get_closest_marker("build_independent") is None:
             return result
-        problem = self.hot.get(item.nodeid) or (self.spawned.get(item.nodeid) or [None])[0]
+        problem = self.hot.get(item.nodeid) or next(filter(may_run_gale, self.spawned.get(item.nodeid, [])), None)
         if problem:
             pytest.fail(f"marked build_independent, but it ran the hot path or started a process: {problem}",
                         pytrace=False)

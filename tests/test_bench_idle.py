@@ -2,7 +2,12 @@
 
 from pathlib import Path
 
+import pytest
+
 from benchmarks.bench_idle import role_of
+
+# no tuple passes the hot path here (tests/hot_path_audit.py): the compiled pass runs these only
+pytestmark = pytest.mark.build_independent
 
 
 def test_a_process_is_counted_under_its_role_only_when_it_belongs_to_this_run():

@@ -19,6 +19,9 @@ from gale.bytewax.plan import find_core_step
 from gale.worker.bytewax import fast
 from gale.worker.bytewax.stateful import KeyedLogics, StepError
 
+# no tuple passes the hot path here (tests/hot_path_audit.py): the compiled pass runs these only
+pytestmark = pytest.mark.build_independent
+
 NOW = datetime(2024, 1, 1, tzinfo=timezone.utc)
 
 

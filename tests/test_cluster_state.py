@@ -22,6 +22,9 @@ from gale.records import (
 from tests.conftest import make_client
 from tests.waiting import until
 
+# no tuple passes the hot path here (tests/hot_path_audit.py): the compiled pass runs these only
+pytestmark = pytest.mark.build_independent
+
 TID = "wordcount-1-1700000000"
 
 

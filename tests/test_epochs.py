@@ -28,6 +28,9 @@ from gale.worker.state.epochs import (
     WriteReport,
 )
 
+# no tuple passes the hot path here (tests/hot_path_audit.py): the compiled pass runs these only
+pytestmark = pytest.mark.build_independent
+
 
 def saves(actions):
     return [a.epoch for a in actions if isinstance(a, Save)]

@@ -48,6 +48,9 @@ from gale.worker.state.epochs import (
     with_generation,
 )
 
+# no tuple passes the hot path here (tests/hot_path_audit.py): the compiled pass runs these only
+pytestmark = pytest.mark.build_independent
+
 TIMEOUT = 0.5  # a tree's message timeout (model seconds)
 STEP = 0.001
 REBROADCAST = 0.1  # the coordinator sends the epoch to every source again this often

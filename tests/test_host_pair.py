@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import pytest
+
 from benchmarks import host_pair
+
+# no tuple passes the hot path here (tests/hot_path_audit.py): the compiled pass runs these only
+pytestmark = pytest.mark.build_independent
 
 
 def test_the_job_costs_cpu_and_a_pair_of_copies_is_compared_with_one_alone():

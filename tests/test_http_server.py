@@ -10,6 +10,9 @@ from fastapi import FastAPI
 
 from gale.http_server import HttpServer
 
+# no tuple passes the hot path here (tests/hot_path_audit.py): the compiled pass runs these only
+pytestmark = pytest.mark.build_independent
+
 
 @pytest.fixture
 def server():

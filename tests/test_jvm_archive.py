@@ -10,6 +10,9 @@ import pytest
 
 from tests import jvm_archive
 
+# no tuple passes the hot path here (tests/hot_path_audit.py): the compiled pass runs these only
+pytestmark = pytest.mark.build_independent
+
 
 @pytest.fixture
 def fake_java(tmp_path, monkeypatch):

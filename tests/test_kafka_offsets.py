@@ -22,6 +22,9 @@ from gale.worker.connectors.kafka_offsets import (
     plan_starts,
 )
 
+# no tuple passes the hot path here (tests/hot_path_audit.py): the compiled pass runs these only
+pytestmark = pytest.mark.build_independent
+
 
 def feed(tracker: OffsetTracker, offsets, now=0.0):
     return [tracker.on_record(o, now) for o in offsets]

@@ -18,6 +18,9 @@ from gale.worker.state.liveness import (
 )
 from tests.test_epochs import emits, rewound, running, saves
 
+# no tuple passes the hot path here (tests/hot_path_audit.py): the compiled pass runs these only
+pytestmark = pytest.mark.build_independent
+
 
 def test_a_hello_round_trips_and_a_bad_one_is_refused_by_what_is_wrong():
     assert read_hello(hello_message(4, 6, 2**63 - 1)) == (4, 6, 2**63 - 1)

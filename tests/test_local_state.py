@@ -4,6 +4,9 @@ import pytest
 
 from gale.local_state import LocalState
 
+# no tuple passes the hot path here (tests/hot_path_audit.py): the compiled pass runs these only
+pytestmark = pytest.mark.build_independent
+
 
 def _files(d):
     return sorted(n for n in os.listdir(d) if n.endswith(".state"))

@@ -17,6 +17,9 @@ from gale.supervisor import logfiles
 from gale.supervisor.logfiles import LogPathError, list_files, read_page, resolve, search
 from gale.supervisor.logserver import listen_plan, make_app
 
+# no tuple passes the hot path here (tests/hot_path_audit.py): the compiled pass runs these only
+pytestmark = pytest.mark.build_independent
+
 WORKER = "workers-artifacts/topo-1-1/6700"
 
 

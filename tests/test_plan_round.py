@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import pytest
+
 from gale.config import defaults
 from gale.records import (
     Assignment, ExecutorStats, StormBase, SupervisorInfo, SupervisorWorkerHeartbeat, TopologyStatus, WorkerHeartbeat,
@@ -15,6 +17,9 @@ from gale.topology.definition import component_parallelism
 from gale.nimbus.plan import RoundSnapshot, SchedulingTimeouts, TopologyInputs, plan_round, workerbeats_wanted
 from gale.nimbus.scheduler import HeartbeatCache
 from tests.topologies import Identity, ListSpout
+
+# no tuple passes the hot path here (tests/hot_path_audit.py): the compiled pass runs these only
+pytestmark = pytest.mark.build_independent
 
 NOW = 1_800_000_000.0
 T = SchedulingTimeouts(launch_secs=120, timeout_secs=30, orphan_grace_secs=9)

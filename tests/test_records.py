@@ -15,6 +15,9 @@ from gale.records import (
     parse_executor_key,
 )
 
+# no tuple passes the hot path here (tests/hot_path_audit.py): the compiled pass runs these only
+pytestmark = pytest.mark.build_independent
+
 
 def test_executor_keys():
     assert executor_key((1, 4)) == "1-4"

@@ -24,6 +24,9 @@ from gale.config_keys import Config
 from tests.cluster import DURABLE_WC
 from tests.waiting import until
 
+# no tuple passes the hot path here (tests/hot_path_audit.py): the compiled pass runs these only
+pytestmark = pytest.mark.build_independent
+
 LAYOUT = Layout("/storm")
 DIGEST = "d" * 64
 WAIT = {"topology.min.replication.count": 2, "topology.max.replication.wait.time.sec": 60}

@@ -1,5 +1,7 @@
 """The nimbus scheduler (pure): liveness, even distribution, reassignment — no I/O, no sleeps."""
 
+import pytest
+
 from gale.nimbus.scheduler import (
     HeartbeatCache,
     TopologyDetails,
@@ -10,6 +12,9 @@ from gale.nimbus.scheduler import (
     sort_slots,
     start_times_for,
 )
+
+# no tuple passes the hot path here (tests/hot_path_audit.py): the compiled pass runs these only
+pytestmark = pytest.mark.build_independent
 
 EXECS = [(1, 1), (2, 3), (4, 5), (6, 7), (8, 9), (10, 10)]
 SUPS = {"a": [6700, 6701], "b": [6700, 6701], "c": [6700]}

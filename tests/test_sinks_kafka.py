@@ -43,6 +43,7 @@ def broker(tmp_path_factory):
         b.cleanup()
 
 
+@pytest.mark.build_independent  # no tuple passes the hot path (tests/hot_path_audit.py)
 def test_the_test_broker_hands_aborted_transactions_to_read_committed_consumers(broker):
     """The evidence for the header scheme: Tansu takes a transactional producer's InitProducerId,
     AddPartitionsToTxn and EndTxn (abort) without an error, but a read_committed fetch returns the
@@ -90,12 +91,14 @@ def released(records):
     return out, f.holding
 
 
+@pytest.mark.build_independent  # no tuple passes the hot path (tests/hot_path_audit.py)
 def test_records_wait_for_their_commit_marker():
     assert released([data(0, b"s", 1, b"a", b"x"), data(0, b"s", 1, b"a", b"y")]) == ([], 2)
     assert released([data(0, b"s", 1, b"a", b"x"), marker(0, b"s", 1, COMMIT_MARKER)]) == ([b"x"], 0)
     assert released([Rec(0, [], b"plain")]) == ([b"plain"], 0)
 
 
+@pytest.mark.build_independent  # no tuple passes the hot path (tests/hot_path_audit.py)
 def test_a_new_attempt_replaces_an_abandoned_one_and_aborts_drop():
     recs = [data(0, b"s", 2, b"a", b"old"), data(0, b"s", 2, b"b", b"new"), marker(0, b"s", 2, COMMIT_MARKER)]
     assert released(recs) == ([b"new"], 0)
@@ -104,12 +107,14 @@ def test_a_new_attempt_replaces_an_abandoned_one_and_aborts_drop():
     assert released(recs) == ([b"y"], 0)
 
 
+@pytest.mark.build_independent  # no tuple passes the hot path (tests/hot_path_audit.py)
 def test_repeated_markers_and_abandoned_checkpoints_release_nothing_twice():
     recs = [data(0, b"s", 1, b"a", b"x"), marker(0, b"s", 1, COMMIT_MARKER), marker(0, b"s", 1, COMMIT_MARKER),
             data(0, b"s", 2, b"a", b"gone"), data(0, b"s", 3, b"a", b"z"), marker(0, b"s", 3, COMMIT_MARKER)]
     assert released(recs) == ([b"x", b"z"], 0)
 
 
+@pytest.mark.build_independent  # no tuple passes the hot path (tests/hot_path_audit.py)
 def test_partitions_and_sinks_are_independent():
     recs = [data(0, b"s", 1, b"a", b"p0"), data(1, b"s", 1, b"a", b"p1"), data(0, b"t", 1, b"a", b"t0"),
             marker(1, b"s", 1, COMMIT_MARKER), marker(0, b"t", 1, COMMIT_MARKER)]
@@ -119,6 +124,7 @@ def test_partitions_and_sinks_are_independent():
 # ------------------------------------------------------------------------------ against the broker
 
 
+@pytest.mark.build_independent  # no tuple passes the hot path (tests/hot_path_audit.py)
 class TestKafkaContract(SinkContract):
     topology = "kafka"
     topic = "contract"
@@ -144,6 +150,7 @@ class TestKafkaContract(SinkContract):
         return dict(out)
 
 
+@pytest.mark.build_independent  # no tuple passes the hot path (tests/hot_path_audit.py)
 def test_an_unreachable_broker_fails_the_checkpoint_naming_it():
     settings = bolt_settings({}, {"kafka.bootstrap.servers": "127.0.0.1:1", "kafka.topic": "t",
                                   "kafka.bootstrap.timeout.ms": 500, "kafka.producer.max.block.ms": 500})

@@ -15,6 +15,9 @@ from gale.worker.sinks.rows import RowBatch, RowError, RowSpec
 from gale.worker.state.coordinator import COMMIT, INITSTATE, PREPARE, ROLLBACK
 from tests.state_topologies import RewindableSentences, StatefulCount
 
+# no tuple passes the hot path here (tests/hot_path_audit.py): the compiled pass runs these only
+pytestmark = pytest.mark.build_independent
+
 # ------------------------------------------------------------------------------ the protocol
 
 

@@ -2,9 +2,14 @@
 
 from itertools import count
 
+import pytest
+
 from gale.supervisor.slot import (
     Cleanup, Kill, KillReason, Launch, LocalAssignment, Observation, RequestCode, Slot, State, Timeouts, step,
 )
+
+# no tuple passes the hot path here (tests/hot_path_audit.py): the compiled pass runs these only
+pytestmark = pytest.mark.build_independent
 
 A = LocalAssignment("t-1-1", ((1, 2), (3, 3)), "c" * 64)
 B = LocalAssignment("t-1-1", ((4, 4),), "c" * 64)

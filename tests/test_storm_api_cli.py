@@ -9,6 +9,9 @@ from click.testing import CliRunner
 from gale.zkserver import free_port
 from gale.nimbus.cli import main
 
+# no tuple passes the hot path here (tests/hot_path_audit.py): the compiled pass runs these only
+pytestmark = pytest.mark.build_independent
+
 
 @pytest.mark.parametrize("command", sorted(main.commands))
 def test_every_command_help_has_an_example(command):

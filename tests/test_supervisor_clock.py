@@ -5,10 +5,15 @@ from __future__ import annotations
 
 import socket
 
+import pytest
+
 from gale.clock import SimulatedClock
 from gale.config_keys import Config
 from gale.supervisor.daemon import Supervisor
 from tests.waiting import eventually
+
+# no tuple passes the hot path here (tests/hot_path_audit.py): the compiled pass runs these only
+pytestmark = pytest.mark.build_independent
 
 
 def free_port() -> int:
@@ -20,9 +25,9 @@ def free_port() -> int:
 def test_the_supervisor_heartbeats_to_zookeeper_by_its_injected_clock(conf):
     clock = SimulatedClock()
     port = free_port()
-    # a heartbeat period no test waits for in real time
+    # a heartbeat period no test waits for in real time; no worker is launched, so no fork server either
     c = {**conf, "supervisor.slots.ports": [port], "supervisor.heartbeat.frequency.secs": 600,
-         "supervisor.id": "sup-sim"}
+         "supervisor.id": "sup-sim", "supervisor.worker.fork.server": False}
     sup = Supervisor(Config.resolve(c, allow_user_keys=False), clock=clock)
     sup.start()
     try:

@@ -3,6 +3,9 @@ import pytest
 from gale.records import StormBase, TopologyStatus
 from gale.nimbus import transitions as tr
 
+# no tuple passes the hot path here (tests/hot_path_audit.py): the compiled pass runs these only
+pytestmark = pytest.mark.build_independent
+
 
 def base(status="ACTIVE"):
     return StormBase(name="wc", status=status, num_workers=2, component_executors={"a": 2, "__acker": 2},

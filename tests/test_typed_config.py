@@ -23,6 +23,9 @@ from gale.config_types import AnyValue, Bool, Int, ListOf, MapOf, Number, Option
 from gale.errors import ConfigError
 from tests.config_scan import Read, scan, scan_source
 
+# no tuple passes the hot path here (tests/hot_path_audit.py): the compiled pass runs these only
+pytestmark = pytest.mark.build_independent
+
 # ------------------------------------------------------------------------------ the scan
 
 

@@ -11,6 +11,9 @@ from gale.worker.state.epochs import Epoch
 from tests.eo_cuts import settled
 from tests.waiting import eventually, poll_until, until
 
+# no tuple passes the hot path here (tests/hot_path_audit.py): the compiled pass runs these only
+pytestmark = pytest.mark.build_independent
+
 
 class FakeTime:
     """A monotonic clock that advances only when the waiter sleeps (no real waiting here)."""

@@ -4,8 +4,12 @@ from __future__ import annotations
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
+import pytest
 
 from gale.worker.windows.watermark import WatermarkTracker
+
+# no tuple passes the hot path here (tests/hot_path_audit.py): the compiled pass runs these only
+pytestmark = pytest.mark.build_independent
 
 
 def test_the_watermark_is_the_minimum_over_input_tasks_minus_the_lag():

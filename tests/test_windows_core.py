@@ -34,6 +34,9 @@ from tests.window_reference import (
     ref_time,
 )
 
+# no tuple passes the hot path here (tests/hot_path_audit.py): the compiled pass runs these only
+pytestmark = pytest.mark.build_independent
+
 # ------------------------------------------------------------------------------------ driving a core
 
 

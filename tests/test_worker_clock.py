@@ -3,9 +3,14 @@ supervisor reports to nimbus) with its injected clock, not the wall clock."""
 
 from __future__ import annotations
 
+import pytest
+
 from gale.clock import SimulatedClock
 from gale.config_keys import Config
 from gale.worker.daemon import HEARTBEAT_KEY, Worker
+
+# no tuple passes the hot path here (tests/hot_path_audit.py): the compiled pass runs these only
+pytestmark = pytest.mark.build_independent
 
 
 def test_the_local_heartbeat_is_stamped_by_the_injected_clock(tmp_path):
