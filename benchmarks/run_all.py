@@ -7,7 +7,7 @@ import sys
 
 BENCHMARKS = [
     "host_pair", "bench_local", "bench_acker", "bench_grouping", "bench_peers", "bench_latency", "bench_transfer", "bench_crossing", "bench_cluster", "bench_ha", "bench_http",
-    "bench_kafka", "bench_spark", "bench_multilang", "bench_windows", "bench_recovery", "bench_replay", "bench_idle",
+    "bench_kafka", "bench_spark", "bench_multilang", "bench_windows", "bench_recovery", "bench_replay", "bench_idle", "bench_worker_start",
     "bench_sinks", "bench_state", "bench_cluster --state --no-recovery",
 ]
 

@@ -49,9 +49,10 @@ class Containers:
         self._fork_server_log = None
 
     def start(self) -> None:
-        """Start the worker fork server (``supervisor.worker.fork.server``) while the supervisor
-        starts; its exits and failures are logged to ``fork-server.log`` in the supervisor's log
-        directory."""
+        """Start the worker fork server (``supervisor.worker.fork.server``), once: when the
+        supervisor is first given work (its code downloads meanwhile), else at the first launch. A
+        supervisor that never runs a worker never starts one. Its exits and failures are logged to
+        ``fork-server.log`` in the supervisor's log directory."""
         if not self.config.supervisor_worker_fork_server or self.fork_server is not None:
             return
         logs = log_dir(self.config)
@@ -118,6 +119,7 @@ class Containers:
         env = self._worker_env(logs)
         command = self.command(assignment, port, worker_id)
         pid = None
+        self.start()
         if self.fork_server is not None:
             pid = self.fork_server.launch(self.worker_args(assignment, port, worker_id), wdir, env,
                                           logs / "worker.out", " ".join(map(str, command)))

@@ -134,9 +134,6 @@ class Supervisor:
             fh.write(yaml.safe_dump(self.config.to_dict(), sort_keys=True))
         os.chmod(tmp, 0o600)  # an older file of that name may have had another mode
         os.replace(tmp, self.config_path)
-        start_launcher = getattr(self.containers, "start", None)  # the worker fork server: warm while we connect
-        if start_launcher is not None:
-            start_launcher()
         client = connect(self.config, stop=stop or self.stopping, what="supervisor",
                          on_waiting=self._waiting_for_zookeeper)
         if client is None:
@@ -415,6 +412,9 @@ class Supervisor:
     def perform(self, port: int, slot: Slot, action: Any) -> None:
         if isinstance(action, RequestCode):
             self.localizer.request(action.assignment.topology_id, action.assignment.code_checksum)
+            warm = getattr(self.containers, "start", None)  # the worker fork server imports while the code downloads
+            if warm is not None:
+                warm()
         elif isinstance(action, Launch):
             self.containers.launch(action.assignment, port, action.worker_id)
             self._persist_slot_worker(port, slot)

@@ -99,10 +99,13 @@ class ForkServer:
                 self.proc.stdin.write((json.dumps(request) + "\n").encode())
                 self.proc.stdin.flush()
                 reply = self._reply(REPLY_SECS)
-                if "pid" not in reply:
-                    raise RuntimeError(reply.get("error") or f"unexpected reply {reply!r}")
+                if "pid" not in reply and "error" not in reply:
+                    raise RuntimeError(f"unexpected reply {reply!r}")
             except (OSError, ValueError, RuntimeError, TimeoutError) as exc:
                 self._failed(str(exc))
+                return None
+            if "error" in reply:  # this request only (its directory is gone, ...): an exec says it as it would
+                log.warning("fork-refused", reason=str(reply["error"]), cwd=str(cwd))
                 return None
             self.launches += 1
             return int(reply["pid"])

@@ -127,6 +127,20 @@ def test_a_dead_fork_server_means_exec_then_a_new_one(server, tmp_path, monkeypa
     assert _report(out2)["pid"] == pid2 and psutil.Process(pid2).ppid() == server.pid
 
 
+def test_the_answer_comes_once_the_child_is_the_worker_or_says_why_not(server, tmp_path):
+    """The fork server answers only when the child has taken its directory, output and command
+    line (a supervisor looks for it by its command line at once), or with why it could not."""
+    pid, fifo, _, out = _probe(server, tmp_path, 0, 0)
+    assert "worker-id-0" in " ".join(psutil.Process(pid).cmdline())  # no waiting: it is there on the answer
+    with open(fifo, "w"):
+        pass
+    missing = tmp_path / "removed"
+    assert server.launch(["a", "0"], missing, _env(), tmp_path / "o", "t", module="tests.fork_probe") is None
+    # that launch execs (and fails as an exec would); the fork server stays and serves the next one
+    pid2, _, _, out2 = _probe(server, tmp_path, 1, 0)
+    assert _report(out2)["pid"] == pid2 and psutil.Process(pid2).ppid() == server.pid
+
+
 def test_what_a_fork_cannot_give_is_left_to_exec(tmp_path):
     missing = ForkServer(["/nonexistent/python"], _env())
     missing.start()

@@ -62,9 +62,20 @@ def _reap() -> None:
         _write(2, {"event": "worker-exited", "pid": pid, "code": code})
 
 
-def _become_worker(request: dict[str, Any]) -> None:
+def _read_all(fd: int) -> str:
+    """What ``fd`` gives until its writers close it."""
+    chunks = []
+    while chunk := os.read(fd, 4096):
+        chunks.append(chunk)
+    return b"".join(chunks).decode(errors="replace")
+
+
+def _become_worker(request: dict[str, Any], done: int) -> None:
     """In the forked child: turn into the worker ``request`` describes and run it. Ends the process
-    (``SystemExit`` from the worker command, through the interpreter's normal shutdown)."""
+    (``SystemExit`` from the worker command, through the interpreter's normal shutdown). ``done`` is
+    closed once the child is the worker — in its directory, named by its command line — or gets why
+    not: the fork server answers only then, as an exec returns only once the new program runs (a
+    supervisor checking at once must find the worker by its command line)."""
     try:
         os.setsid()
         os.chdir(request["cwd"])
@@ -87,8 +98,9 @@ def _become_worker(request: dict[str, Any]) -> None:
         module = request.get("module", WORKER_MODULE)
         sys.argv = [module, *request["args"]]  # runpy puts the module's file first, as ``python -m``
     except BaseException as exc:  # noqa: BLE001 - nothing of the fork server may run on in the child
-        os.write(2, f"gale worker fork: could not become the worker: {exc!r}\n".encode(errors="replace"))
+        os.write(done, f"{type(exc).__name__}: {exc}".encode(errors="replace"))
         os._exit(70)
+    os.close(done)
     runpy.run_module(module, run_name="__main__", alter_sys=True)  # the worker command exits with its code
     sys.exit(0)
 
@@ -128,14 +140,29 @@ def serve(requests: int = 0, replies: int = 1) -> int:
             line, pending = pending.split(b"\n", 1)
             try:
                 request = json.loads(line)
+                ready, done = os.pipe()
                 pid = os.fork()
             except (ValueError, OSError) as exc:
                 _write(replies, {"error": f"{type(exc).__name__}: {exc}"})
                 continue
             if pid == 0:
-                _become_worker(request)
-            _write(replies, {"pid": pid})
+                os.close(ready)
+                _become_worker(request, done)
+            os.close(done)
+            why = _read_all(ready)
+            os.close(ready)
+            _write(replies, {"error": f"the child could not become the worker: {why}"} if why else {"pid": pid})
+
+
+def main() -> int:
+    server = os.getpid()
+    try:
+        return serve()
+    except BrokenPipeError:
+        if os.getpid() != server:
+            raise  # a worker's own error, not the fork server's
+        return 0  # the supervisor stopped before it read an answer: nothing left to serve
 
 
 if __name__ == "__main__":  # python -m gale.worker.zygote (started by a supervisor)
-    sys.exit(serve())
+    sys.exit(main())
