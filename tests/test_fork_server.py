@@ -29,9 +29,25 @@ def server(tmp_path):
     log = open(tmp_path / "fork-server.log", "ab")
     fs = ForkServer(python_prefix([]), _env(), stderr=log)
     fs.start()
+    children = []
+    launch = fs.launch
+
+    def launching(*args, **kw):
+        pid = launch(*args, **kw)
+        if pid is not None:
+            children.append(pid)
+        return pid
+
+    fs.launch = launching
     yield fs
     fs.close()
     log.close()
+    for pid in children:  # a probe a failed test left waiting on its FIFO (its title names the test's folder)
+        try:
+            if str(tmp_path) in " ".join(psutil.Process(pid).cmdline()):
+                os.kill(pid, signal.SIGKILL)
+        except (psutil.Error, ProcessLookupError):
+            pass
 
 
 def _probe(fs: ForkServer, tmp_path: Path, i: int, code: int) -> tuple[int, Path, Path, Path]:
