@@ -69,7 +69,9 @@ TEST_PASSES ?= together
 # Spark start's CPU). It is made once per virtual environment, in the background while the first
 # run's tests start (33 s before them took what it saved from a fresh clone's run; beside them, under
 # their load, it takes minutes and serves the later Spark tests), and each run after that uses it.
-JVM_ARCHIVE = $(BIN)/python -m tests.jvm_archive > $(VENV)/jvm-archive.log 2>&1 &
+# It runs at a higher priority than the tests where it may (as root; else nice says so in the log and
+# runs it as it is): the sooner it is there, the more of the run's Spark JVMs start from it.
+JVM_ARCHIVE = nice -n -10 $(BIN)/python -m tests.jvm_archive > $(VENV)/jvm-archive.log 2>&1 &
 test: system-deps system-deps-test $(STAMP) $(COMPILED)
 	@$(JVM_ARCHIVE)
 ifeq ($(TEST_PASSES),serial)
