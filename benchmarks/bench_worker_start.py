@@ -33,6 +33,8 @@ import time
 from datetime import datetime
 from pathlib import Path
 
+import psutil
+
 from benchmarks.bench_cluster import cli, dev_cluster, wait, workers_of
 from gale.nimbus.client import NimbusClient
 
@@ -42,14 +44,8 @@ IDLE_SECS = 2.0
 
 
 def _cpu(pid: int) -> float:
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rpartition(")")[2].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def _parent(pid: int) -> int:
-    with open(f"/proc/{pid}/stat") as f:
-        return int(f.read().rpartition(")")[2].split()[1])
+    """CPU seconds process ``pid`` has used (every thread)."""
+    return sum(psutil.Process(pid).cpu_times()[:2])
 
 
 def measure(fork: bool, rounds: int, workers: int) -> tuple[list[float], list[float], list[tuple[float, float]],
@@ -72,7 +68,7 @@ def measure(fork: bool, rounds: int, workers: int) -> tuple[list[float], list[fl
             pids = [w["pid"] for w in found]
             cpus.extend(_cpu(p) for p in pids)
             if fork:
-                fork_server_cpu = _cpu(_parent(pids[0]))
+                fork_server_cpu = _cpu(psutil.Process(pids[0]).ppid())
             restarts.append(_kill_to_heartbeat(cluster, pids[0]))
             cli(cluster, "kill", name, "--wait", "0", "--wait-removal")
     return secs, cpus, restarts, fork_server_cpu

@@ -206,6 +206,12 @@ class SimContainers:
                 self._node_client = start_client(self.config)
             return self._node_client, False
 
+    def start(self) -> None:
+        """Nothing to prepare: simulated workers are threads (a real node starts its fork server)."""
+
+    def close(self) -> None:
+        """Nothing to stop."""
+
     def launch(self, assignment: LocalAssignment, port: int, worker_id: str) -> int:
         w = SimWorker(self.config, assignment.topology_id, self.supervisor_id, port, worker_id,
                       client_factory=self._client, on_event=self.on_event, tuples_per_sec=self.tuples_per_sec)

@@ -118,12 +118,11 @@ class Containers:
         logs.mkdir(parents=True, exist_ok=True)
         env = self._worker_env(logs)
         command = self.command(assignment, port, worker_id)
-        pid = None
         self.start()
-        if self.fork_server is not None:
-            pid = self.fork_server.launch(self.worker_args(assignment, port, worker_id), wdir, env,
-                                          logs / "worker.out", " ".join(map(str, command)))
-        if pid is None:
+        pid = None if self.fork_server is None else self.fork_server.launch(
+            self.worker_args(assignment, port, worker_id), wdir, env, logs / "worker.out", " ".join(map(str, command)))
+        forked = pid is not None
+        if not forked:
             with open(logs / "worker.out", "ab") as out:
                 proc = subprocess.Popen(
                     command, cwd=wdir, env=env, stdin=subprocess.DEVNULL,
@@ -135,7 +134,7 @@ class Containers:
             self._procs.pop(worker_id, None)  # the fork server's child (it reaps it)
         (self.pids_dir(worker_id) / str(pid)).touch()
         log.info("worker-launched", topology=assignment.topology_id, port=port, worker=worker_id, pid=pid,
-                 executors=len(assignment.executors), forked=pid is not None and worker_id not in self._procs)
+                 executors=len(assignment.executors), forked=forked)
         return pid
 
     # -------------------------------------------------------------- observe

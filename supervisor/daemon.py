@@ -68,8 +68,8 @@ def local_hostname(config: Config) -> str:
 class Supervisor:
     """The supervisor of one node.
 
-    ``containers`` builds what launches, observes and kills this node's workers, called as
-    ``containers(config, supervisor_id, worker_config_path)``: :class:`~gale.supervisor.container.Containers`
+    ``containers`` builds what launches (``start``, ``launch``, ``close``), observes and kills this
+    node's workers, called as ``containers(config, supervisor_id, worker_config_path)``: :class:`~gale.supervisor.container.Containers`
     (worker processes) by default; the scale benchmark passes one that runs simulated workers in
     threads (``benchmarks/scale_sim.py``), so everything else — registration, the assignment watch,
     the slot machines, heartbeats — runs as in production.
@@ -173,9 +173,7 @@ class Supervisor:
         if kill_workers:
             self.kill_all_workers()  # bounded by the workers' grace, then SIGKILL
         self.localizer.close()
-        close_launcher = getattr(self.containers, "close", None)
-        if close_launcher is not None:
-            close_launcher()
+        self.containers.close()  # the worker fork server; workers run on
         if self.client is not None:
             within(deadline, "supervisor-info-delete", self.state.remove_supervisor_info, self.supervisor_id,
                    zk=self.client)
@@ -412,9 +410,7 @@ class Supervisor:
     def perform(self, port: int, slot: Slot, action: Any) -> None:
         if isinstance(action, RequestCode):
             self.localizer.request(action.assignment.topology_id, action.assignment.code_checksum)
-            warm = getattr(self.containers, "start", None)  # the worker fork server imports while the code downloads
-            if warm is not None:
-                warm()
+            self.containers.start()  # the worker fork server imports while the code downloads
         elif isinstance(action, Launch):
             self.containers.launch(action.assignment, port, action.worker_id)
             self._persist_slot_worker(port, slot)
