@@ -35,11 +35,19 @@ PYTHON_KINDS = [
 JAVA_KINDS = [("zookeeper", "zookeeper-jvm"), ("spark", "spark-jvm"), ("kafka", "kafka-jvm")]
 
 
-def kind(cmdline: Sequence[str]) -> str:
+def kind(cmdline: Sequence[str], by_topology: bool = False) -> str:
     """What a process is, from its command line (pure); "" for none (a kernel thread, or a process
-    that exited and awaits its parent: it keeps the kind it had)."""
+    that exited and awaits its parent: it keeps the kind it had). A worker forked from its
+    supervisor's fork server carries its command line as one title (one string with spaces).
+    ``by_topology`` names a worker by its topology's name (``gale-worker:<name>``)."""
+    if len(cmdline) == 1 and " " in cmdline[0]:
+        cmdline = cmdline[0].split()
     if not cmdline:
         return ""
+    if by_topology and "gale.worker.cli" in cmdline and "run" in cmdline:
+        args = cmdline[cmdline.index("run") + 1:]
+        if args:
+            return f"gale-worker:{args[0].rsplit('-', 2)[0]}"  # an id is <name>-<counter>-<timestamp>
     exe = os.path.basename(cmdline[0])
     line = " ".join(cmdline)
     if exe == "java":
@@ -87,14 +95,14 @@ class Ledger:
         return cpu, started
 
 
-def snapshot() -> dict[tuple[int, float], tuple[str, float]]:
+def snapshot(by_topology: bool = False) -> dict[tuple[int, float], tuple[str, float]]:
     out = {}
     for p in psutil.process_iter(["pid", "create_time", "cmdline", "cpu_times"]):
         info = p.info
         times = info["cpu_times"]
         if times is None or info["create_time"] is None:
             continue  # gone or not ours to read
-        out[(info["pid"], info["create_time"])] = (kind(info["cmdline"] or []), times.user + times.system)
+        out[(info["pid"], info["create_time"])] = (kind(info["cmdline"] or [], by_topology), times.user + times.system)
     return out
 
 
@@ -107,19 +115,20 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--interval", type=float, default=0.5, help="seconds between samples")
     parser.add_argument("--top", type=int, default=25, help="kinds to print")
+    parser.add_argument("--by-topology", action="store_true", help="count workers by their topology's name")
     parser.add_argument("command", nargs=argparse.REMAINDER, help="the command to run (after --)")
     args = parser.parse_args(argv)
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not command:
         parser.error("give the command to run after --")
     ledger = Ledger()
-    ledger.observe(snapshot())
+    ledger.observe(snapshot(args.by_topology))
     started = time.monotonic()
     proc = subprocess.Popen(command)
     while not exited(proc.pid):
         time.sleep(args.interval)
-        ledger.observe(snapshot())
-    ledger.observe(snapshot())  # the command's own last CPU, read before it is reaped
+        ledger.observe(snapshot(args.by_topology))
+    ledger.observe(snapshot(args.by_topology))  # the command's own last CPU, read before it is reaped
     proc.wait()
     cpu, count = ledger.totals()
     for what, secs in cpu.most_common(args.top):
