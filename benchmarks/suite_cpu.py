@@ -38,8 +38,10 @@ JAVA_KINDS = [("zookeeper", "zookeeper-jvm"), ("spark", "spark-jvm"), ("kafka", 
 def kind(cmdline: Sequence[str], by_topology: bool = False) -> str:
     """What a process is, from its command line (pure); "" for none (a kernel thread, or a process
     that exited and awaits its parent: it keeps the kind it had). A worker forked from its
-    supervisor's fork server carries its command line as one title (one string with spaces).
-    ``by_topology`` names a worker by its topology's name (``gale-worker:<name>``)."""
+    supervisor's fork server carries its command line as one title (one string with spaces, then
+    empty ones). ``by_topology`` names a worker by its topology's name (``gale-worker:<name>``)."""
+    if len(cmdline) > 1 and " " in cmdline[0] and not any(cmdline[1:]):
+        cmdline = cmdline[:1]
     if len(cmdline) == 1 and " " in cmdline[0]:
         cmdline = cmdline[0].split()
     if not cmdline:

@@ -20,7 +20,8 @@ def test_kinds_name_the_jvms_daemons_and_the_test_processes():
     assert kind(["/usr/lib/erlang/erts/bin/beam.smp", "-W"]) == "beam.smp"
     assert kind([]) == ""
     forked = "/v/bin/python -m gale.worker.cli run wc-3f2a-1-1796038949 sup0 6700 w1 --config /x/worker-conf.yaml"
-    assert kind([forked]) == "gale-worker"  # a forked worker's title: one string
+    assert kind([forked, "", ""]) == "gale-worker"  # a forked worker's title: one string, then empty ones
+    assert kind([forked]) == "gale-worker"
     assert kind([forked], by_topology=True) == "gale-worker:wc-3f2a"
     assert kind(forked.split(), by_topology=True) == "gale-worker:wc-3f2a"
     assert kind(["/v/bin/python", "-m", "gale.worker.zygote", " " * 4096], by_topology=True) == "gale-worker"
