@@ -77,13 +77,26 @@ def listening_port(log_text: str, server: str = "nimbus") -> int | None:
     return None
 
 
+#: what a fork server for a dev cluster's daemons imports (``ForkServer(..., preload=DAEMON_PRELOAD)``):
+#: the nimbus and supervisor daemons and the command line's submit path
+DAEMON_PRELOAD = ("click", "gale.config", "gale.nimbus.cli", "gale.nimbus.serve", "gale.supervisor.cli",
+                  "gale.supervisor.serve", "gale.nimbus.client", "gale.bundle", "gale.topology.loader")
+
+
 class Daemon:
-    def __init__(self, name: str, args: list[str], log_path: Path, env: dict[str, str] | None = None):
+    """One daemon of a dev cluster: started by exec, or forked by ``launcher`` (a
+    :class:`gale.supervisor.fork_server.ForkServer` that imported the daemons: its ``spawn`` gives a
+    process with :class:`subprocess.Popen`'s ``pid``, ``poll``, ``wait`` and signals, or None for an
+    exec)."""
+
+    def __init__(self, name: str, args: list[str], log_path: Path, env: dict[str, str] | None = None,
+                 launcher: Any = None):
         self.name = name
         self.args = args
         self.log_path = log_path
         self.env = env
-        self.proc: subprocess.Popen | None = None
+        self.launcher = launcher
+        self.proc: Any = None  # subprocess.Popen, or the launcher's forked process
         #: where this run's lines start in the (appended) log file
         self.log_offset = 0
 
@@ -91,8 +104,11 @@ class Daemon:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         with open(self.log_path, "ab") as out:
             self.log_offset = out.tell()
-            self.proc = subprocess.Popen(self.args, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                         env=self.env, start_new_session=True)
+            self.proc = None if self.launcher is None else self.launcher.spawn(
+                self.args, Path.cwd(), dict(os.environ if self.env is None else self.env), self.log_path)
+            if self.proc is None:
+                self.proc = subprocess.Popen(self.args, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                             env=self.env, start_new_session=True)
 
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
@@ -146,10 +162,14 @@ class DevCluster:
         kafka_port: int = KAFKA_PORT,
         redis: bool = False,
         postgres: bool = False,
+        fork_server: Any = None,
     ):
         """``kafka`` starts a Tansu broker (on ``kafka_port`` when free, 0: any free port), ``redis`` a
         Redis server and ``postgres`` a PostgreSQL server with the cluster; :attr:`kafka`,
-        :attr:`redis` and :attr:`postgres` hold them."""
+        :attr:`redis` and :attr:`postgres` hold them. ``fork_server`` (a
+        :class:`gale.supervisor.fork_server.ForkServer` that imported the daemons, see
+        :data:`DAEMON_PRELOAD`) forks the nimbus and supervisor daemons instead of exec'ing them."""
+        self.fork_server = fork_server
         self._own_dir = base_dir is None
         self.base = Path(base_dir) if base_dir else Path(tempfile.mkdtemp(prefix="gale-dev-"))
         self.base.mkdir(parents=True, exist_ok=True)
@@ -282,7 +302,7 @@ class DevCluster:
         conf.update({"nimbus.http.port": port, "storm.local.dir": str(self.base / f"nimbus-{i}")})
         path = self._write_conf(f"nimbus-{i}", conf)
         d = Daemon(f"nimbus-{i}", [sys.executable, "-m", "gale.nimbus.cli", "serve", "--config", str(path)],
-                   self.base / "logs" / f"nimbus-{i}.log")
+                   self.base / "logs" / f"nimbus-{i}.log", launcher=self.fork_server)
         d.start()
         if i < len(self.nimbus_procs):
             self.nimbus_procs[i] = d
@@ -342,7 +362,7 @@ class DevCluster:
         path = self._write_conf(f"supervisor-{i}", conf)
         d = Daemon(f"supervisor-{i}", [*self.supervisor_prefixes[i], sys.executable, "-m", "gale.supervisor.cli", "serve",
                                        "--config", str(path)],
-                   self.base / "logs" / f"supervisor-{i}.log")
+                   self.base / "logs" / f"supervisor-{i}.log", launcher=self.fork_server)
         d.start()
         if i < len(self.supervisor_procs):
             self.supervisor_procs[i] = d

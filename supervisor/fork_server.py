@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import select
+import signal
 import subprocess
 import sys
 import threading
@@ -22,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from gale.log import get_logger
-from gale.worker.zygote import TITLE_ROOM
+from gale.worker.zygote import PRELOAD_ENV, TITLE_ROOM
 
 log = get_logger("supervisor.fork-server")
 
@@ -44,10 +45,14 @@ class ForkServer:
     """A fork server process for one supervisor's workers, started with ``prefix`` (the interpreter
     and its options, as a worker's exec would start it) in environment ``env``."""
 
-    def __init__(self, prefix: list[str], env: dict[str, str], stderr: Any = None):
+    def __init__(self, prefix: list[str], env: dict[str, str], stderr: Any = None, preload: list[str] | None = None):
         self.prefix = list(prefix)
         self.env = dict(env)
         self.stderr = stderr
+        #: what the fork server imports before it says ready (None: the worker)
+        self.preload = list(preload) if preload else None
+        #: exit codes the fork server reported, by pid (launches that asked for them)
+        self.exits: dict[int, int] = {}
         self.proc: subprocess.Popen | None = None
         self.pid: int | None = None  # the fork server's pid once it said ready
         self._pending = b""
@@ -64,18 +69,20 @@ class ForkServer:
     def _start(self) -> None:
         self.pid = None
         self._pending = b""
+        env = dict(self.env, **({PRELOAD_ENV: ",".join(self.preload)} if self.preload else {}))
         try:
             self.proc = subprocess.Popen(
                 [*self.prefix, "-m", "gale.worker.zygote", " " * TITLE_ROOM], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                stderr=self.stderr, env=self.env, start_new_session=True, close_fds=True)
+                stderr=self.stderr, env=env, start_new_session=True, close_fds=True)
         except OSError as exc:
             self._failed(f"could not start: {exc}")
 
     def launch(self, args: list[str], cwd: Path, env: dict[str, str], out: Path, title: str,
-               module: str | None = None) -> int | None:
+               module: str | None = None, err: Path | None = None, report_exit: bool = False) -> int | None:
         """Fork a worker running ``worker <args>`` (or ``python -m <module> <args>``) in ``cwd`` with
-        ``env``, its output appended to ``out``, its command line ``title``; its pid, or None when the
-        caller must exec it."""
+        ``env``, its output appended to ``out`` (its standard error to ``err`` when given), its
+        command line ``title``; its pid, or None when the caller must exec it. ``report_exit``: the
+        fork server says the child's exit code (:meth:`exit_code`)."""
         if interpreter_env(env) != interpreter_env(self.env):
             return None  # a fork would not have the interpreter settings asked for
         with self._lock:
@@ -96,6 +103,10 @@ class ForkServer:
                 request = {"args": args, "cwd": str(cwd), "env": env, "out": str(out), "title": title}
                 if module is not None:
                     request["module"] = module
+                if err is not None:
+                    request["err"] = str(err)
+                if report_exit:
+                    request["exit"] = True
                 self.proc.stdin.write((json.dumps(request) + "\n").encode())
                 self.proc.stdin.flush()
                 reply = self._reply(REPLY_SECS)
@@ -111,21 +122,73 @@ class ForkServer:
             return int(reply["pid"])
 
     def _reply(self, timeout: float) -> dict[str, Any]:
+        """The next answer (a child's reported exit is recorded in :attr:`exits` on the way)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            message = self._message(deadline - time.monotonic())
+            if message is None:
+                raise TimeoutError(f"no answer within {timeout:g} s")
+            if "exited" in message:
+                self.exits[int(message["exited"])] = int(message["code"])
+            else:
+                return message
+
+    def _message(self, timeout: float) -> dict[str, Any] | None:
+        """The next message within ``timeout`` seconds (None: none came)."""
         deadline = time.monotonic() + timeout
         fd = self.proc.stdout.fileno()
         while b"\n" not in self._pending:
-            left = deadline - time.monotonic()
-            if left <= 0 or not select.select([fd], [], [], left)[0]:
-                raise TimeoutError(f"no answer within {timeout:g} s")
+            if not select.select([fd], [], [], max(0.0, deadline - time.monotonic()))[0]:
+                return None
             chunk = os.read(fd, 1 << 16)
             if not chunk:
                 raise RuntimeError(f"exited (code {self.proc.wait()})")
             self._pending += chunk
         line, self._pending = self._pending.split(b"\n", 1)
-        reply = json.loads(line)
-        if not isinstance(reply, dict):
-            raise ValueError(f"unexpected message {reply!r}")
-        return reply
+        message = json.loads(line)
+        if not isinstance(message, dict):
+            raise ValueError(f"unexpected message {message!r}")
+        return message
+
+    def exit_code(self, pid: int, timeout: float = 0.0) -> int | None:
+        """The exit code of child ``pid`` (launched with ``report_exit``), waiting up to ``timeout``
+        seconds for it; None while it runs. A child outliving its fork server is reaped by another
+        process: its code is unknown then (-1) once it is gone."""
+        deadline = time.monotonic() + timeout
+        while True:
+            with self._lock:
+                serving = self.proc is not None and self.pid is not None and self.proc.poll() is None
+                if pid not in self.exits and serving:
+                    try:
+                        self._drain(min(0.05, max(0.0, deadline - time.monotonic())))
+                    except (OSError, ValueError, RuntimeError) as exc:
+                        self._failed(str(exc))
+                if pid in self.exits:
+                    return self.exits[pid]
+            if not serving and not _exists(pid):
+                return -1
+            if time.monotonic() >= deadline:
+                return None
+            if not serving:
+                time.sleep(0.05)  # an orphan: looked at until it is gone
+
+    def _drain(self, timeout: float) -> None:
+        """Record the exits the fork server reported, waiting up to ``timeout`` for the first."""
+        message = self._message(timeout)
+        while message is not None:
+            if "exited" not in message:
+                raise ValueError(f"unexpected message {message!r}")  # no launch awaits an answer now
+            self.exits[int(message["exited"])] = int(message["code"])
+            message = self._message(0.0)
+
+    def spawn(self, argv: list[str], cwd: Path, env: dict[str, str], out: Path, err: Path | None = None) -> ForkedProcess | None:
+        """Fork what ``argv`` (``<this interpreter> -m <module> args...``) would exec, as
+        :meth:`launch` does, with its exit reported; a :class:`ForkedProcess`, or None when the
+        caller must exec ``argv`` (another interpreter or form, or no fork server)."""
+        if len(argv) < 3 or argv[:1] != self.prefix[:1] or self.prefix[1:] or argv[1] != "-m":
+            return None
+        pid = self.launch(argv[3:], cwd, env, out, " ".join(argv), module=argv[2], err=err, report_exit=True)
+        return None if pid is None else ForkedProcess(self, pid, argv)
 
     def _failed(self, why: str) -> None:
         log.warning("fork-server-failed", reason=why, retry_secs=RESTART_SECS,
@@ -154,6 +217,54 @@ class ForkServer:
             proc.kill()
             proc.wait()
         proc.stdout.close()
+
+
+def _exists(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+class ForkedProcess:
+    """A child of a fork server, with what its launcher's callers use of :class:`subprocess.Popen`:
+    ``pid``, ``returncode``, :meth:`poll`, :meth:`wait`, :meth:`send_signal`, :meth:`terminate`,
+    :meth:`kill`."""
+
+    def __init__(self, server: ForkServer, pid: int, args: list[str]):
+        self.server = server
+        self.pid = pid
+        self.args = args
+        self.returncode: int | None = None
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            self.returncode = self.server.exit_code(self.pid)
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        if self.returncode is None:
+            code = self.server.exit_code(self.pid, 1e9 if timeout is None else timeout)
+            if code is None:
+                raise subprocess.TimeoutExpired(self.args, timeout)
+            self.returncode = code
+        return self.returncode
+
+    def send_signal(self, sig: int) -> None:
+        if self.poll() is None:
+            try:
+                os.kill(self.pid, sig)
+            except ProcessLookupError:
+                pass
+
+    def terminate(self) -> None:
+        self.send_signal(signal.SIGTERM)
+
+    def kill(self) -> None:
+        self.send_signal(signal.SIGKILL)
 
 
 def python_prefix(childopts: list[str] | tuple[str, ...]) -> list[str]:

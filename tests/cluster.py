@@ -9,17 +9,20 @@ whatever the test submitted when it ends, pass or fail.
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import subprocess
 import sys
+import tempfile
 import uuid
 from collections import Counter
 from pathlib import Path
 
 import httpx
 
-from gale.nimbus.devcluster import DevCluster
+from gale.nimbus.devcluster import DAEMON_PRELOAD, DevCluster
+from gale.supervisor.fork_server import ForkServer
 from tests.waiting import eventually, until
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -49,17 +52,52 @@ FAST = {
 }
 
 
+_FORK_SERVER: list[ForkServer] = []
+
+
+def fork_server() -> ForkServer:
+    """This test process's fork server for the daemons of its dev clusters and its command-line calls
+    (they are the processes an exec would make, without importing Gale again each time: the suite
+    starts about 250 of them); started at the first use, stopped when the process ends. Whatever it
+    cannot fork is exec'd as before."""
+    if not _FORK_SERVER:
+        server = ForkServer([sys.executable], dict(os.environ), stderr=subprocess.DEVNULL, preload=list(DAEMON_PRELOAD))
+        server.start()
+        atexit.register(server.close)
+        _FORK_SERVER.append(server)
+    return _FORK_SERVER[0]
+
+
 def make_cluster(zk_server, tmp_path, **kwargs) -> DevCluster:
     conf = dict(FAST)
     conf.update(kwargs.pop("conf", {}))
     root = f"/c-{uuid.uuid4().hex[:10]}/storm"
+    kwargs.setdefault("fork_server", fork_server())
     return DevCluster(tmp_path / "cluster", zookeeper=zk_server, root=root, conf=conf, **kwargs)
+
+
+def run_forked(argv: list[str], env: dict[str, str], timeout: float, cwd: Path = ROOT) -> subprocess.CompletedProcess | None:
+    """``subprocess.run(argv, capture_output=True, text=True, ...)`` of ``<python> -m module ...``,
+    forked by :func:`fork_server`; None when it cannot be forked (the caller runs it)."""
+    with tempfile.TemporaryDirectory(prefix="gale-cli-") as tmp:
+        out, err = Path(tmp) / "out", Path(tmp) / "err"
+        child = fork_server().spawn(argv, cwd, env, out, err)
+        if child is None:
+            return None
+        try:
+            code = child.wait(timeout)
+        except subprocess.TimeoutExpired:
+            child.kill()
+            child.wait()
+            raise
+        return subprocess.CompletedProcess(argv, code, out.read_text(errors="replace"), err.read_text(errors="replace"))
 
 
 def cli(cluster: DevCluster, *args: str, check: bool = True, timeout: float = 120) -> subprocess.CompletedProcess:
     env = dict(os.environ, GALE_CONFIG=str(cluster.client_config_path()))
-    proc = subprocess.run([sys.executable, "-m", "gale.nimbus.cli", *args], capture_output=True, text=True, env=env,
-                          timeout=timeout, cwd=ROOT)
+    argv = [sys.executable, "-m", "gale.nimbus.cli", *args]
+    proc = run_forked(argv, env, timeout) or subprocess.run(argv, capture_output=True, text=True, env=env,
+                                                           timeout=timeout, cwd=ROOT)
     if check and proc.returncode != 0:
         raise AssertionError(f"nimbus {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
     return proc

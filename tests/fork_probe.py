@@ -20,7 +20,9 @@ def main() -> None:
         "argv": sys.argv, "env": os.environ.get("FORK_PROBE"), "hashseed": os.environ.get("PYTHONHASHSEED"),
         "random": random.random(), "numpy_random": float(np.random.random()), "main": __name__,
         "stdin": os.read(0, 10).decode(),
+        "loaded": sorted(m for m in ("gale.worker.daemon", "gale.nimbus.serve") if m in sys.modules),
     }), flush=True)
+    print("the probe's standard error", file=sys.stderr, flush=True)
     with open(fifo):  # blocks until the test opens the other end
         pass
     sys.exit(code)

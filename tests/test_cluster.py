@@ -10,6 +10,8 @@ from pathlib import Path
 import json
 import os
 import signal
+import subprocess
+import sys
 import time
 from collections import Counter
 
@@ -18,8 +20,8 @@ import pytest
 from kazoo.client import KazooClient
 
 from tests.cluster import (
-    DURABLE_WC, SLOW_SINK, DurableInput, Topologies, cli, gone, make_cluster, next_heartbeats, pid_alive,
-    status, workers,
+    DURABLE_WC, ROOT, SLOW_SINK, DurableInput, Topologies, cli, fork_server, gone, make_cluster, next_heartbeats,
+    pid_alive, status, workers,
 )
 from tests.waiting import eventually, until
 
@@ -137,6 +139,22 @@ def _forked(pid: int) -> int:
     parent = worker.parent()
     assert parent is not None and "-m gale.worker.zygote" in " ".join(parent.cmdline()), parent
     return parent.pid
+
+
+def test_the_daemons_and_command_line_calls_are_forked_and_answer_as_exec_would(cluster, topologies, tmp_path):
+    """The tests' dev clusters fork their daemons, and the tests their command-line calls, from the
+    test process's fork server (tests/cluster.py): the same processes, answering as exec'd ones do."""
+    server = fork_server()
+    for d in cluster.nimbus_procs + cluster.supervisor_procs:
+        assert psutil.Process(d.proc.pid).ppid() == server.pid, d.name
+    name, _ = topologies.submit(DURABLE_WC, "wc-forked-cli", *DurableInput(tmp_path, 10).overrides())
+    env = dict(os.environ, GALE_CONFIG=str(cluster.client_config_path()))
+    for args in (("list",), ("kill", "no-such-topology"), ("rebalance", name, "-e", "nope=2"), ("bogus",)):
+        forked = cli(cluster, *args, check=False)
+        execd = subprocess.run([sys.executable, "-m", "gale.nimbus.cli", *args], capture_output=True, text=True,
+                               env=env, timeout=120, cwd=ROOT)
+        assert (forked.returncode, forked.stdout, forked.stderr) == (execd.returncode, execd.stdout, execd.stderr), args
+        assert (forked.returncode == 0) == (args == ("list",)), (args, forked)
 
 
 def test_kill_minus_9_replays_at_the_restart_not_at_the_message_timeout(cluster, topologies, tmp_path):

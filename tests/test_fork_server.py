@@ -7,12 +7,15 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import psutil
 import pytest
 
 from gale.supervisor import fork_server as fs_mod
+from gale.nimbus.devcluster import DAEMON_PRELOAD
 from gale.supervisor.fork_server import ForkServer, python_prefix
 from tests.waiting import eventually
 
@@ -63,10 +66,10 @@ def _probe(fs: ForkServer, tmp_path: Path, i: int, code: int) -> tuple[int, Path
 
 
 def _report(out: Path) -> dict:
-    def written():
+    def written():  # the report's line (the probe's standard error follows it when it goes to the same file)
         text = out.read_text() if out.exists() else ""
         assert text.endswith("\n"), f"no report yet: {text!r}"
-        return json.loads(text)
+        return json.loads(text.splitlines()[0])
 
     return eventually(written, 30)
 
@@ -168,3 +171,59 @@ def test_what_a_fork_cannot_give_is_left_to_exec(tmp_path):
         assert fs.proc is None or fs.launches == 0
     finally:
         fs.close()
+
+
+def test_a_spawned_process_acts_like_popen_with_its_exit_code_reported(tmp_path):
+    """``spawn``: what a dev cluster's daemons and the tests' command-line calls are forked by — a
+    fork server that imported the daemons instead of the worker; separate output and error files;
+    the exit code as the fork server reaped it, wait's timeout, signals."""
+    fs = ForkServer(python_prefix([]), _env(), preload=list(DAEMON_PRELOAD))
+    fs.start()
+    try:
+        def spawn(i: int, code: int):
+            fifo = tmp_path / f"fifo{i}"
+            os.mkfifo(fifo)
+            out, err = tmp_path / f"out{i}", tmp_path / f"err{i}"
+            argv = [sys.executable, "-m", "tests.fork_probe", str(fifo), str(code)]
+            child = fs.spawn(argv, ROOT, _env(FORK_PROBE=f"spawn-{i}"), out, err)
+            assert child is not None and child.poll() is None and child.returncode is None
+            return child, fifo, out, err
+
+        child, fifo, out, err = spawn(0, 5)
+        report = eventually(lambda: _report(out), 30)
+        assert report["env"] == "spawn-0" and report["argv"][1:] == [str(fifo), "5"] and report["cwd"] == str(ROOT)
+        assert report["loaded"] == ["gale.nimbus.serve"]  # the daemons' preload, not the worker's
+        assert eventually(lambda: err.read_text(), 10) == "the probe's standard error\n"
+        assert " ".join(psutil.Process(child.pid).cmdline()).startswith(f"{sys.executable} -m tests.fork_probe ")
+        with pytest.raises(subprocess.TimeoutExpired):
+            child.wait(0.2)
+        with open(fifo, "w"):
+            pass
+        assert child.wait(30) == 5 and child.poll() == 5
+
+        child, fifo, out, _ = spawn(1, 0)
+        eventually(lambda: _report(out), 30)
+        child.terminate()
+        assert child.wait(30) == -signal.SIGTERM
+        child.kill()  # an exited child: nothing to signal
+
+        # a module run another way than `<this interpreter> -m` is left to exec
+        assert fs.spawn(["/bin/true"], ROOT, _env(), tmp_path / "o") is None
+        assert fs.spawn([sys.executable, "script.py"], ROOT, _env(), tmp_path / "o") is None
+    finally:
+        fs.close()
+
+
+def test_a_spawned_process_outliving_its_fork_server_is_gone_with_an_unknown_code(tmp_path):
+    fs = ForkServer(python_prefix([]), _env(), preload=["json"])
+    fs.start()
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    child = fs.spawn([sys.executable, "-m", "tests.fork_probe", str(fifo), "0"], ROOT, _env(), tmp_path / "out")
+    assert child is not None
+    eventually(lambda: _report(tmp_path / "out"), 30)
+    fs.close()
+    assert child.poll() is None  # runs on, reaped by whoever adopts it
+    with open(fifo, "w"):
+        pass
+    assert child.wait(30) == -1

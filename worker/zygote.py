@@ -13,10 +13,14 @@ shares is reset: Python's ``random`` and numpy's global generator are seeded afr
 
 The protocol, one JSON object a line: the fork server writes ``{"ready": pid}`` once it has imported
 the worker; the supervisor writes a request ``{"args", "cwd", "env", "out", "title"}`` and reads the
-reply, ``{"pid": n}`` or ``{"error": "..."}`` (``module`` may name another module to run as
-``__main__`` than the worker command, as the tests do). The fork server reaps its children (their exits go to
-its standard error as ``worker-exited`` lines) and ends when the supervisor closes its input.
-:class:`gale.supervisor.fork_server.ForkServer` is the other end.
+reply, ``{"pid": n}`` or ``{"error": "..."}``. A request may also name another module to run as
+``__main__`` than the worker command (``module``), a file for the child's standard error apart from
+``out`` (``err``), and ask for the child's exit (``"exit": true``: ``{"exited": pid, "code": n}`` on
+the same channel once it is reaped). The fork server reaps its children as they exit (their exits
+also go to its standard error as ``worker-exited`` lines) and ends when the supervisor closes its
+input. ``GALE_FORK_SERVER_PRELOAD`` (comma-separated modules) replaces what it imports before it
+says ready — a dev cluster's fork server imports the daemons and the command line instead of the
+worker. :class:`gale.supervisor.fork_server.ForkServer` is the other end.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ import json
 import os
 import runpy
 import select
+import signal
 import sys
 import threading
 from typing import Any
@@ -40,8 +45,11 @@ PRELOAD = ("click", "gale.config", "gale.worker.daemon")
 TITLE_ROOM = 4096
 #: the module a request runs as ``__main__`` unless it names another (``python -m`` of it)
 WORKER_MODULE = "gale.worker.cli"
-#: how often the fork server reaps exited workers while it waits for requests
+#: how often the fork server reaps exited workers while it waits for requests (it also wakes for
+#: each SIGCHLD, so this only bounds a missed one)
 REAP_SECS = 0.5
+#: the environment variable that replaces :data:`PRELOAD` (comma-separated module names)
+PRELOAD_ENV = "GALE_FORK_SERVER_PRELOAD"
 
 
 def _write(fd: int, message: dict[str, Any]) -> None:
@@ -50,7 +58,8 @@ def _write(fd: int, message: dict[str, Any]) -> None:
         data = data[os.write(fd, data):]
 
 
-def _reap() -> None:
+def _reap(replies: int, report: set[int]) -> None:
+    """Reap every exited child; say each exit a request asked for on ``replies``."""
     while True:
         try:
             pid, status = os.waitpid(-1, os.WNOHANG)
@@ -60,6 +69,9 @@ def _reap() -> None:
             return
         code = os.waitstatus_to_exitcode(status)
         _write(2, {"event": "worker-exited", "pid": pid, "code": code})
+        if pid in report:
+            report.discard(pid)
+            _write(replies, {"exited": pid, "code": code})
 
 
 def _read_all(fd: int) -> str:
@@ -70,24 +82,29 @@ def _read_all(fd: int) -> str:
     return b"".join(chunks).decode(errors="replace")
 
 
-def _become_worker(request: dict[str, Any], done: int) -> None:
+def _become_worker(request: dict[str, Any], done: int, wakeup: tuple[int, int]) -> None:
     """In the forked child: turn into the worker ``request`` describes and run it. Ends the process
     (``SystemExit`` from the worker command, through the interpreter's normal shutdown). ``done`` is
     closed once the child is the worker — in its directory, named by its command line — or gets why
     not: the fork server answers only then, as an exec returns only once the new program runs (a
     supervisor checking at once must find the worker by its command line)."""
     try:
+        signal.set_wakeup_fd(-1)
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        for fd in wakeup:
+            os.close(fd)
         os.setsid()
         os.chdir(request["cwd"])
         os.environ.clear()
         os.environ.update(request["env"])
         out = os.open(request["out"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        err = os.open(request["err"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644) if request.get("err") else out
         null = os.open(os.devnull, os.O_RDONLY)
         os.dup2(null, 0)
         os.dup2(out, 1)
-        os.dup2(out, 2)
-        os.close(null)
-        os.close(out)
+        os.dup2(err, 2)
+        for fd in {null, out, err}:
+            os.close(fd)
         import setproctitle
 
         setproctitle.setproctitle(request["title"])
@@ -107,8 +124,9 @@ def _become_worker(request: dict[str, Any], done: int) -> None:
 
 def serve(requests: int = 0, replies: int = 1) -> int:
     """Import the worker, say ready, then fork a worker per request until the input ends."""
-    for name in PRELOAD:
-        importlib.import_module(name)
+    preload = os.environ.pop(PRELOAD_ENV, None)
+    for name in preload.split(",") if preload else PRELOAD:
+        importlib.import_module(name.strip())
     try:
         os.environ["SPT_NOENV"] = "1"
         import setproctitle
@@ -125,12 +143,27 @@ def serve(requests: int = 0, replies: int = 1) -> int:
     if threading.active_count() != 1:
         _write(replies, {"error": "the fork server started threads while importing the worker"})
         return 1
+    # a child's exit wakes the loop (a no-op handler: the wakeup fd is what counts), so exits are
+    # reaped and reported at once rather than at the next REAP_SECS
+    wakeup = os.pipe()
+    for fd in wakeup:
+        os.set_blocking(fd, False)
+    signal.set_wakeup_fd(wakeup[1])
+    signal.signal(signal.SIGCHLD, lambda *_: None)
+    report: set[int] = set()
     _write(replies, {"ready": os.getpid()})
     pending = b""
     while True:
-        readable, _, _ = select.select([requests], [], [], REAP_SECS)
-        _reap()
-        if not readable:
+        readable, _, _ = select.select([requests, wakeup[0]], [], [], REAP_SECS)
+        if wakeup[0] in readable:
+            while True:
+                try:
+                    if not os.read(wakeup[0], 512):
+                        break
+                except BlockingIOError:
+                    break
+        _reap(replies, report)
+        if requests not in readable:
             continue
         chunk = os.read(requests, 1 << 16)
         if not chunk:
@@ -147,10 +180,12 @@ def serve(requests: int = 0, replies: int = 1) -> int:
                 continue
             if pid == 0:
                 os.close(ready)
-                _become_worker(request, done)
+                _become_worker(request, done, wakeup)
             os.close(done)
             why = _read_all(ready)
             os.close(ready)
+            if not why and request.get("exit"):
+                report.add(pid)  # reaped at the earliest by the next _reap, after this reply
             _write(replies, {"error": f"the child could not become the worker: {why}"} if why else {"pid": pid})
 
 
