@@ -78,9 +78,11 @@ def listening_port(log_text: str, server: str = "nimbus") -> int | None:
 
 
 #: what a fork server for a dev cluster's daemons imports (``ForkServer(..., preload=DAEMON_PRELOAD)``):
-#: the nimbus and supervisor daemons and the command line's submit path
-DAEMON_PRELOAD = ("click", "gale.config", "gale.nimbus.cli", "gale.nimbus.serve", "gale.supervisor.cli",
-                  "gale.supervisor.serve", "gale.nimbus.client", "gale.bundle", "gale.topology.loader")
+#: the nimbus and supervisor daemons and the command line's submit path — not the command modules
+#: themselves (``gale.nimbus.cli``, ``gale.supervisor.cli``), which each child runs as ``__main__``
+DAEMON_PRELOAD = ("click", "gale.config", "gale.nimbus.cli_actions", "gale.nimbus.cli_common", "gale.nimbus.cli_queries",
+                  "gale.nimbus.logs_cmd", "gale.nimbus.serve", "gale.supervisor.serve", "gale.nimbus.client",
+                  "gale.bundle", "gale.topology.loader")
 
 
 class Daemon:

@@ -78,11 +78,14 @@ class ForkServer:
             self._failed(f"could not start: {exc}")
 
     def launch(self, args: list[str], cwd: Path, env: dict[str, str], out: Path, title: str,
-               module: str | None = None, err: Path | None = None, report_exit: bool = False) -> int | None:
+               module: str | None = None, err: Path | None = None, report_exit: bool = False,
+               ready_secs: float = READY_SECS) -> int | None:
         """Fork a worker running ``worker <args>`` (or ``python -m <module> <args>``) in ``cwd`` with
         ``env``, its output appended to ``out`` (its standard error to ``err`` when given), its
         command line ``title``; its pid, or None when the caller must exec it. ``report_exit``: the
-        fork server says the child's exit code (:meth:`exit_code`)."""
+        fork server says the child's exit code (:meth:`exit_code`). A fork server still importing
+        after ``ready_secs`` (less than :data:`READY_SECS`) leaves this launch to an exec and goes on
+        importing for the next one."""
         if interpreter_env(env) != interpreter_env(self.env):
             return None  # a fork would not have the interpreter settings asked for
         with self._lock:
@@ -95,11 +98,10 @@ class ForkServer:
                 if self.proc is None:
                     return None
             try:
-                if self.pid is None:
-                    ready = self._reply(READY_SECS)
-                    if "ready" not in ready:
-                        raise RuntimeError(ready.get("error") or f"unexpected first message {ready!r}")
-                    self.pid = int(ready["ready"])
+                if not self._ready(ready_secs):
+                    if ready_secs >= READY_SECS:
+                        raise TimeoutError(f"not ready within {READY_SECS:g} s")
+                    return None
                 request = {"args": args, "cwd": str(cwd), "env": env, "out": str(out), "title": title}
                 if module is not None:
                     request["module"] = module
@@ -120,6 +122,27 @@ class ForkServer:
                 return None
             self.launches += 1
             return int(reply["pid"])
+
+    def wait_ready(self, timeout: float) -> bool:
+        """Whether the fork server has imported what it forks (waiting up to ``timeout`` seconds)."""
+        with self._lock:
+            if self.proc is None or self.proc.poll() is not None:
+                return False
+            try:
+                return self._ready(timeout)
+            except (OSError, ValueError, RuntimeError) as exc:
+                self._failed(str(exc))
+                return False
+
+    def _ready(self, timeout: float) -> bool:
+        if self.pid is None:
+            ready = self._message(timeout)
+            if ready is None:
+                return False
+            if "ready" not in ready:
+                raise RuntimeError(ready.get("error") or f"unexpected first message {ready!r}")
+            self.pid = int(ready["ready"])
+        return True
 
     def _reply(self, timeout: float) -> dict[str, Any]:
         """The next answer (a child's reported exit is recorded in :attr:`exits` on the way)."""
@@ -184,10 +207,12 @@ class ForkServer:
     def spawn(self, argv: list[str], cwd: Path, env: dict[str, str], out: Path, err: Path | None = None) -> ForkedProcess | None:
         """Fork what ``argv`` (``<this interpreter> -m <module> args...``) would exec, as
         :meth:`launch` does, with its exit reported; a :class:`ForkedProcess`, or None when the
-        caller must exec ``argv`` (another interpreter or form, or no fork server)."""
+        caller must exec ``argv`` (another interpreter or form, no fork server, or one still
+        importing: a caller never waits for it)."""
         if len(argv) < 3 or argv[:1] != self.prefix[:1] or self.prefix[1:] or argv[1] != "-m":
             return None
-        pid = self.launch(argv[3:], cwd, env, out, " ".join(argv), module=argv[2], err=err, report_exit=True)
+        pid = self.launch(argv[3:], cwd, env, out, " ".join(argv), module=argv[2], err=err, report_exit=True,
+                          ready_secs=0.0)
         return None if pid is None else ForkedProcess(self, pid, argv)
 
     def _failed(self, why: str) -> None:

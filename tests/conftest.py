@@ -68,6 +68,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    # the processes the tests start hash strings alike (set before any fixture: the tests' fork server
+    # starts with the environment it finds, and forks only for the same interpreter settings)
+    os.environ.setdefault("PYTHONHASHSEED", "0")
     # pytest-xdist hands out whole files (``--dist loadfile``) in the collection's order only when told
     # to: by default it sends the files with the most tests first, which undid :func:`clusters_first`
     # and left minute-long cluster files of a few tests each for the end of the pass
@@ -97,6 +100,9 @@ def clusters_first(items: list[pytest.Item]) -> None:
 @pytest.fixture(scope="session")
 def zk_server() -> ZooKeeperServer:
     global _SERVER
+    from tests.cluster import fork_server
+
+    fork_server()  # imports the daemons while ZooKeeper starts: the first dev cluster's are forked too
     server = ZooKeeperServer(tick_time_ms=500, max_session_timeout_ms=60000)
     server.start()
     _SERVER = server
@@ -253,4 +259,3 @@ def _no_proxy_env(monkeypatch: pytest.MonkeyPatch) -> None:
     for var in ("http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY", "all_proxy", "ALL_PROXY"):
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("NO_PROXY", "*")
-    os.environ.setdefault("PYTHONHASHSEED", "0")

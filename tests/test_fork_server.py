@@ -180,6 +180,11 @@ def test_a_spawned_process_acts_like_popen_with_its_exit_code_reported(tmp_path)
     fs = ForkServer(python_prefix([]), _env(), preload=list(DAEMON_PRELOAD))
     fs.start()
     try:
+        fifo = tmp_path / "early"
+        os.mkfifo(fifo)
+        # still importing: the caller is told to exec rather than made to wait
+        assert fs.spawn([sys.executable, "-m", "tests.fork_probe", str(fifo), "0"], ROOT, _env(), tmp_path / "o") is None
+        assert fs.wait_ready(60) and fs.proc is not None
         def spawn(i: int, code: int):
             fifo = tmp_path / f"fifo{i}"
             os.mkfifo(fifo)
@@ -217,6 +222,7 @@ def test_a_spawned_process_acts_like_popen_with_its_exit_code_reported(tmp_path)
 def test_a_spawned_process_outliving_its_fork_server_is_gone_with_an_unknown_code(tmp_path):
     fs = ForkServer(python_prefix([]), _env(), preload=["json"])
     fs.start()
+    assert fs.wait_ready(60)
     fifo = tmp_path / "fifo"
     os.mkfifo(fifo)
     child = fs.spawn([sys.executable, "-m", "tests.fork_probe", str(fifo), "0"], ROOT, _env(), tmp_path / "out")
