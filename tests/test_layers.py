@@ -199,3 +199,44 @@ def test_no_message_in_a_task_s_queue_crashes_its_executor_thread():
         assert all(t.is_alive() for t in rt.threads)
     finally:
         lt.kill()
+
+
+def test_held_acks_can_be_counted_from_another_thread_while_they_are_released():
+    """The stats read an executor's pending (``AckHolding.pending``) on their own thread while the
+    executor thread releases committed acks: the count must never break on the release's changes
+    (it raised "deque mutated during iteration" from the test's diagnosis, and could in a worker)."""
+    import sys
+    import threading
+    from types import SimpleNamespace
+
+    from gale.worker.state.managed import AckHolding
+
+    runtime = SimpleNamespace(send_acker=lambda task, message: None, acker_task=lambda root: 0)
+    holding = AckHolding(SimpleNamespace(runtime=runtime))
+    holding.held = {1: [], 2: []}
+    stop = threading.Event()
+    errors: list[BaseException] = []
+
+    def count() -> None:
+        try:
+            while not stop.is_set():
+                holding.pending()
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    before = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # threads switch as often as they can: every iteration is exposed
+    reader = threading.Thread(target=count)
+    reader.start()
+    try:
+        for _ in range(3000):
+            for _ in range(20):
+                holding.releasing.append([iter([(1, 1), (2, 2)]), 2])
+            while holding.releasing:
+                holding.poll(0.0)
+    finally:
+        stop.set()
+        reader.join()
+        sys.setswitchinterval(before)
+    assert not errors, errors
+    assert holding.pending() == 0

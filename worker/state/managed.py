@@ -220,5 +220,8 @@ class AckHolding:
         return bool(self.releasing)
 
     def pending(self) -> int:
-        releasing = sum(left for _, left in self.releasing)
-        return sum(len(h) for h in self.held.values()) + releasing
+        # read by the stats (another thread) while the executor thread releases: a copy made in one
+        # call under the GIL, never a Python-level iteration a concurrent popleft breaks ("deque
+        # mutated during iteration")
+        releasing = sum(left for _, left in tuple(self.releasing))
+        return sum(len(h) for h in tuple(self.held.values())) + releasing
