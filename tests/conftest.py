@@ -98,11 +98,12 @@ def clusters_first(items: list[pytest.Item]) -> None:
 
 
 @pytest.fixture(scope="session")
-def zk_server() -> ZooKeeperServer:
+def zk_server(request: pytest.FixtureRequest) -> ZooKeeperServer:
     global _SERVER
-    from tests.cluster import fork_server
+    if any("cluster" in item.keywords for item in request.session.items):
+        from tests.cluster import fork_server
 
-    fork_server()  # imports the daemons while ZooKeeper starts: the first dev cluster's are forked too
+        fork_server()  # imports the daemons while ZooKeeper starts: the first dev cluster's are forked too
     server = ZooKeeperServer(tick_time_ms=500, max_session_timeout_ms=60000)
     server.start()
     _SERVER = server
