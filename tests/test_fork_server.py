@@ -173,7 +173,21 @@ def test_what_a_fork_cannot_give_is_left_to_exec(tmp_path):
         fs.close()
 
 
-def test_a_spawned_process_acts_like_popen_with_its_exit_code_reported(tmp_path):
+@pytest.fixture
+def spawned(tmp_path):
+    """The probes a test spawned: killed at its end if a failed assertion left one waiting on its
+    FIFO (its title names the test's folder)."""
+    children: list = []
+    yield children
+    for child in children:
+        try:
+            if str(tmp_path) in " ".join(psutil.Process(child.pid).cmdline()):
+                os.kill(child.pid, signal.SIGKILL)
+        except (psutil.Error, ProcessLookupError):
+            pass
+
+
+def test_a_spawned_process_acts_like_popen_with_its_exit_code_reported(tmp_path, spawned):
     """``spawn``: what a dev cluster's daemons and the tests' command-line calls are forked by — a
     fork server that imported the daemons instead of the worker; separate output and error files;
     the exit code as the fork server reaped it, wait's timeout, signals."""
@@ -185,13 +199,16 @@ def test_a_spawned_process_acts_like_popen_with_its_exit_code_reported(tmp_path)
         # still importing: the caller is told to exec rather than made to wait
         assert fs.spawn([sys.executable, "-m", "tests.fork_probe", str(fifo), "0"], ROOT, _env(), tmp_path / "o") is None
         assert fs.wait_ready(60) and fs.proc is not None
+
         def spawn(i: int, code: int):
             fifo = tmp_path / f"fifo{i}"
             os.mkfifo(fifo)
             out, err = tmp_path / f"out{i}", tmp_path / f"err{i}"
             argv = [sys.executable, "-m", "tests.fork_probe", str(fifo), str(code)]
             child = fs.spawn(argv, ROOT, _env(FORK_PROBE=f"spawn-{i}"), out, err)
-            assert child is not None and child.poll() is None and child.returncode is None
+            assert child is not None
+            spawned.append(child)
+            assert child.poll() is None and child.returncode is None
             return child, fifo, out, err
 
         child, fifo, out, err = spawn(0, 5)
@@ -219,7 +236,7 @@ def test_a_spawned_process_acts_like_popen_with_its_exit_code_reported(tmp_path)
         fs.close()
 
 
-def test_a_spawned_process_outliving_its_fork_server_is_gone_with_an_unknown_code(tmp_path):
+def test_a_spawned_process_outliving_its_fork_server_is_gone_with_an_unknown_code(tmp_path, spawned):
     fs = ForkServer(python_prefix([]), _env(), preload=["json"])
     fs.start()
     assert fs.wait_ready(60)
@@ -227,6 +244,7 @@ def test_a_spawned_process_outliving_its_fork_server_is_gone_with_an_unknown_cod
     os.mkfifo(fifo)
     child = fs.spawn([sys.executable, "-m", "tests.fork_probe", str(fifo), "0"], ROOT, _env(), tmp_path / "out")
     assert child is not None
+    spawned.append(child)
     eventually(lambda: _report(tmp_path / "out"), 30)
     fs.close()
     assert child.poll() is None  # runs on, reaped by whoever adopts it
