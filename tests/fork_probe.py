@@ -21,6 +21,8 @@ def main() -> None:
         "random": random.random(), "numpy_random": float(np.random.random()), "main": __name__,
         "stdin": os.read(0, 10).decode(),
         "loaded": sorted(m for m in ("gale.worker.daemon", "gale.nimbus.serve") if m in sys.modules),
+        # the next root/edge id a worker's collectors would draw (None where the fork server did not import them)
+        "tuple_id": sys.modules["gale.worker.runtime.collector"]._rand(64) if "gale.worker.runtime.collector" in sys.modules else None,
     }), flush=True)
     print("the probe's standard error", file=sys.stderr, flush=True)
     with open(fifo):  # blocks until the test opens the other end

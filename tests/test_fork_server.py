@@ -95,6 +95,9 @@ def test_a_forked_worker_is_what_an_exec_would_have_made(server, tmp_path):
         assert report["stdin"] == ""  # /dev/null, not the fork server's requests
     assert reports[0]["random"] != reports[1]["random"], "random was not reseeded in the child"
     assert reports[0]["numpy_random"] != reports[1]["numpy_random"], "numpy's generator was not reseeded"
+    # the tuple ids: two workers of one fork server drawing the same root ids would mix their trees in the ackers
+    assert None not in (reports[0]["tuple_id"], reports[1]["tuple_id"]), "the fork server did not import the collectors"
+    assert reports[0]["tuple_id"] != reports[1]["tuple_id"], "the tuple ids' generator was not reseeded"
     for pid, fifo, _, _ in children:
         with open(fifo, "w"):
             pass  # let the child finish

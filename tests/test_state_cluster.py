@@ -92,7 +92,9 @@ def worker_pid(cluster, name, component):
 def test_counts_survive_kill_minus_9_of_a_worker(cluster, topologies, redis_server, tmp_path, component):
     """kill -9 of the worker holding a counting task, or the checkpoint spout (which recovers from
     the transaction state it recorded in Redis)."""
-    work = DurableInput(tmp_path, 6000)
+    # acks come in steps as checkpoints commit (a step was 2,700 sentences once, on a busy host): the
+    # input leaves room for one such step after the 500th ack
+    work = DurableInput(tmp_path, 10000)
     name, _ = submit(topologies, redis_server, work, "state-kill")
     pid = eventually(lambda: worker_pid(cluster, name, component), 30)
 

@@ -35,7 +35,13 @@ if TYPE_CHECKING:  # pragma: no cover
     from gale.worker.runtime.bolt import BoltExecutor
     from gale.worker.runtime.spout import SpoutExecutor
 
-_rand: Rand = random.Random().getrandbits
+#: the root and edge ids' generator; a worker forked from its supervisor's fork server (which
+#: imported this module) draws from its own: reseeded in every forked child, else the workers of one
+#: fork server — a killed worker and its replacement among them — would draw the same ids, and trees
+#: of different spouts would collide in the ackers
+_ids = random.Random()
+os.register_at_fork(after_in_child=_ids.seed)
+_rand: Rand = _ids.getrandbits
 fromkeys = dict.fromkeys
 #: the stream an emit without ``stream=`` goes to (Storm's ``default``)
 DEFAULT_STREAM = cython.declare(str, "default")
