@@ -9,7 +9,9 @@ for each worker, and the forked child is the worker the ``exec`` would have made
 (process group), working directory, environment, standard streams into ``worker.out``, the same
 command line in ``ps`` and ``/proc/<pid>/cmdline`` (``setproctitle``: the supervisor recognises its
 workers by it after a restart), and the worker command's own code from there on. What a fork
-shares is reset: Python's ``random`` and numpy's global generator are seeded afresh.
+shares is reset: Python's ``random``, numpy's global generator and the collectors' tuple-id generator
+(``gale.worker.runtime.collector``, reseeded by its own ``os.register_at_fork``) are seeded afresh; a
+module that keeps a generator of its own made at import must do the same.
 
 The protocol, one JSON object a line: the fork server writes ``{"ready": pid}`` once it has imported
 the worker; the supervisor writes a request ``{"args", "cwd", "env", "out", "title"}`` and reads the
