@@ -22,6 +22,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import psutil
+
 from gale.log import get_logger
 from gale.worker.zygote import PRELOAD_ENV, TITLE_ROOM
 
@@ -188,7 +190,7 @@ class ForkServer:
                         self._failed(str(exc))
                 if pid in self.exits:
                     return self.exits[pid]
-            if not serving and not _exists(pid):
+            if not serving and not psutil.pid_exists(pid):
                 return -1
             if time.monotonic() >= deadline:
                 return None
@@ -242,16 +244,6 @@ class ForkServer:
             proc.kill()
             proc.wait()
         proc.stdout.close()
-
-
-def _exists(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 class ForkedProcess:
