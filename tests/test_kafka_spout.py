@@ -216,6 +216,48 @@ def test_a_member_leaving_hands_its_partitions_over_and_nothing_is_lost(kafka_br
     assert got == all_offsets(hws)
 
 
+def test_a_rebalance_re_emits_the_failed_tuples_it_gives_up_so_the_next_owner_replays_nothing(
+        kafka_broker, zk, zk_chroot, conf):
+    """A task giving partitions up with a failed tuple waiting for its retry and the later records
+    acked (a rolled-back checkpoint fails every tuple since the last commit): it re-emits the failed
+    ones while the rebalance drains and commits past everything, so the next owner reads nothing
+    again — without that the commit stops at the failed offset and the next owner replays every
+    record after it."""
+    kafka_broker.create_topic("settle", PARTITIONS)
+    kafka_broker.produce("settle", [f"s{i}" for i in range(400)], partitions=PARTITIONS)
+    to_fail = [(p, 5) for p in range(PARTITIONS)]
+    # the retries fall due well after the second member joins, and the drain outlasts them
+    overrides = kafka_conf(kafka_broker, zk_chroot, "settle", "st", **{
+        "kafka.retry.initial.delay.ms": 6000, "kafka.rebalance.drain.ms": 60000})
+    with LocalCluster(conf) as cluster:
+        a = cluster.submit_topology("a", overrides, recorder_topology(1, fail_first=to_fail, bolts=1))
+        (sa,) = instances(a, "kafka")
+
+        def failed_waiting():
+            with sa.member.lock:
+                trackers = dict(sa._trackers)
+                assert len(trackers) == PARTITIONS and all(
+                    t.emit_position == 100 and not t.inflight and list(t.failed) == [5] for t in trackers.values()
+                ), {tp: (t.emit_position, sorted(t.inflight), sorted(t.failed)) for tp, t in trackers.items()}
+
+        until(lambda: failed_waiting() is None, 60, "every record acked but offset 5 of each partition")
+        until(lambda: committed(zk, "st", "settle") == {p: 5 for p in range(PARTITIONS)}, 10,
+              "commits stopped at the failed offsets")
+        b = cluster.submit_topology("b", overrides, recorder_topology(1, bolts=1))
+        (sb,) = instances(b, "kafka")
+        until(lambda: settled(a) and settled(b) and len(sa.member.owned) == 2 and len(sb.member.owned) == 2,
+              60, "a 2+2 split")
+        until(lambda: committed(zk, "st", "settle") == {p: 100 for p in range(PARTITIONS)}, 60,
+              "commits at the high watermark")
+        got_a, got_b = Counter(seen(a)), Counter(seen(b))
+        stats = a.component_stats()["kafka"]["extra"]
+        assert a.errors == {} and b.errors == {}
+        assert sorted(sb.member.owned) == [("settle", 2), ("settle", 3)]
+    assert got_b == Counter(), f"the next owner read again: {sorted(got_b)[:10]}"
+    assert got_a == Counter({x: 2 if x in to_fail else 1 for x in all_offsets({p: 100 for p in range(PARTITIONS)})})
+    assert stats["kafka_retried"] == len(to_fail) and stats["kafka_drain_timeouts"] == 0
+
+
 def test_more_tasks_than_partitions_leaves_a_task_idle(kafka_broker, zk, zk_chroot, conf):
     kafka_broker.create_topic("single", 1)
     kafka_broker.produce("single", [f"v{i}" for i in range(30)], partitions=1)

@@ -21,9 +21,10 @@ A rebalance attempt (the old consumer's, ``docs/storm-model.md`` §10):
 
 1. read the members (``ids``, watched) and the partitions, compute the assignment;
    if this member's share is unchanged and it still holds every owner node, stop here;
-2. pause the spout; wait (at most ``drain`` seconds) until no tuple from a partition it gives up is
-   still in flight, so their acks count before the offsets move to the next owner; commit its
-   offsets, release (delete) every owner node it holds;
+2. pause the spout; wait (at most ``drain`` seconds) until every tuple from a partition it gives up
+   is acked — meanwhile (``draining``) the spout re-emits their failed tuples and nothing new — so
+   their acks count before the offsets move to the next owner; commit its offsets, release (delete)
+   every owner node it holds;
 3. claim each assigned partition with an ephemeral owner node; if one is still held by another
    member, delete everything claimed in this attempt and retry after ``backoff`` (the previous
    owner may be dead and its session not yet expired: ``retries × backoff`` exceeds the session
@@ -129,6 +130,9 @@ class GroupMember:
         self.lock = threading.RLock()
         #: True while the spout must not emit (rebalancing, disconnected, not registered)
         self.paused = True
+        #: while paused for a rebalance: the partitions given up, whose failed tuples the spout
+        #: re-emits until the drain ends
+        self.draining: frozenset[TopicPartition] = frozenset()
         self.assignment = PartitionAssignment()
         # --- owned by the member thread
         self._events: queue.SimpleQueue = queue.SimpleQueue()
@@ -431,24 +435,31 @@ class GroupMember:
             return False
 
     def _drain(self, giving_up: frozenset[TopicPartition]) -> None:
-        """Wait (at most :attr:`drain` seconds) until no tuple from ``giving_up`` is in flight: acked
-        ones then count in the commit instead of being replayed by the next owner. Failed ones, and
-        those still in flight at the deadline, are replayed there (at-least-once)."""
+        """Wait (at most :attr:`drain` seconds) until every tuple from ``giving_up`` is acked, the
+        spout re-emitting failed ones meanwhile (:attr:`draining`): acked ones then count in the
+        commit instead of being replayed by the next owner. Those not acked by the deadline are
+        replayed there (at-least-once)."""
         if not giving_up or self._inflight is None or self.drain <= 0:
             return
         started = self.clock.monotonic()
-        while True:
+        with self.lock:
+            self.draining = giving_up
+        try:
+            while True:
+                with self.lock:
+                    left = self._inflight(giving_up)
+                waited = self.clock.monotonic() - started
+                if left == 0:
+                    return
+                if waited >= self.drain:
+                    self.log.warning("kafka-drain-timeout", inflight=left, waited_secs=round(waited, 3),
+                                     partitions=[f"{t}-{p}" for t, p in sorted(giving_up)])
+                    self.drain_timeouts += 1
+                    return
+                self.clock.sleep(DRAIN_POLL_SECS)
+        finally:
             with self.lock:
-                left = self._inflight(giving_up)
-            waited = self.clock.monotonic() - started
-            if left == 0:
-                return
-            if waited >= self.drain:
-                self.log.warning("kafka-drain-timeout", inflight=left, waited_secs=round(waited, 3),
-                                 partitions=[f"{t}-{p}" for t, p in sorted(giving_up)])
-                self.drain_timeouts += 1
-                return
-            self.clock.sleep(DRAIN_POLL_SECS)
+                self.draining = frozenset()
 
     def _owner_of(self, tp: TopicPartition) -> str | None:
         try:

@@ -21,10 +21,12 @@ the message id ``(topic, partition, offset)``:
   ``kafka_offset_out_of_range``. Tansu never answers OFFSET_OUT_OF_RANGE and its ListOffsets(latest)
   is wrong after multi-record batches, so both bounds are checked here: the log start with
   ListOffsets(earliest), the high watermark from fetch responses.
-* On a rebalance the spout stops emitting, waits (``kafka.rebalance.drain.ms``) for the tuples in
-  flight from the partitions it gives up, commits its offsets and releases the partitions; acks of
-  tuples from partitions it lost after that are ignored (the new owner resumes from the committed
-  offset, so they are replayed there: at-least-once).
+* On a rebalance the spout stops emitting new records, waits (``kafka.rebalance.drain.ms``) until
+  every tuple from the partitions it gives up is acked — re-emitting their failed ones meanwhile, so
+  a failure just before the rebalance does not make the next owner replay what was acked after it —
+  commits its offsets and releases the partitions; acks of tuples from partitions it lost after that
+  are ignored (the new owner resumes from the committed offset, so they are replayed there:
+  at-least-once).
 
 Output fields are chosen with ``fields`` from topic, partition, offset, key, value, timestamp;
 ``decode`` turns key and value bytes into ``utf-8`` text (default), parsed ``json``, or leaves
@@ -147,6 +149,8 @@ class KafkaSpout(BrokerSpout):
             self._checkpointed: dict[TopicPartition, int] | None = None
             self._applied_since_rewind = False
             self._buffer: deque = deque()
+            #: the partitions a rebalance is giving up while their failed tuples are re-emitted
+            self._settling: frozenset[TopicPartition] | None = None
             self._probe: set[TopicPartition] = set()
             self._validate: dict[TopicPartition, int] = {}
             self._next_housekeeping = 0.0
@@ -224,11 +228,17 @@ class KafkaSpout(BrokerSpout):
     def next_tuple(self):
         member = self._member
         if member.paused:
+            giving_up = member.draining
+            if giving_up and self._checkpointed is None:
+                self._settle(giving_up)
+                return
             if member.failure is not None and not self._failure_reported:
                 self._failure_reported = True
                 self.collector.report_error(f"Kafka spout: the consumer-group thread of {self.consumer_id} died "
                                             f"({member.failure}); this task emits nothing until restarted")
             return
+        if self._settling is not None:
+            self._end_settling()
         assignment = member.assignment
         now = self._clock.monotonic()
         if assignment.generation != self._generation:
@@ -245,35 +255,77 @@ class KafkaSpout(BrokerSpout):
         with member.lock:
             if member.paused or member.assignment.generation != self._generation:
                 return
-            trackers = self._trackers
-            while buf:
-                rec = buf.popleft()
-                tracker = trackers.get((rec.topic, rec.partition))
-                if tracker is None:
+            self._emit_buffered(now)
+
+    def _settle(self, giving_up: frozenset[TopicPartition]) -> None:
+        """A rebalance waits to give ``giving_up`` up: re-emit their failed tuples as they fall due
+        and nothing new, so the commit before the hand-over gets past them and the next owner does
+        not read again what this task acked after a failure (a rollback of the topology's state
+        fails every tuple since its last commit)."""
+        from kafka import TopicPartition as KTP
+
+        if self._settling != giving_up:
+            if self._settling is not None:
+                self._end_settling()
+            self._settling = giving_up  # fetch only those; the others are sought back when it ends
+            self.consumer.pause(*[KTP(*tp) for tp in self._trackers if tp not in giving_up])
+            self._buffer.clear()
+        now = self._clock.monotonic()
+        if now >= self._next_housekeeping:
+            self._housekeeping(now)  # seeks the consumer back to failed offsets as they fall due
+        if not self._buffer:
+            self._fill()
+        with self._member.lock:
+            if self._member.draining == giving_up and self._member.assignment.generation == self._generation:
+                self._emit_buffered(now, giving_up)
+
+    def _end_settling(self) -> None:
+        """Fetch every partition again, from where each tracker expects its next record."""
+        from kafka import TopicPartition as KTP
+
+        self._settling = None
+        self._buffer.clear()
+        paused = self.consumer.paused()
+        if paused:
+            self.consumer.resume(*paused)
+        for tp, tracker in self._trackers.items():
+            self.consumer.seek(KTP(*tp), tracker.fetch_position)
+
+    def _emit_buffered(self, now: float, giving_up: frozenset[TopicPartition] | None = None) -> None:
+        """Emit the next buffered record that is due (under the member's lock); ``giving_up``: only
+        failed tuples of those partitions again."""
+        trackers, buf = self._trackers, self._buffer
+        while buf:
+            rec = buf.popleft()
+            tracker = trackers.get((rec.topic, rec.partition))
+            if tracker is None:
+                continue
+            if giving_up is not None and ((rec.topic, rec.partition) not in giving_up
+                                          or rec.offset >= tracker.emit_position):
+                continue
+            verdict = tracker.on_record(rec.offset, now)
+            if verdict == SKIP:
+                continue
+            try:
+                values = [get(rec) for get in self._getters]
+            except ValueError as exc:  # undecodable: a dead letter, not retried as data
+                self.counters.incr("kafka_decode_errors")
+                reason = f"cannot decode {exc}"
+                if self._dead is None:  # no error stream: done, counted and reported
+                    tracker.ack(rec.offset)
+                    self.collector.report_error(f"Kafka record {rec.topic}-{rec.partition}@{rec.offset} "
+                                                f"skipped: {reason}")
                     continue
-                verdict = tracker.on_record(rec.offset, now)
-                if verdict == SKIP:
-                    continue
-                try:
-                    values = [get(rec) for get in self._getters]
-                except ValueError as exc:  # undecodable: a dead letter, not retried as data
-                    self.counters.incr("kafka_decode_errors")
-                    reason = f"cannot decode {exc}"
-                    if self._dead is None:  # no error stream: done, counted and reported
-                        tracker.ack(rec.offset)
-                        self.collector.report_error(f"Kafka record {rec.topic}-{rec.partition}@{rec.offset} "
-                                                    f"skipped: {reason}")
-                        continue
-                    self._dead.emit((rec.topic, rec.partition, rec.offset), rec.value, rec.key, reason,
-                                    {"topic": rec.topic, "partition": rec.partition, "offset": rec.offset,
-                                     "timestamp": rec.timestamp})
-                    if verdict == EMIT_RETRY:
-                        self.counters.incr("kafka_retried")
-                    return
-                self.collector.emit(values, msg_id=(rec.topic, rec.partition, rec.offset))
+                self._dead.emit((rec.topic, rec.partition, rec.offset), rec.value, rec.key, reason,
+                                {"topic": rec.topic, "partition": rec.partition, "offset": rec.offset,
+                                 "timestamp": rec.timestamp})
                 if verdict == EMIT_RETRY:
                     self.counters.incr("kafka_retried")
                 return
+            self.collector.emit(values, msg_id=(rec.topic, rec.partition, rec.offset))
+            if verdict == EMIT_RETRY:
+                self.counters.incr("kafka_retried")
+            return
 
     def ack(self, msg_id):
         topic, partition, offset = msg_id
@@ -416,6 +468,8 @@ class KafkaSpout(BrokerSpout):
             self.counters.incr("kafka_offset_out_of_range")
             self.log.warning("kafka-offset-out-of-range", topic=tp[0], partition=tp[1], offset=stored,
                              log_start=start, policy=policy)
+        if self._settling is not None:
+            self._end_settling()
         keep = {tp: self._trackers[tp] for tp in plan.keep}
         starts, probe, validate = plan.starts, set(plan.probe), dict(plan.validate)
         trackers = dict(keep)
@@ -498,10 +552,11 @@ class KafkaSpout(BrokerSpout):
 
     def _inflight(self, partitions) -> int:
         """Called by the group member, under its lock: tuples of ``partitions`` emitted and not yet
-        acked or failed (exactly-once: 0, the checkpoint is where the next owner starts)."""
+        acked, failed ones waiting for their retry included (exactly-once: 0, the checkpoint is
+        where the next owner starts)."""
         if self._checkpointed is not None:
             return 0
-        return sum(len(t.inflight) for tp, t in self._trackers.items() if tp in partitions)
+        return sum(t.pending() for tp, t in self._trackers.items() if tp in partitions)
 
     # ------------------------------------------------------------------ exactly-once
 
