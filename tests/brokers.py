@@ -318,6 +318,23 @@ class RabbitMQNode:
                 return int(parts[1]), int(parts[2])
         raise AssertionError(f"queue {queue!r} not listed by rabbitmqctl: {out!r}")
 
+    def ready(self, queue: str) -> int:
+        """Messages ready in ``queue``, from an AMQP passive declare (milliseconds, where a
+        rabbitmqctl call starts an Erlang VM: about half a second of CPU)."""
+        conn = self.connection()
+        try:
+            return conn.channel().queue_declare(queue, passive=True).method.message_count
+        finally:
+            conn.close()
+
+    def expect_counts(self, queue: str, ready: int, unacked: int) -> None:
+        """Assert (messages ready, messages unacknowledged) of ``queue``: the ready count by AMQP
+        first, rabbitmqctl only once that matches (for ``eventually``/``until`` loops)."""
+        now_ready = self.ready(queue)
+        assert now_ready == ready, f"queue {queue!r}: {now_ready} messages ready, waiting for {ready}"
+        counts = self.queue_counts(queue)
+        assert counts == (ready, unacked), f"queue {queue!r}: (ready, unacked) {counts}, waiting for {(ready, unacked)}"
+
     def consumer_prefetch(self, queue: str) -> list[int]:
         """The prefetch count of each consumer of ``queue``, as the broker records it."""
         out = self.ctl("list_consumers", "-q", "--no-table-headers", "queue_name", "prefetch_count")

@@ -189,8 +189,8 @@ def test_undecodable_rabbitmq_messages_reach_a_dead_letter_queue_even_when_its_w
         def everything_done():
             extra = running.component_stats()["mq"]["extra"]
             assert extra["rabbitmq_dead_letters"] == 2 * len(BAD), extra
-            assert rabbitmq.queue_counts(queue) == (0, 0)  # every delivery acked, none rejected for good
-            assert rabbitmq.queue_counts(dlq)[0] == 2 * len(BAD)
+            assert rabbitmq.ready(dlq) == 2 * len(BAD)
+            rabbitmq.expect_counts(queue, 0, 0)  # every delivery acked, none rejected for good
             return extra
         extra = eventually(everything_done, timeout=90, interval=0.3)
         assert extra["rabbitmq_poison"] == 2 * len(BAD)

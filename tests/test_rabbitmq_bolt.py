@@ -13,7 +13,7 @@ from gale.connectors import RabbitMQBolt
 from gale.connectors import RabbitMQSpout
 from gale import LocalCluster
 from tests.brokers import rabbitmq  # noqa: F401
-from tests.waiting import until
+from tests.waiting import eventually, until
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -81,7 +81,7 @@ def test_tuples_are_published_with_confirms_and_acked(rabbitmq):
         until(lambda: len(src.acked) == 200, 30, "200 acks")
         until(lambda: running.component_stats()["pub"]["extra"]["rabbitmq_published"] == 200, 30, "200 published")
     assert src.failed == []
-    until(lambda: rabbitmq.queue_counts(queue) == (200, 0), 30, "200 messages queued")
+    eventually(lambda: rabbitmq.expect_counts(queue, 200, 0), 30)  # 200 messages queued
     assert sorted(json.loads(b)["n"] for b in drain(rabbitmq, queue)) == list(range(200))
 
 
@@ -107,8 +107,8 @@ def test_rabbitmq_to_rabbitmq_pipeline(rabbitmq):
     conf = {"rabbitmq.host": rabbitmq.host, "rabbitmq.port": rabbitmq.port}
     with LocalCluster() as cluster:
         cluster.submit_topology("pipe", conf, b.create_topology(name="pipe"))
-        until(lambda: rabbitmq.queue_counts(source) == (0, 0) and rabbitmq.queue_counts(sink)[0] >= 300,
-              30, "everything moved")
+        until(lambda: rabbitmq.ready(sink) >= 300, 30, "everything moved")
+        eventually(lambda: rabbitmq.expect_counts(source, 0, 0), 30)
     assert sorted(drain(rabbitmq, sink)) == sorted(f"m{i}".encode() for i in range(300))
 
 

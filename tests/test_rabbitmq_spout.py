@@ -86,7 +86,7 @@ def test_every_message_processed_at_least_once_when_bolts_fail_randomly(rabbitmq
         # every delivery settled at the broker (nothing ready, nothing unacknowledged), and the
         # spout's counters say so
         def settled():
-            assert rabbitmq.queue_counts(queue) == (0, 0)
+            rabbitmq.expect_counts(queue, 0, 0)
             stats = running.component_stats()["mq"]
             assert stats["failed"] >= 100 and stats["extra"]["rabbitmq_rejected"] >= 100, stats
             assert stats["acked"] >= 1000 and stats["extra"]["rabbitmq_acked"] >= 1000, stats
@@ -104,13 +104,13 @@ def test_killed_topology_leaves_its_unacked_messages_to_the_next_one(rabbitmq):
         # 2 bolt tasks ack 50 each, then hold everything they get; 2 spout tasks x prefetch 50
         until(lambda: len(acked(first)) == 100 and sum(len(b.held) for b in bolts(first)) == 100,
               60, "100 acked and the prefetch window held")
-        until(lambda: rabbitmq.queue_counts(queue) == (300, 100), 20, "broker counts")
+        eventually(lambda: rabbitmq.expect_counts(queue, 300, 100), 20)
         done_first = acked(first)
         cluster.kill_topology("first")  # dies with 100 deliveries unacked
-        until(lambda: rabbitmq.queue_counts(queue) == (400, 0), 20, "unacked requeued")
+        eventually(lambda: rabbitmq.expect_counts(queue, 400, 0), 20)  # the unacked ones requeued
         second = cluster.submit_topology("second", mq_conf(rabbitmq), topology(queue))
         until(lambda: set(acked(second)) | set(done_first) == set(bodies), 60, "the rest drained")
-        until(lambda: rabbitmq.queue_counts(queue) == (0, 0), 20, "an empty queue")
+        eventually(lambda: rabbitmq.expect_counts(queue, 0, 0), 20)  # an empty queue
     assert len(done_first) == 100 and not set(done_first) & set(acked(second))
 
 
@@ -123,7 +123,7 @@ def test_prefetch_follows_max_spout_pending(rabbitmq):
         # the broker's own record of the consumer's prefetch, and what it delivered: 7, not more
         def prefetch_of_seven():
             assert sum(len(b.held) for b in bolts(running)) == 7
-            assert rabbitmq.queue_counts(queue) == (33, 7)
+            rabbitmq.expect_counts(queue, 33, 7)
             assert rabbitmq.consumer_prefetch(queue) == [7]
 
         eventually(prefetch_of_seven, 60)
@@ -140,7 +140,7 @@ def test_spout_reconnects_after_a_broker_restart(rabbitmq):
         rabbitmq.start()
         rabbitmq.publish(queue, [f"b{i}" for i in range(100)])  # durable queue, persistent messages
         until(lambda: set(acked(running)) >= {f"b{i}" for i in range(100)}, 60, "the next 100 after restart")
-        until(lambda: rabbitmq.queue_counts(queue) == (0, 0), 20, "an empty queue")
+        eventually(lambda: rabbitmq.expect_counts(queue, 0, 0), 20)  # an empty queue
         # both spout tasks came back
         until(lambda: running.component_stats()["mq"]["extra"]["rabbitmq_reconnects"] >= 2, 20, "two reconnects")
 
