@@ -49,10 +49,12 @@ demo-state: deps
 
 # Test files run in TEST_WORKERS processes (pytest-xdist; a file's tests stay together, so module-wide
 # clusters are shared as written); most tests wait on clusters, so three processes overlap those
-# waits even on two cores (docs/benchmarks.md, "The test suite's own time"). TEST_WORKERS=0 runs
+# waits even on two cores (docs/benchmarks.md, "The test suite's own time"). Files are handed out in
+# the order tests/conftest.py sorts them (the cluster files first), not re-sorted by their number of
+# tests (xdist's default, which put the long one-test cluster files last). TEST_WORKERS=0 runs
 # everything in this process.
 TEST_WORKERS ?= 3
-XDIST := $(if $(filter 0,$(TEST_WORKERS)),-p no:xdist,-n $(TEST_WORKERS) --dist loadfile)
+XDIST := $(if $(filter 0,$(TEST_WORKERS)),-p no:xdist,-n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder)
 
 # every real component is installed here, so a test that would skip for a missing one fails instead.
 # The whole suite runs on the compiled hot path; beside it, in one more process, the tests that need
@@ -61,14 +63,10 @@ XDIST := $(if $(filter 0,$(TEST_WORKERS)),-p no:xdist,-n $(TEST_WORKERS) --dist 
 # start no process that could, so both runs would run the same code (tests/hot_path_audit.py finds
 # them, and fails a wrong mark, on the Python source). The compiled pass leaves a third of the two cores idle while its
 # clusters wait on timeouts; the Python-source pass fills it, and its output follows the compiled
-# pass's (it is kept in $(PURE_LOG) meanwhile). It runs at a lower priority (PURE_NICE): the
-# compiled pass, which ends the run, gets the cores whenever both want them, and the Python-source
-# pass takes what the compiled pass's waits leave idle. TEST_PASSES=serial runs the two one after the other.
+# pass's (it is kept in $(PURE_LOG) meanwhile). TEST_PASSES=serial runs the two one after the other.
 PURE_LOG := $(VENV)/pure-python-pass.log
-PURE_NICE ?= 5
-PURE_ENV = GALE_REQUIRE_COMPONENTS=1 GALE_PURE_PYTHON=1
-PURE_ARGS = -p no:cacheprovider -m "not cluster and not spark and not build_independent" $(PYTEST_ARGS)
-PURE_PASS = $(PURE_ENV) $(BIN)/python -m pytest $(PURE_ARGS)
+PURE_PASS = GALE_REQUIRE_COMPONENTS=1 GALE_PURE_PYTHON=1 $(BIN)/python -m pytest -p no:cacheprovider \
+  -m "not cluster and not spark and not build_independent" $(PYTEST_ARGS)
 COMPILED_PASS = GALE_REQUIRE_COMPONENTS=1 GALE_REQUIRE_COMPILED=1 $(BIN)/python -m pytest $(XDIST) $(PYTEST_ARGS)
 TEST_PASSES ?= together
 # Spark's JVMs in the tests map the classes an earlier one loaded (tests/jvm_archive.py; it halves a
@@ -84,7 +82,7 @@ ifeq ($(TEST_PASSES),serial)
 	$(COMPILED_PASS)
 	$(PURE_PASS) $(XDIST)
 else
-	@$(PURE_ENV) nice -n $(PURE_NICE) $(BIN)/python -m pytest $(PURE_ARGS) -p no:xdist > $(PURE_LOG) 2>&1 & pure=$$!; \
+	@$(PURE_PASS) -p no:xdist > $(PURE_LOG) 2>&1 & pure=$$!; \
 	trap 'kill -INT $$pure 2>/dev/null; wait $$pure' EXIT; \
 	echo "gale: the Python-source pass runs beside the compiled one (its output follows it; meanwhile: $(PURE_LOG))"; \
 	$(COMPILED_PASS); compiled=$$?; \
