@@ -49,12 +49,10 @@ demo-state: deps
 
 # Test files run in TEST_WORKERS processes (pytest-xdist; a file's tests stay together, so module-wide
 # clusters are shared as written); most tests wait on clusters, so three processes overlap those
-# waits even on two cores (docs/benchmarks.md, "The test suite's own time"). Files are handed out in
-# the order tests/conftest.py sorts them (the cluster files first), not re-sorted by their number of
-# tests (xdist's default, which put the long one-test cluster files last). TEST_WORKERS=0 runs
+# waits even on two cores (docs/benchmarks.md, "The test suite's own time"). TEST_WORKERS=0 runs
 # everything in this process.
 TEST_WORKERS ?= 3
-XDIST := $(if $(filter 0,$(TEST_WORKERS)),-p no:xdist,-n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder)
+XDIST := $(if $(filter 0,$(TEST_WORKERS)),-p no:xdist,-n $(TEST_WORKERS) --dist loadfile)
 
 # every real component is installed here, so a test that would skip for a missing one fails instead.
 # The whole suite runs on the compiled hot path; beside it, in one more process, the tests that need
