@@ -238,7 +238,7 @@ class KafkaSpout(BrokerSpout):
                                             f"({member.failure}); this task emits nothing until restarted")
             return
         if self._settling is not None:
-            self._end_settling()
+            self._end_settling()  # before a new assignment is applied: the consumer still has the old one
         assignment = member.assignment
         now = self._clock.monotonic()
         if assignment.generation != self._generation:
@@ -280,7 +280,8 @@ class KafkaSpout(BrokerSpout):
                 self._emit_buffered(now, giving_up)
 
     def _end_settling(self) -> None:
-        """Fetch every partition again, from where each tracker expects its next record."""
+        """Fetch every partition again, from where each tracker expects its next record (the
+        consumer's assignment is still the one the trackers belong to)."""
         from kafka import TopicPartition as KTP
 
         self._settling = None
@@ -468,8 +469,6 @@ class KafkaSpout(BrokerSpout):
             self.counters.incr("kafka_offset_out_of_range")
             self.log.warning("kafka-offset-out-of-range", topic=tp[0], partition=tp[1], offset=stored,
                              log_start=start, policy=policy)
-        if self._settling is not None:
-            self._end_settling()
         keep = {tp: self._trackers[tp] for tp in plan.keep}
         starts, probe, validate = plan.starts, set(plan.probe), dict(plan.validate)
         trackers = dict(keep)
