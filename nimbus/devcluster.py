@@ -265,6 +265,12 @@ class DevCluster:
                 self.redis.start()
             if self.postgres is not None:
                 self.postgres.start()
+            if self.fork_server is not None:
+                from gale.supervisor.fork_server import READY_SECS
+
+                # it imports while ZooKeeper starts; what it has left costs less than the daemons'
+                # own imports would if they were exec'd for want of it
+                self.fork_server.wait_ready(READY_SECS)
             # every daemon starts at once (a supervisor registers in ZooKeeper, it needs no nimbus),
             # then the cluster waits for all of them: the interpreters' start-ups overlap
             for i in range(self.n_nimbuses):

@@ -33,6 +33,7 @@ import time
 from pathlib import Path
 
 import httpx
+import psutil
 import pytest
 
 from tests.cluster import cli, dump_logs, make_cluster
@@ -380,6 +381,11 @@ def test_wheel_dev_cluster_serves_the_ui_and_runs_the_demo(installed, tmp_path):
     try:
         lines = _lines(proc)
         url = _wait_line(lines, r"^nimbus\s+(http://\S+)", seen, 120).group(1)
+        # its daemons are forked from one fork server that imported them, not exec'd one by one
+        zygotes = [c for c in psutil.Process(proc.pid).children() if "gale.worker.zygote" in " ".join(c.cmdline())]
+        assert len(zygotes) == 1, [c.cmdline() for c in psutil.Process(proc.pid).children()]
+        daemons = [" ".join(c.cmdline()) for c in zygotes[0].children()]
+        assert [d for d in daemons if "gale.nimbus.cli serve" in d] and [d for d in daemons if "gale.supervisor.cli serve" in d], daemons
         page = httpx.get(url + "/", timeout=30)
         assert page.status_code == 200 and "/ui/app.js" in page.text
         for asset, kind in (("/ui/app.js", "javascript"), ("/ui/app.css", "css")):
