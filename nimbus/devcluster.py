@@ -528,20 +528,23 @@ def run_dev_cluster(supervisors: int, slots: int, base_dir: str | None, http_por
         raise GaleError(f"--zookeepers must be an odd number >= 1 (a quorum is a majority), got {zookeepers}")
     if not 0 <= kafka_port <= 65535:
         raise GaleError(f"--kafka-port must be a port number (0: any free port), got {kafka_port}")
-    # the state demo keeps its counts in the cluster's Redis
     from gale.supervisor.fork_server import ForkServer
 
-    # the daemons are forked from one process that imported them (about 0.3 s of CPU each less than an
-    # exec); it imports while ZooKeeper starts, and whatever it cannot fork yet is exec'd
-    forks = ForkServer([sys.executable], dict(os.environ), stderr=subprocess.DEVNULL, preload=list(DAEMON_PRELOAD))
+    # the state demo keeps its counts in the cluster's Redis
     cluster = DevCluster(base_dir, supervisors=supervisors, slots=slots, http_port=http_port, zookeepers=zookeepers,
                          kafka=kafka, kafka_port=kafka_port, redis=redis or demo_state,
-                         postgres=postgres or demo_state, fork_server=forks)
+                         postgres=postgres or demo_state)
     try:
         cluster.check_services()  # a missing broker binary or redis-server: one line, before anything starts
     except GaleError:
         cluster.cleanup()  # nothing ran: leave no temp directory either
         raise
+    # the daemons are forked from one process that imported them (about 0.3 s of CPU each less than an
+    # exec); it imports while ZooKeeper starts; its own errors go to logs/fork-server.log, as a supervisor's
+    (cluster.base / "logs").mkdir(parents=True, exist_ok=True)
+    fork_log = open(cluster.base / "logs" / "fork-server.log", "ab")  # noqa: SIM115 - kept while the cluster runs
+    forks = ForkServer([sys.executable], dict(os.environ), stderr=fork_log, preload=list(DAEMON_PRELOAD))
+    cluster.fork_server = forks
     what = "ZooKeeper" if zookeepers == 1 else f"a ZooKeeper ensemble of {zookeepers}"
     services = "".join(f", {name}" for name, on in (("a Kafka broker", kafka), ("Redis", redis or demo_state),
                                                      ("PostgreSQL", postgres or demo_state)) if on)
@@ -581,3 +584,4 @@ def run_dev_cluster(supervisors: int, slots: int, base_dir: str | None, http_por
         click.echo("stopping the dev cluster ...")
         cluster.stop()
         forks.close()
+        fork_log.close()
