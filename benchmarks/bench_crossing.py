@@ -44,6 +44,7 @@ import time
 
 from benchmarks.host_pair import pair_cost
 from gale import Bolt, Spout, TopologyBuilder
+from gale.config import parse_overrides
 from gale.topology.definition import ACKER_COMPONENT, TopologyTasks
 from gale.worker.daemon import attach
 from gale.worker.local import local_conf
@@ -112,20 +113,21 @@ class _Worker:
         self.transfer.close(0.5)
 
 
-def _topology(n: int):
+def _topology(n: int, extra: dict | None = None):
     builder = TopologyBuilder()
     builder.set_spout("src", Source, 1, args=(n,))
     builder.set_bolt("sink", Sink, 1).shuffle_grouping("src")
     topo = builder.create_topology()
     conf = local_conf(topo, {"topology.workers": 2, "topology.acker.executors": 1,
-                             "topology.max.spout.pending": 5000, "topology.worker.executor.threads": 1})
+                             "topology.max.spout.pending": 5000, "topology.worker.executor.threads": 1,
+                             **(extra or {})})
     return topo, conf, TopologyTasks(topo.definition, conf, 2)
 
 
-def _worker_b(n: int, port: int, a_port: int, a_tasks: list[int], pipe) -> None:
+def _worker_b(n: int, port: int, a_port: int, a_tasks: list[int], extra: dict, pipe) -> None:
     """Worker B in a process of its own: the sink, until the parent says stop; then its transfer's
     sent messages go back through ``pipe``."""
-    topo, conf, layout = _topology(n)
+    topo, conf, layout = _topology(n, extra)
     b = _Worker(topo, conf, layout, layout.component_executors["sink"], port=port)
     b.transfer.set_routes({t: f"127.0.0.1:{a_port}" for t in a_tasks})
     attach(b.transfer, b.runtime)
@@ -148,11 +150,14 @@ def _process_cpu(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def run(n: int, remote: bool, warmup: float = 0.1, pin: str | None = None) -> tuple[float, dict[str, float], dict[str, int]]:
+def run(n: int, remote: bool, warmup: float = 0.1, pin: str | None = None, extra: dict | None = None
+        ) -> tuple[float, dict[str, float], dict[str, int]]:
     """Microseconds of CPU of the workers' processes a tuple, emitted, executed and acked, after the
     first ``warmup`` share of ``n`` tuples; each worker's part of it; and the messages each
-    worker's transfer sent over the whole run (``a``, ``b``)."""
-    topo, conf, layout = _topology(n)
+    worker's transfer sent over the whole run (``a``, ``b``). ``extra``: topology configuration
+    over the benchmark's own (both workers)."""
+    extra = extra or {}
+    topo, conf, layout = _topology(n, extra)
     of = layout.component_executors
     a = _Worker(topo, conf, layout, of["src"] + of[ACKER_COMPONENT] + ([] if remote else of["sink"]))
     child = pipe = None
@@ -162,7 +167,7 @@ def run(n: int, remote: bool, warmup: float = 0.1, pin: str | None = None) -> tu
         a.transfer.set_routes({t: f"127.0.0.1:{b_port}" for t in b_tasks})
         pipe, theirs = multiprocessing.Pipe()
         child = multiprocessing.get_context("spawn").Process(
-            target=_worker_b, args=(n, b_port, a.port, a.tasks, theirs), daemon=True)
+            target=_worker_b, args=(n, b_port, a.port, a.tasks, extra, theirs), daemon=True)
         child.start()
         if not pipe.poll(120) or pipe.recv() != "ready":
             raise RuntimeError("worker B did not start")
@@ -214,7 +219,10 @@ def main() -> None:
                         help="share of the tuples acked before CPU is counted (default 0.1)")
     parser.add_argument("--pin", choices=("two", "one"),
                         help="each worker process on a core of its own (two), or both on one core (one)")
+    parser.add_argument("-c", dest="conf", action="append", default=[], metavar="KEY=VALUE",
+                        help="topology configuration for both workers, e.g. topology.transfer.flush.millis=5")
     args = parser.parse_args()
+    extra = parse_overrides(args.conf)
     if not 0 <= args.warmup < 1:
         parser.error("--warmup is a share of the tuples: at least 0, under 1")
     best = {"local": float("inf"), "remote": float("inf")}
@@ -223,7 +231,7 @@ def main() -> None:
         for kind in ("local", "remote"):
             if kind == "remote":
                 host.append(pair_cost(2))
-            per, parts, _ = run(args.tuples, kind == "remote", args.warmup, args.pin)
+            per, parts, _ = run(args.tuples, kind == "remote", args.warmup, args.pin, extra)
             split = f" (a {parts['a']:.2f}, b {parts['b']:.2f})" if kind == "remote" else ""
             print(f"crossing_{kind}_run{r + 1}_tuple_cpu_us: {per:.2f} us{split}")
             best[kind] = min(best[kind], per)
