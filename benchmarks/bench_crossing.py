@@ -1,7 +1,8 @@
 """A tuple's whole cost when its consumer is pinned in another worker, against the same tuple whose
 consumer is pinned in its own worker (the target: at most 1.3×; it was 2× before).
 
-Run: ``.venv/bin/python -m benchmarks.bench_crossing [--tuples N] [--rounds R]``
+Run: ``.venv/bin/python -m benchmarks.bench_crossing [--tuples N] [--rounds R] [-c KEY=VALUE ...]
+[--instructions]``
 
 One topology, ``src`` (a spout: one-word tuples with message ids) → ``sink`` (a bolt that acks each
 one), acking on, run by real worker runtimes with their real transfers (ZeroMQ over loopback,
@@ -23,6 +24,16 @@ CPU per tuple:
   each crossing run (:mod:`benchmarks.host_pair`; 1.0 is two full cores). The crossing run keeps
   both cores busy, the local one only one.
 
+``-c`` sets topology configuration for both workers (``topology.transfer.flush.millis=5``: fuller
+batches). Each crossing run also prints how many tuples A's batches carried and how many acks B's did.
+
+``--instructions`` counts instead of timing: each pinning runs under callgrind (``valgrind``, every
+process of the run: A, B and multiprocessing's helper) with ``--small`` and ``--large`` tuples, and
+the difference of the totals over the difference of the tuples is a tuple's instructions
+(``crossing_{local,remote}_instructions_per_tuple``, ``crossing_instructions_vs_local``): a figure a
+noisy host does not move. It is user space only — the kernel's side of the system calls (ZeroMQ's
+TCP over loopback, the threads' sleeps and wakes) is not in it — so it is a floor under the CPU ratio.
+
 ``--pin two`` puts each worker process on a core of its own (A on the first CPU it may use, B on
 the second), ``--pin one`` both on the first: a diagnostic of whether the kernel's placement of
 the threads matters. On the 2-vCPU machine of ``docs/benchmarks.md`` it did not: pinned crossing
@@ -39,9 +50,11 @@ import argparse
 import gc
 import multiprocessing
 import os
+import shutil
 import threading
 import time
 
+from benchmarks.bench_instructions import callgrind_total
 from benchmarks.host_pair import pair_cost
 from gale import Bolt, Spout, TopologyBuilder
 from gale.config import parse_overrides
@@ -135,7 +148,7 @@ def _worker_b(n: int, port: int, a_port: int, a_tasks: list[int], extra: dict, p
     pipe.send("ready")
     pipe.recv()  # stop
     b.stop()
-    pipe.send(b.transfer.stats["sent_messages"])
+    pipe.send((b.transfer.stats["sent_messages"], b.transfer.stats["sent_batches"]))
 
 
 def _pin(pid: int, cpu: int) -> None:
@@ -154,7 +167,8 @@ def run(n: int, remote: bool, warmup: float = 0.1, pin: str | None = None, extra
         ) -> tuple[float, dict[str, float], dict[str, int]]:
     """Microseconds of CPU of the workers' processes a tuple, emitted, executed and acked, after the
     first ``warmup`` share of ``n`` tuples; each worker's part of it; and the messages each
-    worker's transfer sent over the whole run (``a``, ``b``). ``extra``: topology configuration
+    worker's transfer sent over the whole run (``a``, ``b``) and in how many batches (``a_batches``,
+    ``b_batches``). ``extra``: topology configuration
     over the benchmark's own (both workers)."""
     extra = extra or {}
     topo, conf, layout = _topology(n, extra)
@@ -175,7 +189,7 @@ def run(n: int, remote: bool, warmup: float = 0.1, pin: str | None = None, extra
     _go.clear()
     _acked[0] = 0
     a.start()
-    sent = {"a": 0, "b": 0}
+    sent = {"a": 0, "b": 0, "a_batches": 0, "b_batches": 0}
     if pin:
         cpus = sorted(os.sched_getaffinity(0))
         _pin(os.getpid(), cpus[0])
@@ -198,17 +212,31 @@ def run(n: int, remote: bool, warmup: float = 0.1, pin: str | None = None, extra
             time.sleep(0.005)  # the benchmark's own polling (its CPU is counted, and small)
         done, cpu_a, cpu_b = n - start[0], time.process_time() - start[1], \
             (_process_cpu(child.pid) - start[2]) if child else 0.0
-        sent["a"] = a.transfer.stats["sent_messages"]
+        sent["a"], sent["a_batches"] = a.transfer.stats["sent_messages"], a.transfer.stats["sent_batches"]
     finally:
         a.stop()
         if child is not None:
             pipe.send("stop")
             if pipe.poll(60):
-                sent["b"] = pipe.recv()
+                sent["b"], sent["b_batches"] = pipe.recv()
             child.join(30)
             if child.is_alive():
                 child.kill()
     return (cpu_a + cpu_b) / done * 1e6, {"a": cpu_a / done * 1e6, "b": cpu_b / done * 1e6}, sent
+
+
+def count_instructions(small: int, large: int, conf: list[str]) -> None:
+    """Print a tuple's instructions in each pinning (both workers, user space) and their ratio."""
+    if shutil.which("valgrind") is None:
+        raise SystemExit("bench_crossing: valgrind is not installed (apt-get install -y valgrind)")
+    extra = [x for kv in conf for x in ("-c", kv)]
+    per = {}
+    for kind in ("local", "remote"):
+        totals = [callgrind_total("-m", "benchmarks.bench_crossing", "--once", str(n), kind, *extra, children=True)
+                  for n in (small, large)]
+        per[kind] = (totals[1] - totals[0]) / (large - small)
+        print(f"crossing_{kind}_instructions_per_tuple: {per[kind]:,.0f} instructions", flush=True)
+    print(f"crossing_instructions_vs_local: {per['remote'] / per['local']:.2f} x (user space only)")
 
 
 def main() -> None:
@@ -221,8 +249,19 @@ def main() -> None:
                         help="each worker process on a core of its own (two), or both on one core (one)")
     parser.add_argument("-c", dest="conf", action="append", default=[], metavar="KEY=VALUE",
                         help="topology configuration for both workers, e.g. topology.transfer.flush.millis=5")
+    parser.add_argument("--instructions", action="store_true",
+                        help="count a tuple's instructions under callgrind instead of timing its CPU")
+    parser.add_argument("--small", type=int, default=20_000, help="--instructions: the shorter run's tuples")
+    parser.add_argument("--large", type=int, default=120_000, help="--instructions: the longer run's tuples")
+    parser.add_argument("--once", nargs=2, metavar=("N", "KIND"), help=argparse.SUPPRESS)  # KIND: local, remote
     args = parser.parse_args()
     extra = parse_overrides(args.conf)
+    if args.once:
+        run(int(args.once[0]), args.once[1] == "remote", 0.0, None, extra)
+        return
+    if args.instructions:
+        count_instructions(args.small, args.large, args.conf)
+        return
     if not 0 <= args.warmup < 1:
         parser.error("--warmup is a share of the tuples: at least 0, under 1")
     best = {"local": float("inf"), "remote": float("inf")}
@@ -231,8 +270,9 @@ def main() -> None:
         for kind in ("local", "remote"):
             if kind == "remote":
                 host.append(pair_cost(2))
-            per, parts, _ = run(args.tuples, kind == "remote", args.warmup, args.pin, extra)
-            split = f" (a {parts['a']:.2f}, b {parts['b']:.2f})" if kind == "remote" else ""
+            per, parts, sent = run(args.tuples, kind == "remote", args.warmup, args.pin, extra)
+            split = (f" (a {parts['a']:.2f}, b {parts['b']:.2f}; batches of {sent['a'] / max(sent['a_batches'], 1):.0f} "
+                     f"tuples from a, {sent['b'] / max(sent['b_batches'], 1):.0f} acks from b)") if kind == "remote" else ""
             print(f"crossing_{kind}_run{r + 1}_tuple_cpu_us: {per:.2f} us{split}")
             best[kind] = min(best[kind], per)
     print(f"crossing_local_tuple_cpu_us: {best['local']:.2f} us")

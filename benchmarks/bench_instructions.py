@@ -43,17 +43,22 @@ def run_once(n: int, mode: str) -> None:
     run_gale(data, mode == "on")
 
 
-def instructions(n: int, mode: str) -> int:
+def callgrind_total(*args: str, children: bool = False) -> int:
+    """Instructions that ``python args…`` executes under callgrind (user space: the kernel's part of a
+    system call is not counted); ``children``: its child processes too, summed."""
     with tempfile.TemporaryDirectory() as tmp:
-        out = Path(tmp) / "callgrind.out"
         proc = subprocess.run(
-            ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", sys.executable, "-m",
-             "benchmarks.bench_instructions", "--once", str(n), mode],
+            ["valgrind", "--tool=callgrind", f"--callgrind-out-file={Path(tmp) / 'callgrind.%p'}",
+             *(["--trace-children=yes"] if children else []), sys.executable, *args],
             cwd=ROOT, capture_output=True, text=True, check=True)
-    found = re.search(r"Collected : (\d+)", proc.stderr)
+    found = re.findall(r"Collected : (\d+)", proc.stderr)
     if not found:
         raise RuntimeError(f"callgrind printed no total:\n{proc.stderr[-2000:]}")
-    return int(found.group(1))
+    return sum(int(x) for x in found)
+
+
+def instructions(n: int, mode: str) -> int:
+    return callgrind_total("-m", "benchmarks.bench_instructions", "--once", str(n), mode)
 
 
 def main() -> None:

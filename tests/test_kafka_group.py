@@ -151,19 +151,19 @@ class FakeSpout:
     def __init__(self):
         self.member = None
         self.offsets = {}
-        self.inflight = {}
+        self.pending = {}
 
     def snapshot(self):
         return self.member.assignment.generation, dict(self.offsets)
 
-    def in_flight(self, partitions):
-        return sum(n for tp, n in self.inflight.items() if tp in partitions)
+    def pending_of(self, partitions):
+        return sum(n for tp, n in self.pending.items() if tp in partitions)
 
 
 def make_member(client, topics=("t",), partitions=4, backoff=0.1, name="m", **kwargs):
     fake = FakeSpout()
     if kwargs.get("drain"):
-        kwargs["inflight"] = fake.in_flight
+        kwargs["pending"] = fake.pending_of
     n = {"t": partitions} if isinstance(partitions, int) else partitions
     member = GroupMember(
         client, ConsumerGroupPaths("/", "g"), consumer_id_string("g", "host", int(time.time() * 1000)),
@@ -209,7 +209,7 @@ def test_a_rebalance_waits_for_the_tuples_in_flight_from_the_partitions_given_up
         until(lambda: ready(a) and len(a.owned) == 4, 20, "a owning everything")
         with a.lock:  # a emitted offsets 0..4 of partitions 2 and 3; 4 is still in flight in each
             fake.offsets = {("t", p): 4 for p in range(4)}
-            fake.inflight = {("t", 2): 1, ("t", 3): 1, ("t", 0): 7}  # partition 0 stays a's: not waited for
+            fake.pending = {("t", 2): 1, ("t", 3): 1, ("t", 0): 7}  # partition 0 stays a's: not waited for
         b, _ = make_member(zk_client_factory(), name="b")
         b.start()
         try:
@@ -221,7 +221,7 @@ def test_a_rebalance_waits_for_the_tuples_in_flight_from_the_partitions_given_up
                 until(lambda: ready(b) and b.owned, 1.0, "b owning something")
             with a.lock:  # the acks arrive: offsets 4 of partitions 2 and 3 are done
                 fake.offsets = {("t", p): 5 for p in range(4)}
-                fake.inflight = {("t", 0): 7}
+                fake.pending = {("t", 0): 7}
             until(lambda: ready(a, b) and len(a.owned) + len(b.owned) == 4, 20, "2+2 split")
             assert a.thread_id < b.thread_id  # registered later: b sorts after a and takes 2 and 3
             assert sorted(b.owned) == [("t", 2), ("t", 3)]
@@ -241,7 +241,7 @@ def test_a_drain_that_does_not_finish_in_time_is_logged_and_the_partitions_are_h
     try:
         until(lambda: ready(a) and len(a.owned) == 4, 20, "a owning everything")
         with a.lock:
-            fake.inflight = {("t", p): 1 for p in range(4)}  # never acked
+            fake.pending = {("t", p): 1 for p in range(4)}  # never acked
         b, _ = make_member(zk_client_factory(), name="b")
         b.start()
         try:

@@ -427,8 +427,9 @@ def test_the_pinned_crossing_benchmark_crosses_only_when_the_sink_is_pinned_else
     # whole, as floats do
     assert per > 0 and parts["b"] >= 0 and per == pytest.approx(parts["a"] + parts["b"])
     assert sent["a"] == 300 and sent["b"] == 300  # the tuples out, their acks back
+    assert 1 <= sent["a_batches"] <= 300 and 1 <= sent["b_batches"] <= 300
     per, parts, sent = run(300, remote=False)
-    assert per > 0 and parts["b"] == 0 and sent == {"a": 0, "b": 0}
+    assert per > 0 and parts["b"] == 0 and sent == {"a": 0, "b": 0, "a_batches": 0, "b_batches": 0}
 
 
 # ---------------------------------------------------------------------- control messages (CONTROLS)

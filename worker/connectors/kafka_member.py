@@ -71,8 +71,9 @@ DRAIN_POLL_SECS = 0.005
 
 #: returns (generation the spout has applied, {(topic, partition): offset to resume from})
 OffsetsSource = Callable[[], "tuple[int, Mapping[TopicPartition, int]]"]
-#: called under the member's lock: how many tuples of these partitions are still in flight
-InflightSource = Callable[[frozenset], int]
+#: called under the member's lock: how many tuples of these partitions are still pending (emitted and
+#: not acked: in flight, or failed and waiting for their retry)
+PendingSource = Callable[[frozenset], int]
 #: returns the sorted partition ids of a topic (from Kafka metadata)
 PartitionsSource = Callable[[str], "list[int]"]
 
@@ -101,7 +102,7 @@ class GroupMember:
         partitions: PartitionsSource | None = None,
         broker_paths: BrokerPaths | None = None,
         commit_interval: float = 2.0,
-        inflight: InflightSource | None = None,
+        pending: PendingSource | None = None,
         drain: float = 0.0,
         backoff: float = 2.0,
         max_retries: int = 4,
@@ -119,7 +120,7 @@ class GroupMember:
         self._partitions = partitions
         self._broker_paths = broker_paths
         self.commit_interval = commit_interval
-        self._inflight = inflight
+        self._pending = pending
         self.drain = drain
         self.backoff = backoff
         self.max_retries = max_retries
@@ -439,7 +440,7 @@ class GroupMember:
         spout re-emitting failed ones meanwhile (:attr:`draining`): acked ones then count in the
         commit instead of being replayed by the next owner. Those not acked by the deadline are
         replayed there (at-least-once)."""
-        if not giving_up or self._inflight is None or self.drain <= 0:
+        if not giving_up or self._pending is None or self.drain <= 0:
             return
         started = self.clock.monotonic()
         with self.lock:
@@ -447,12 +448,12 @@ class GroupMember:
         try:
             while True:
                 with self.lock:
-                    left = self._inflight(giving_up)
+                    left = self._pending(giving_up)
                 waited = self.clock.monotonic() - started
                 if left == 0:
                     return
                 if waited >= self.drain:
-                    self.log.warning("kafka-drain-timeout", inflight=left, waited_secs=round(waited, 3),
+                    self.log.warning("kafka-drain-timeout", pending=left, waited_secs=round(waited, 3),
                                      partitions=[f"{t}-{p}" for t, p in sorted(giving_up)])
                     self.drain_timeouts += 1
                     return

@@ -135,7 +135,7 @@ class KafkaSpout(BrokerSpout):
                 partitions=None if s.zk_discovery else self._topic_partitions,
                 broker_paths=broker_paths if s.zk_discovery else None,
                 commit_interval=s.commit_interval,
-                inflight=self._inflight,
+                pending=self._pending,
                 drain=s.rebalance_drain,
                 backoff=s.rebalance_backoff,
                 max_retries=s.rebalance_max_retries,
@@ -549,7 +549,7 @@ class KafkaSpout(BrokerSpout):
             return self._generation, {tp: o for tp, o in self._checkpointed.items() if tp in self._trackers}
         return self._generation, {tp: t.committed() for tp, t in self._trackers.items()}
 
-    def _inflight(self, partitions) -> int:
+    def _pending(self, partitions) -> int:
         """Called by the group member, under its lock: tuples of ``partitions`` emitted and not yet
         acked, failed ones waiting for their retry included (exactly-once: 0, the checkpoint is
         where the next owner starts)."""
