@@ -16,6 +16,11 @@ median of ``--trials`` alternations, each a new pair of processes).
 windows, each window's speed against the median window's. A host whose speed dips to 0.6× for a
 window leaves a thread paced at 90% of its maximum a backlog it takes ten times as long to drain —
 ``bench_latency`` prints it around its 90% runs. ``--dips SECS`` prints it here.
+
+:func:`wordcount_pair` is the ceiling for ``bench_cluster``'s two workers against one: ``bench_peers``'
+local-mode Gale word count (acking on) in two processes started together against one alone — what
+two workers would do if nothing crossed between them and no daemon ran. ``--wordcount-pair
+SENTENCES`` prints it (``host_wordcount_pair_scaling_by_trial``, one figure per ``--trials``).
 """
 
 from __future__ import annotations
@@ -116,12 +121,38 @@ def _dips(seconds: float, window: float, out) -> None:
     out.put(SpeedDips(len(rel), rel[0], rel[len(rel) // 100], sum(r < 0.9 for r in rel)))
 
 
+def _wordcount(n: int, out) -> None:
+    from benchmarks.bench_peers import run_gale, sentences
+    from gale.log import configure
+
+    configure(fmt="console", level="WARNING")
+    data = sentences(n)
+    out.put(run_gale(data, acking=True)[0])
+
+
+def wordcount_pair(sentences: int, trials: int = 3) -> list[float]:
+    """For each trial: two concurrent word counts' sentences a second over one alone's (2.0: the host
+    gives two busy Gale processes each a full core)."""
+    ratios = []
+    for _ in range(trials):
+        alone = sentences / _run(1, _wordcount, (sentences,), timeout=600)[0]
+        pair = 2 * sentences / max(_run(2, _wordcount, (sentences,), timeout=600))
+        ratios.append(pair / alone)
+    return ratios
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trials", type=int, default=5)
     parser.add_argument("--dips", type=float, default=0.0, metavar="SECS",
                         help="instead: one core's speed in 50 ms windows for SECS seconds")
+    parser.add_argument("--wordcount-pair", type=int, default=0, metavar="SENTENCES",
+                        help="instead: two local word counts of SENTENCES each at once against one alone")
     args = parser.parse_args()
+    if args.wordcount_pair:
+        ratios = wordcount_pair(args.wordcount_pair, args.trials)
+        print(f"host_wordcount_pair_scaling_by_trial: {' '.join(f'{x:.2f}' for x in ratios)} (2.0: two full cores)")
+        return
     if args.dips:
         print(f"host_speed_dips: {speed_dips(args.dips).line()}")
         return
