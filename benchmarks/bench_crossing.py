@@ -168,8 +168,7 @@ def run(n: int, remote: bool, warmup: float = 0.1, pin: str | None = None, extra
     """Microseconds of CPU of the workers' processes a tuple, emitted, executed and acked, after the
     first ``warmup`` share of ``n`` tuples; each worker's part of it; and the messages each
     worker's transfer sent over the whole run (``a``, ``b``) and in how many batches (``a_batches``,
-    ``b_batches``). ``extra``: topology configuration
-    over the benchmark's own (both workers)."""
+    ``b_batches``). ``extra``: topology configuration over the benchmark's own (both workers)."""
     extra = extra or {}
     topo, conf, layout = _topology(n, extra)
     of = layout.component_executors
