@@ -138,6 +138,31 @@ def test_integer_messages_encode_as_msgpack_array_elements(msg):
     assert encode_ints(msg) == _PACK(list(msg))[1:]
 
 
+_edges = st.sampled_from([0, 1, 127, 128, 255, 256, 0xFFFF, 0x10000, 0xFFFFFFFF, 2**32, 2**63 - 1, 2**63,
+                          2**64 - 1, -1, -32, -33, -(2**63)])
+
+
+@given(st.one_of(_ints, _edges), st.one_of(_ints, _edges))
+def test_a_buffered_ack_is_queued_as_the_acker_message_it_stands_for(root, val):
+    """``send_ack`` (the ack buffer's path, no message tuple) queues the bytes ``send_acker`` does,
+    at every msgpack width boundary."""
+    box = Outbox()
+    sender = TupleSender(_PACK, 1 << 20, lambda task: box)
+    sender.send_ack(7, root, val)
+    sender.send_acker(7, (ACK, root, val, 0))
+    direct, reference = list(box.int_groups[(ACKERS, 7)])
+    assert direct == reference == _PACK([ACK, root, val, 0])[1:]
+
+
+def test_a_buffered_ack_outside_64_bits_raises_as_its_message_would():
+    sender = TupleSender(_PACK, 1 << 20, lambda task: Outbox())
+    for root, val in [(2**64, 1), (1, -(2**63) - 1)]:
+        with pytest.raises(OverflowError):
+            sender.send_acker(7, (ACK, root, val, 0))
+        with pytest.raises(OverflowError):
+            sender.send_ack(7, root, val)
+
+
 @pytest.mark.parametrize("n", [0, 1, 15, 16, 65535, 65536, 70000], ids=lambda n: f"n{n}")
 def test_array_headers_are_msgpacks(n):
     assert array_header(n) == msgpack.packb([None] * n)[:len(array_header(n))]
@@ -192,7 +217,7 @@ def test_a_tuple_over_the_byte_limit_fails_its_emit_and_one_within_it_is_sent():
     emit, and encoded exactly when the bound is over the limit), for multi-byte text, and for
     values encoded at emit."""
     t = transfer()
-    t._tuple_sender.max_bytes = 100
+    t.tuple_sender.max_bytes = 100
     for values in (["x" * 200], ["é" * 60], [["x"] * 60], [b"x" * 101]):
         with pytest.raises(ValueError, match=r"byte tuple .*limited to topology.transfer.max.tuple.bytes \(100\)"):
             t.send_tuple(3, new_tuple(values, WORDS, 2, {1: 2}))

@@ -22,6 +22,7 @@ cdef object _encode_body(Tuple tup, Py_ssize_t max_bytes)
 cdef bytes _encode_ints(tuple msg)
 cdef object _c_body(Tuple tup, Py_ssize_t limit)
 cdef object _c_ints(tuple msg)
+cdef object _ack_bytes(object root, object val)
 
 cdef class TupleSender:
     cdef public object pack
@@ -32,4 +33,6 @@ cdef class TupleSender:
     cdef public dict result_groups
     cdef public dict control_groups
 
+    cpdef send_ack(self, object task, object root, object val)
     cdef _append(self, dict groups, object task, tuple item, int kind)
+    cdef _add(self, dict groups, object task, bytes encoded, int kind)

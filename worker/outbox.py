@@ -40,6 +40,7 @@ import msgpack
 
 from gale.topology.state import CHECKPOINT_STREAM
 from gale.topology.tuple import Fields, Tuple
+from gale.worker.runtime.acker import ACK
 from gale.worker.wire_kinds import ACKERS, CONTROLS, GROUP_WIDTH, RESULTS, TUPLES
 
 _packb = msgpack.Packer(use_bin_type=True).pack
@@ -125,7 +126,7 @@ def _put_uint(p: cython.p_uchar, v: cython.ulonglong) -> cython.p_uchar:
     if v <= 0xFFFF:
         p[0] = 0xCD
         return _put_be(p + 1, v, 2)
-    if v <= 0xFFFFFFFF:
+    if v >> 32 == 0:  # not ``v <= 0xFFFFFFFF``: Cython reads a literal past C int's range as a Python int
         p[0] = 0xCE
         return _put_be(p + 1, v, 4)
     p[0] = 0xCF
@@ -291,6 +292,26 @@ def _c_ints(msg: tuple) -> object:
     return PyBytes_FromStringAndSize(cython.cast(cython.p_char, cython.address(buf[0])), p - cython.address(buf[0]))
 
 
+@cython.cfunc
+def _ack_bytes(root: object, val: object) -> object:
+    """An ``(ACK, root, val, 0)`` acker message as :func:`encode_ints` writes it, compiled (None: a
+    value outside [-2**63, 2**64), or as Python: the caller encodes the tuple)."""
+    if not cython.compiled:
+        return None
+    buf: cython.uchar[24]
+    start: cython.p_uchar = cython.address(buf[0])
+    if type(root) is not int or type(val) is not int:
+        return None
+    start[0] = ACK  # a positive fixint
+    p: cython.p_uchar = _put_int(start + 1, root)
+    if p != cython.NULL:
+        p = _put_int(p, val)
+    if p == cython.NULL:
+        return None
+    p[0] = 0
+    return PyBytes_FromStringAndSize(cython.cast(cython.p_char, start), p + 1 - start)
+
+
 @cython.cclass
 class TupleSender:
     """The executor threads' side of sending to other workers (``Transfer.send_tuple``,
@@ -359,6 +380,14 @@ class TupleSender:
         """``msg``: ``(kind, root, val, spout_task)``, integers, for an acker task elsewhere."""
         self._append(self.acker_groups, task, msg, ACKERS)
 
+    def send_ack(self, task: object, root: object, val: object):
+        """``send_acker(task, (ACK, root, val, 0))`` without the message tuple: the ack buffer's
+        path (:meth:`gale.worker.runtime.delivery.Delivery.flush_acks`), written from the two ints."""
+        encoded = _ack_bytes(root, val)
+        if encoded is None:
+            encoded = _encode_ints((ACK, root, val, 0))
+        self._add(self.acker_groups, task, encoded, ACKERS)
+
     def send_result(self, task: int, result: tuple) -> None:
         """``result``: ``(outcome, root)``, integers, for a spout task elsewhere."""
         self._append(self.result_groups, task, result, RESULTS)
@@ -369,7 +398,10 @@ class TupleSender:
 
     @cython.cfunc
     def _append(self, groups: dict, task: object, item: tuple, kind: cython.int):
-        encoded = _encode_ints(item)
+        self._add(groups, task, _encode_ints(item), kind)
+
+    @cython.cfunc
+    def _add(self, groups: dict, task: object, encoded: bytes, kind: cython.int):
         group = groups.get(task)
         if group is None:
             box = self.outbox_of(task)

@@ -190,17 +190,17 @@ class Transfer:
         self._wake_r = self._wake_w = -1
         self._pack = msgpack.Packer(use_bin_type=True, default=pack_default).pack  # Arrow values: arrow_codec
         #: encodes a tuple for another worker and queues it in its group (C when compiled)
-        self._tuple_sender = TupleSender(self._pack, max_tuple_bytes, self._outbox)
+        self.tuple_sender = TupleSender(self._pack, max_tuple_bytes, self._outbox)
         #: ``send_tuple(task, tup)``, on executor threads: an unserializable value or a tuple over
         #: ``max_tuple_bytes`` raises ValueError (failing the emit); a task with no route is counted
         #: as undeliverable and dropped
-        self.send_tuple = self._tuple_sender.send_tuple
+        self.send_tuple = self.tuple_sender.send_tuple
         #: ``send_acker(task, (kind, root, val, spout_task))`` and ``send_result(task, (outcome,
         #: root))``, integers, on executor threads (a task with no route: counted and dropped)
-        self.send_acker = self._tuple_sender.send_acker
-        self.send_result = self._tuple_sender.send_result
+        self.send_acker = self.tuple_sender.send_acker
+        self.send_result = self.tuple_sender.send_result
         #: ``send_control(task, payload)``: a control message (four unsigned integers) for a spout task
-        self.send_control = self._tuple_sender.send_control
+        self.send_control = self.tuple_sender.send_control
         self.stats = {"sent_batches": 0, "sent_messages": 0, "received_batches": 0, "received_messages": 0,
                       "dropped_messages": 0, "rejected_batches": 0, "invalid_messages": 0, "undeliverable": 0,
                       "load_reports_sent": 0, "load_reports_received": 0}
@@ -278,7 +278,7 @@ class Transfer:
             self.host = host
         self._identities = dict(identities or {})
         # the groups the sender appends to are made on a group's first message: forget them
-        sender = self._tuple_sender
+        sender = self.tuple_sender
         sender.groups, sender.acker_groups, sender.result_groups, sender.control_groups = {}, {}, {}, {}
         live = set(self.routes.values())
         for address in live:

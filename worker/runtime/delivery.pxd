@@ -1,4 +1,6 @@
 # Cython declarations for delivery.py (compiled build only; docs/architecture.md, "Compiled hot path")
+from gale.worker.outbox cimport TupleSender
+
 cdef class Delivery:
     cdef public dict queues
     cdef public list acker_tasks
@@ -8,5 +10,6 @@ cdef class Delivery:
     cdef public object remote_result
     cdef public object remote_control
     cdef public object single_acker
+    cdef public TupleSender sender
 
     cdef inline _put(self, object task, object item, object remote)

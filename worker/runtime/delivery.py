@@ -14,6 +14,7 @@ from typing import Any
 
 import cython
 
+from gale.worker.outbox import TupleSender
 from gale.worker.runtime.acker import ACK, CONTROL
 
 
@@ -31,6 +32,8 @@ class Delivery:
         self.remote_acker = remote.send_acker if remote is not None else None
         self.remote_result = remote.send_result if remote is not None else None
         self.remote_control = getattr(remote, "send_control", None)
+        #: the transfer's compiled sender, whose ``send_ack`` writes a buffered ack without a message tuple
+        self.sender = getattr(remote, "tuple_sender", None)
         # one acker task, in this worker: acks go straight onto its queue
         single = self.acker_tasks[0] if self.n_ackers == 1 else None
         self.single_acker = queues.get(single) if single is not None else None
@@ -82,11 +85,14 @@ class Delivery:
         else:
             queues, acker_tasks, n = self.queues, self.acker_tasks, self.n_ackers
             remote: Callable[[int, tuple], None] = self.remote_acker
+            sender: TupleSender = self.sender
             for root, val in buf.items():
                 task = acker_tasks[root % n]
                 q = queues.get(task)
                 if q is not None:
                     q.append((ACK, root, val, 0))
+                elif sender is not None:
+                    sender.send_ack(task, root, val)
                 else:
                     remote(task, (ACK, root, val, 0))
         buf.clear()
