@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib.machinery
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -196,3 +197,28 @@ def test_the_makefile_rebuilds_when_any_compiled_module_changes():
         for suffix in (".py", ".pxd"):
             if suffix == ".py" or (ROOT / (source + suffix)).exists():
                 assert any(fnmatch.fnmatch(source + suffix, p) for p in patterns), (source + suffix, patterns)
+
+
+#: a C integer turned into a Python int only to be compared or combined with a literal: Cython reads
+#: an integer literal past C ``int``'s range (``0xFFFFFFFF``) as a Python int, so ``v <= 0xFFFFFFFF``
+#: on an ``unsigned long long`` boxes ``v`` at every call (it did in msgpack's width test, once per id)
+_BOXED = re.compile(r"(__pyx_t_\d+) = __Pyx_Py(?:Long|Int)_From_\w+\(")
+_WITH_LITERAL = r"(?:__Pyx_PyObject_CompareBool\w*|PyNumber_\w+|__Pyx_PyInt_\w+ObjC)\({t}, __pyx_mstate_global->__pyx_int_"
+
+
+def test_no_compiled_module_boxes_a_c_integer_to_compare_it_with_a_literal():
+    generated = sorted((ROOT / "build" / "cython-c").rglob("*.c"))
+    if not generated:
+        pytest.skip("no generated C here (the hot path was not built from this checkout)")
+    names = {m.rsplit(".", 1)[1] + ".c" for m in compiled.MODULES}
+    found = []
+    for path in generated:
+        if path.name not in names:
+            continue
+        lines = path.read_text().splitlines()
+        for i, line in enumerate(lines):
+            m = _BOXED.search(line)
+            if m and any(re.search(_WITH_LITERAL.format(t=m.group(1)), nxt) for nxt in lines[i + 1:i + 4]):
+                source = next((x for x in reversed(lines[:i]) if x.lstrip().startswith('/* "gale/')), "?")
+                found.append(f"{path.name}:{i + 1} ({source.strip()})")
+    assert found == []
