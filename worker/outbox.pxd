@@ -1,14 +1,10 @@
 # Cython declarations for outbox.py (compiled build only; docs/architecture.md, "Compiled hot path")
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
 from cpython.float cimport PyFloat_AS_DOUBLE
-from cpython.long cimport PyLong_AsLongLongAndOverflow, PyLong_AsUnsignedLongLongMask
 from cpython.unicode cimport PyUnicode_AsUTF8AndSize
 from libc.string cimport memcpy
 
 from gale.topology.tuple cimport Fields, Tuple
-
-cdef extern from "Python.h":
-    size_t _PyLong_NumBits(object v) except? -1
 
 cdef Py_ssize_t PLAIN_BODY_BYTES
 

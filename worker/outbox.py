@@ -147,17 +147,22 @@ def _put_be(p: cython.p_uchar, v: cython.ulonglong, n: cython.int) -> cython.p_u
 @cython.cfunc
 @cython.exceptval(check=False)
 def _put_int(p: cython.p_uchar, v: object) -> cython.p_uchar:
-    """A Python int as msgpack writes it, or NULL when it lies outside [-2**63, 2**64)."""
-    overflow: cython.int = 0
-    x: cython.longlong = PyLong_AsLongLongAndOverflow(v, cython.address(overflow))
-    if overflow > 0:  # over 2**63 - 1: unsigned when it fits 64 bits
-        if _PyLong_NumBits(v) > 64:
-            return cython.NULL
-        return _put_uint(p, PyLong_AsUnsignedLongLongMask(v))
-    if overflow < 0:
+    """A Python int as msgpack writes it, or NULL when it lies outside [-2**63, 2**64) (or is no int).
+    A non-negative one is read as unsigned straight away: ids are 64-bit, half of them past 2**63."""
+    if type(v) is not int:
         return cython.NULL
-    if x >= 0:
-        return _put_uint(p, cython.cast(cython.ulonglong, x))
+    u: cython.ulonglong
+    x: cython.longlong
+    if v >= 0:  # compiled: a test of the int's sign, no comparison object
+        try:
+            u = v
+        except OverflowError:
+            return cython.NULL
+        return _put_uint(p, u)
+    try:
+        x = v
+    except OverflowError:
+        return cython.NULL
     if x >= -32:
         p[0] = cython.cast(cython.uchar, x & 0xFF)
         return p + 1

@@ -13,3 +13,5 @@ cdef class Delivery:
     cdef public TupleSender sender
 
     cdef inline _put(self, object task, object item, object remote)
+
+cdef Py_ssize_t _tree_index(object root, Py_ssize_t n) except? -1

@@ -18,6 +18,21 @@ from gale.worker.outbox import TupleSender
 from gale.worker.runtime.acker import ACK, CONTROL
 
 
+@cython.cfunc
+@cython.inline
+def _tree_index(root: object, n: cython.Py_ssize_t) -> cython.Py_ssize_t:
+    """``root % n``, which picks a tree's acker: C arithmetic for a root in unsigned 64 bits (every
+    root Gale makes), Python's for any other int."""
+    r: cython.ulonglong
+    if type(root) is int and root >= 0:
+        try:
+            r = root
+        except OverflowError:
+            return root % n
+        return r % n
+    return root % n
+
+
 @cython.cclass
 class Delivery:
     """``queues``: task → its input deque, for the tasks of this worker; ``remote``: the transfer's
@@ -73,7 +88,7 @@ class Delivery:
 
     def acker_task(self, root: int) -> int:
         """The acker task of the tree ``root``."""
-        return self.acker_tasks[root % self.n_ackers]
+        return self.acker_tasks[_tree_index(root, self.n_ackers)]
 
     def flush_acks(self, buf: dict) -> None:
         """Send an ack buffer (root → XOR of a round's ack values): one ``(ACK, root, value, 0)``
@@ -83,11 +98,12 @@ class Delivery:
             for root, val in buf.items():
                 single.append((ACK, root, val, 0))
         else:
-            queues, acker_tasks, n = self.queues, self.acker_tasks, self.n_ackers
+            queues, acker_tasks = self.queues, self.acker_tasks
+            n: cython.Py_ssize_t = self.n_ackers
             remote: Callable[[int, tuple], None] = self.remote_acker
             sender: TupleSender = self.sender
             for root, val in buf.items():
-                task = acker_tasks[root % n]
+                task = acker_tasks[_tree_index(root, n)]
                 q = queues.get(task)
                 if q is not None:
                     q.append((ACK, root, val, 0))
