@@ -6,11 +6,20 @@ from libc.string cimport memcpy
 
 from gale.topology.tuple cimport Fields, Tuple
 
+cdef extern from "Python.h":
+    # declared without an error check: the callers test PyErr_Occurred themselves, and clear it
+    int _PyLong_Sign(object v) noexcept
+    unsigned long long _long_as_u64 "PyLong_AsUnsignedLongLong"(object v) noexcept
+    long long _long_as_i64 "PyLong_AsLongLong"(object v) noexcept
+    void* PyErr_Occurred() noexcept
+    void PyErr_Clear() noexcept
+
 cdef Py_ssize_t PLAIN_BODY_BYTES
 
 cdef list _body(Tuple tup)
 cdef unsigned char* _put_uint(unsigned char* p, unsigned long long v) noexcept
 cdef unsigned char* _put_be(unsigned char* p, unsigned long long v, int n) noexcept
+cdef bint _as_u64(object v, unsigned long long* out) noexcept
 cdef unsigned char* _put_int(unsigned char* p, object v) noexcept
 cdef unsigned char* _put_len(unsigned char* p, Py_ssize_t n, unsigned char marker8) noexcept
 cdef unsigned char* _put_raw(unsigned char* p, unsigned char* end, const char* data, Py_ssize_t n, bint binary) noexcept

@@ -146,24 +146,33 @@ def _put_be(p: cython.p_uchar, v: cython.ulonglong, n: cython.int) -> cython.p_u
 
 @cython.cfunc
 @cython.exceptval(check=False)
+def _as_u64(v: object, out: cython.p_ulonglong) -> cython.bint:
+    """Whether ``v`` is an int in [0, 2**64), stored at ``out`` (compiled only: C calls, no exception
+    raised, none left set). Ids are such ints, half of them past 2**63."""
+    if type(v) is not int or _PyLong_Sign(v) < 0:
+        return False
+    u: cython.ulonglong = _long_as_u64(v)
+    if u == cython.cast(cython.ulonglong, -1) and PyErr_Occurred() != cython.NULL:
+        PyErr_Clear()
+        return False
+    out[0] = u
+    return True
+
+
+@cython.cfunc
+@cython.exceptval(check=False)
 def _put_int(p: cython.p_uchar, v: object) -> cython.p_uchar:
-    """A Python int as msgpack writes it, or NULL when it lies outside [-2**63, 2**64) (or is no int).
-    A non-negative one is read as unsigned straight away: ids are 64-bit, half of them past 2**63."""
+    """A Python int as msgpack writes it, or NULL when it lies outside [-2**63, 2**64) (or is no int)."""
+    u: cython.ulonglong
+    if _as_u64(v, cython.address(u)):
+        return _put_uint(p, u)
     if type(v) is not int:
         return cython.NULL
-    u: cython.ulonglong
-    x: cython.longlong
-    if v >= 0:  # compiled: a test of the int's sign, no comparison object
-        try:
-            u = v
-        except OverflowError:
-            return cython.NULL
-        return _put_uint(p, u)
-    try:
-        x = v
-    except OverflowError:
+    x: cython.longlong = _long_as_i64(v)
+    if x == -1 and PyErr_Occurred() != cython.NULL:  # past 2**64, or below -2**63
+        PyErr_Clear()
         return cython.NULL
-    if x >= -32:
+    if x >= -32:  # negative here: a non-negative int either fit 64 bits unsigned or fits nothing
         p[0] = cython.cast(cython.uchar, x & 0xFF)
         return p + 1
     if x >= -0x80:

@@ -24,11 +24,7 @@ def _tree_index(root: object, n: cython.Py_ssize_t) -> cython.Py_ssize_t:
     """``root % n``, which picks a tree's acker: C arithmetic for a root in unsigned 64 bits (every
     root Gale makes), Python's for any other int."""
     r: cython.ulonglong
-    if type(root) is int and root >= 0:
-        try:
-            r = root
-        except OverflowError:
-            return root % n
+    if cython.compiled and _as_u64(root, cython.address(r)):
         return r % n
     return root % n
 
