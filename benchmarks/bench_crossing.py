@@ -256,7 +256,10 @@ def main() -> None:
     args = parser.parse_args()
     extra = parse_overrides(args.conf)
     if args.once:
-        run(int(args.once[0]), args.once[1] == "remote", 0.0, None, extra)
+        _, _, sent = run(int(args.once[0]), args.once[1] == "remote", 0.0, None, extra)
+        if sent["a_batches"]:
+            print(f"batches of {sent['a'] / sent['a_batches']:.0f} tuples from a, "
+                  f"{sent['b'] / max(sent['b_batches'], 1):.0f} acks from b")
         return
     if args.instructions:
         count_instructions(args.small, args.large, args.conf)

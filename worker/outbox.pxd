@@ -9,7 +9,8 @@ from gale.topology.tuple cimport Fields, Tuple
 cdef extern from "Python.h":
     # declared without an error check: the callers test PyErr_Occurred themselves, and clear it
     int _PyLong_Sign(object v) noexcept
-    unsigned long long _long_as_u64 "PyLong_AsUnsignedLongLong"(object v) noexcept
+    size_t _PyLong_NumBits(object v) noexcept
+    unsigned long long PyLong_AsUnsignedLongLongMask(object v) noexcept
     long long _long_as_i64 "PyLong_AsLongLong"(object v) noexcept
     void* PyErr_Occurred() noexcept
     void PyErr_Clear() noexcept

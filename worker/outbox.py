@@ -149,13 +149,11 @@ def _put_be(p: cython.p_uchar, v: cython.ulonglong, n: cython.int) -> cython.p_u
 def _as_u64(v: object, out: cython.p_ulonglong) -> cython.bint:
     """Whether ``v`` is an int in [0, 2**64), stored at ``out`` (compiled only: C calls, no exception
     raised, none left set). Ids are such ints, half of them past 2**63."""
-    if type(v) is not int or _PyLong_Sign(v) < 0:
+    if type(v) is not int or _PyLong_Sign(v) < 0 or _PyLong_NumBits(v) > 64:
         return False
-    u: cython.ulonglong = _long_as_u64(v)
-    if u == cython.cast(cython.ulonglong, -1) and PyErr_Occurred() != cython.NULL:
-        PyErr_Clear()
-        return False
-    out[0] = u
+    # the digits, masked (a loop over its 30-bit digits; PyLong_AsUnsignedLongLong goes through
+    # a byte array for every int past one digit, three times the instructions)
+    out[0] = PyLong_AsUnsignedLongLongMask(v)
     return True
 
 
@@ -337,12 +335,11 @@ class TupleSender:
     fails the emit (and its input tuple) with a clear error. A component may change a list after
     emitting it (Storm serializes on its transfer thread: there it must not).
 
-    ``groups``: (task, source task, "component:stream") → the group's deque, made on a group's
-    first tuple through ``outbox_of(task)`` (the destination's :class:`Outbox`, or None: the task
-    has no route, and the tuple is counted by ``outbox_of`` and dropped). The transfer replaces
-    ``groups`` (and ``acker_groups``, ``result_groups``, ``control_groups``: acker / spout task →
-    deque) with empty dicts
-    when the routes change."""
+    ``groups``: "component:stream" → task → source task → the ``append`` of the group's deque, made
+    on a group's first tuple through ``outbox_of(task)`` (the destination's :class:`Outbox`, or
+    None: the task has no route, and the tuple is counted by ``outbox_of`` and dropped). The
+    transfer replaces ``groups`` (and ``acker_groups``, ``result_groups``, ``control_groups``: acker
+    / spout task → ``append``) with empty dicts when the routes change."""
 
     def __init__(self, pack: Callable[[Any], bytes], max_bytes: int, outbox_of: Callable[[int], Outbox | None]):
         self.pack = pack
@@ -372,23 +369,32 @@ class TupleSender:
                     "send a reference (a path or key) instead of the data"
                 )
         fields: Fields = t.fields
-        key = (task, t.task, fields.source_key)
-        group = self.groups.get(key)
-        if group is None:
+        source = t.task
+        # three lookups by a str (the same object each time) and two small ints: a tuple key cost its
+        # allocation, three hashes and a comparison, twice as many instructions
+        by_task: dict = self.groups.get(fields.source_key)
+        by_source: dict = by_task.get(task) if by_task is not None else None
+        append = by_source.get(source) if by_source is not None else None
+        if append is None:
             box = self.outbox_of(task)
             if box is None:
                 return
             if fields.stream == CHECKPOINT_STREAM:  # a barrier (never cached: every one comes here)
-                box.barrier(task, t.task, fields.component, fields.stream, body)
-                # sealed: what follows goes behind the barrier (``list(dict)`` is one C call: other
-                # executor threads may add groups meanwhile; only this one has this source task's)
-                for cached in list(self.groups):
-                    if cached[0] == task and cached[1] == t.task:
-                        del self.groups[cached]
+                box.barrier(task, source, fields.component, fields.stream, body)
+                # sealed: what follows goes behind the barrier (``list(dict.values())`` is one C call:
+                # other executor threads may add streams meanwhile; only this one has this source task's)
+                for streams in list(self.groups.values()):
+                    sources = streams.get(task)
+                    if sources is not None:
+                        sources.pop(source, None)
                 return
-            group = box.tuple_group(task, t.task, fields.component, fields.stream)
-            self.groups[key] = group
-        group.append(body)
+            append = box.tuple_group(task, source, fields.component, fields.stream).append
+            if by_task is None:
+                by_task = self.groups.setdefault(fields.source_key, {})
+            if by_source is None:
+                by_source = by_task.setdefault(task, {})
+            by_source[source] = append
+        append(body)
 
     def send_acker(self, task: int, msg: tuple) -> None:
         """``msg``: ``(kind, root, val, spout_task)``, integers, for an acker task elsewhere."""
@@ -416,13 +422,13 @@ class TupleSender:
 
     @cython.cfunc
     def _add(self, groups: dict, task: object, encoded: bytes, kind: cython.int):
-        group = groups.get(task)
-        if group is None:
+        append = groups.get(task)
+        if append is None:
             box = self.outbox_of(task)
             if box is None:
                 return
-            group = groups[task] = box.group(kind, task)
-        group.append(encoded)
+            append = groups[task] = box.group(kind, task).append
+        append(encoded)
 
 
 def _tuples_prefix(task: int, source_task: int, component: str, stream: str) -> bytes:
