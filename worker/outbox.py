@@ -507,20 +507,23 @@ class Outbox:
     def drain(self, limit: int) -> tuple[bytes, int]:
         """Up to ``limit`` queued messages as one batch payload, and how many it holds."""
         parts: list[bytes] = []
-        taken = 0
+        taken: cython.Py_ssize_t = 0
+        most: cython.Py_ssize_t = limit
+        n: cython.Py_ssize_t
+        i: cython.Py_ssize_t
         for prefix, group, kind in list(self._order):
             n = len(group)
             if not n:
                 continue
-            if n > limit - taken:
-                n = limit - taken
+            if n > most - taken:
+                n = most - taken
             pop = group.popleft
             parts.append(prefix)
             parts.append(array_header(n * GROUP_WIDTH[kind]))
-            for _ in range(n):
+            for i in range(n):  # a C loop (an untyped count iterated a range object)
                 parts.append(pop())
             taken += n
-            if taken >= limit:
+            if taken >= most:
                 break
         if self._sealed:
             self._forget_drained()

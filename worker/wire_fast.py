@@ -233,9 +233,9 @@ def _fast_groups(decoder: object, payload: bytes) -> object:
                 width = r.header()
                 if r.header() != n_fields or (width != 4 and width != 2):
                     return None
-                values: list = []
+                values: list = [None] * n_fields  # made at its size (appends grew it)
                 for j in range(n_fields):
-                    values.append(r.value())
+                    values[j] = r.value()
                 lineage = r.integer()
                 if width == 4:
                     root = r.uint()
