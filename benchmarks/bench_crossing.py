@@ -33,6 +33,8 @@ the difference of the totals over the difference of the tuples is a tuple's inst
 (``crossing_{local,remote}_instructions_per_tuple``, ``crossing_instructions_vs_local``): a figure a
 noisy host does not move. It is user space only — the kernel's side of the system calls (ZeroMQ's
 TCP over loopback, the threads' sleeps and wakes) is not in it — so it is a floor under the CPU ratio.
+Both runs set a message timeout of an hour: under valgrind a run lasts minutes, and a timeout's
+rotations of the acker's table (a number that depends on the run's length) moved the difference.
 
 ``--pin two`` puts each worker process on a core of its own (A on the first CPU it may use, B on
 the second), ``--pin one`` both on the first: a diagnostic of whether the kernel's placement of
@@ -64,6 +66,9 @@ from gale.worker.local import local_conf
 from gale.worker.runtime.runtime import WorkerRuntime
 from gale.worker.transfer import Transfer
 from gale.zkserver import free_port
+
+#: ``--instructions``: the message timeout of both runs (no rotation of the acker's table in either)
+INSTRUCTIONS_TIMEOUT_SECS = 3600
 
 WORDS = ["the", "cow", "jumped", "over", "moon", "an", "apple", "a", "day", "keeps", "doctor", "away"]
 SECRET = b"crossing-benchmark-secret-0123456"
@@ -228,7 +233,10 @@ def count_instructions(small: int, large: int, conf: list[str]) -> None:
     """Print a tuple's instructions in each pinning (both workers, user space) and their ratio."""
     if shutil.which("valgrind") is None:
         raise SystemExit("bench_crossing: valgrind is not installed (apt-get install -y valgrind)")
-    extra = [x for kv in conf for x in ("-c", kv)]
+    # under valgrind a run lasts minutes: a 30 s message timeout would rotate the acker's table a
+    # different number of times in the two runs (moving young trees to the compact table), which
+    # moved the difference by up to 2,000 instructions a tuple; no tuple times out here either way
+    extra = [x for kv in [f"topology.message.timeout.secs={INSTRUCTIONS_TIMEOUT_SECS}", *conf] for x in ("-c", kv)]
     per = {}
     for kind in ("local", "remote"):
         totals = [callgrind_total("-m", "benchmarks.bench_crossing", "--once", str(n), kind, *extra, children=True)
