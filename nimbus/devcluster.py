@@ -543,7 +543,12 @@ def run_dev_cluster(supervisors: int, slots: int, base_dir: str | None, http_por
     # exec); it imports while ZooKeeper starts; its own errors go to logs/fork-server.log, as a supervisor's
     (cluster.base / "logs").mkdir(parents=True, exist_ok=True)
     fork_log = open(cluster.base / "logs" / "fork-server.log", "ab")  # noqa: SIM115 - kept while the cluster runs
-    forks = ForkServer([sys.executable], dict(os.environ), stderr=fork_log, preload=list(DAEMON_PRELOAD))
+    try:
+        forks = ForkServer([sys.executable], dict(os.environ), stderr=fork_log, preload=list(DAEMON_PRELOAD))
+    except BaseException:
+        fork_log.close()
+        cluster.cleanup()  # nothing ran yet: leave no temp directory
+        raise
     cluster.fork_server = forks
     what = "ZooKeeper" if zookeepers == 1 else f"a ZooKeeper ensemble of {zookeepers}"
     services = "".join(f", {name}" for name, on in (("a Kafka broker", kafka), ("Redis", redis or demo_state),
@@ -556,8 +561,8 @@ def run_dev_cluster(supervisors: int, slots: int, base_dir: str | None, http_por
 
     signal.signal(signal.SIGINT, on_signal)
     signal.signal(signal.SIGTERM, on_signal)
-    forks.start()
     try:
+        forks.start()
         cluster.start()
         config_path = cluster.client_config_path()
         click.echo(f"ZooKeeper  {cluster.zk.address} (root {cluster.root})")
