@@ -104,11 +104,49 @@ def in_checkout() -> bool:
     return os.path.basename(here) == "common" and os.path.exists(os.path.join(os.path.dirname(here), "setup.py"))
 
 
+def checkout_builds(root: str, modules: tuple[str, ...] = MODULES) -> dict[str, str]:
+    """In a checkout at ``root``: module → ``"current"``, ``"stale"`` (built before its source last
+    changed) or ``"missing"`` (not built), by ``pyproject.toml``'s package folders."""
+    import tomllib
+
+    with open(os.path.join(root, "pyproject.toml"), "rb") as f:
+        folders = tomllib.load(f)["tool"]["setuptools"]["package-dir"]
+    out = {}
+    for module in modules:
+        package = max((p for p in folders if module.startswith(p + ".")), key=len)
+        rest = module[len(package) + 1:].split(".")
+        directory = os.path.join(root, folders[package], *rest[:-1])
+        built = _built_next_to(directory, rest[-1])
+        source = os.path.join(directory, rest[-1] + ".py")
+        out[module] = ("missing" if built is None else
+                       "stale" if os.path.getmtime(built) < os.path.getmtime(source) else "current")
+    return out
+
+
+def mixed_build(builds: dict[str, str]) -> list[str]:
+    """The hot modules whose build is stale or missing while others' is current (every hot module
+    then runs as Python); empty when the build is whole, or when none is current (each module's
+    own rule then runs it from its source already)."""
+    off = sorted(m for m, state in builds.items() if state != "current")
+    return off if len(off) < len(builds) else []
+
+
 def install() -> None:
-    """Put the source-first rule in front of the import system (once per process)."""
+    """Put the source-first rule in front of the import system (once per process).
+
+    In a checkout, a build that is stale or missing for some hot modules but not all runs every hot
+    module as Python, with a warning naming them: the compiled modules import each other's C types
+    (``cimport``), so an extension module next to a Python one fails at its import."""
     global _finder
     if _finder is None:
-        _finder = _SourceFirst(pure_requested(), check_stale=in_checkout())
+        pure, checkout = pure_requested(), in_checkout()
+        if checkout and not pure:
+            off = mixed_build(checkout_builds(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+            if off:
+                warnings.warn(f"the compiled hot path is stale or missing for {', '.join(off)}: running every hot "
+                              "module as Python until `make deps` rebuilds it", RuntimeWarning, stacklevel=2)
+                pure = True
+        _finder = _SourceFirst(pure, check_stale=checkout)
         sys.meta_path.insert(0, _finder)
 
 

@@ -101,6 +101,29 @@ def test_a_build_older_than_its_source_never_runs_instead_of_it(tmp_path, built_
     assert out.split("\n")[0] == expected
 
 
+def test_a_checkouts_builds_are_read_by_its_package_folders(tmp_path):
+    (tmp_path / "pyproject.toml").write_text('[tool.setuptools.package-dir]\n"gx" = "core"\n"gx.w" = "work"\n')
+    for folder, leaf, built, source_time in [("core/t", "a", True, 1), ("work/r", "b", True, 3), ("work", "c", False, 1)]:
+        (tmp_path / folder).mkdir(parents=True, exist_ok=True)
+        (tmp_path / folder / f"{leaf}.py").write_text("")
+        os.utime(tmp_path / folder / f"{leaf}.py", (source_time * 1_000_000,) * 2)
+        if built:
+            (tmp_path / folder / f"{leaf}{SUFFIX}").write_bytes(b"")
+            os.utime(tmp_path / folder / f"{leaf}{SUFFIX}", (2_000_000, 2_000_000))
+    assert compiled.checkout_builds(str(tmp_path), ("gx.t.a", "gx.w.r.b", "gx.w.c")) == {
+        "gx.t.a": "current", "gx.w.r.b": "stale", "gx.w.c": "missing"}
+
+
+def test_one_stale_or_missing_build_runs_every_hot_module_as_python():
+    """The compiled modules import each other's C types: a compiled ``delivery`` beside an ``outbox``
+    run from its edited source failed at its import ("TupleSender size changed")."""
+    assert compiled.mixed_build({"a": "current", "b": "stale", "c": "missing"}) == ["b", "c"]
+    assert compiled.mixed_build({"a": "current", "b": "current"}) == []
+    assert compiled.mixed_build({"a": "stale", "b": "missing"}) == []  # nothing compiled runs anyway
+    # this checkout's own build is whole (make test builds it first)
+    assert compiled.mixed_build(compiled.checkout_builds(str(ROOT))) == [] or not compiled.in_checkout()
+
+
 def test_the_staleness_rule_applies_in_a_checkout_only():
     # the suite runs from the repository, or against an installed wheel (tests/wheel_check.py)
     from_checkout = ROOT in Path(compiled.__file__).resolve().parents
