@@ -284,12 +284,13 @@ def test_orphans_that_expire_are_forgotten():
 
 
 def test_the_young_dict_counts_values_outside_64_bits_and_floats_and_takes_integer_types():
-    """An ack value or spout task that is not an unsigned 64-bit integer is dropped and counted as
+    """A kind that is no integer, or an ack value or spout task that is not an unsigned 64-bit integer, is dropped and counted as
     the young dict takes the message (a float too: the compiled build's C conversion would truncate
     it); an integer type by ``__index__`` (numpy's) is taken. Both builds run this."""
     t = AckerTable()
     assert t.apply([(INIT, 5, np.uint64(7), np.int32(1)), (ACK, 5, 7, 0)]) == [(1, ACKED, 5)]
-    bad = [(INIT, 6, 3.0, 1), (ACK, 7, -1, 0), (ACK, 8, 2**64, 0), (INIT, 10, 1, 2**65), (ACK, 11, "1", 0)]
+    bad = [(INIT, 6, 3.0, 1), (ACK, 7, -1, 0), (ACK, 8, 2**64, 0), (INIT, 10, 1, 2**65), (ACK, 11, "1", 0),
+           ("1", 13, 1, 0), (1.0, 14, 1, 0)]  # a kind that is no integer
     assert t.apply(bad) == []
     assert t.invalid == len(bad) and len(t) == 0
     assert t.apply([(FAIL, 12, -1, 0), (INIT, 12, 4, 2)]) == [(2, FAILED, 12)]  # a FAIL's value is not read

@@ -457,16 +457,24 @@ class AckerTable:
         return out
 
     def _apply_young(self, messages: Sequence[tuple]) -> list[tuple[int, int, int]]:
-        young = self.young
-        gen = self.generation
-        out = []
+        young: dict = self.young  # typed: its get, set and del are C calls, not method lookups
+        gen: cython.int = self.generation
+        out: list = []
         e: _Tree
         v: cython.ulonglong
         t: cython.ulonglong
+        # the kinds as C ints for the batch: each message's kind is compared in C, not as int objects
+        k: cython.int
+        k_init: cython.int = INIT
+        k_ack: cython.int = ACK
+        k_fail: cython.int = FAIL
+        k_reset: cython.int = RESET
         for kind, root, val, task in messages:
             try:
-                v = _u64(val) if kind == ACK or kind == INIT else 0
-                t = _u64(task) if kind == INIT else 0
+                # an int, or an integer type by __index__ (never a float: C would truncate one)
+                k = kind if type(kind) is int else operator.index(kind)
+                v = _u64(val) if k == k_ack or k == k_init else 0
+                t = _u64(task) if k == k_init else 0
             except (OverflowError, TypeError):
                 self._invalid += 1  # never from this worker's own code, nor past the wire's checks
                 continue
@@ -476,12 +484,12 @@ class AckerTable:
                 young[root] = e
             else:
                 e = found
-            if kind == ACK:
+            if k == k_ack:
                 e.val ^= v
-            elif kind == INIT:
+            elif k == k_init:
                 e.val ^= v
                 e.task = t
-            elif kind == FAIL:
+            elif k == k_fail:
                 e.failed = True
                 e.gen = gen
             else:  # RESET
@@ -493,7 +501,7 @@ class AckerTable:
                 elif e.val == 0:
                     out.append((e.task, ACKED, root))
                     del young[root]
-                elif kind == RESET:
+                elif k == k_reset:
                     out.append((e.task, RESET_TIMEOUT, root))
         return out
 
