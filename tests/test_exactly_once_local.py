@@ -228,7 +228,8 @@ def test_a_rewind_drops_what_the_task_staged_for_a_checkpoint_that_did_not_commi
         provider.commit(2, [ns])
         provider.prepare(3, {ns: (position_changes("kafka", Kafkaish(), {"x/0": 99}, 3), ())})  # then rolled back
         # only what _perform(Rewind) uses
-        ex = SimpleNamespace(component="kafka", pending={}, spouts={1: Kafkaish()}, in_call=False)
+        ex = SimpleNamespace(component="kafka", pending={}, spouts={1: Kafkaish()},
+                             enter_call=lambda: None, leave_call=lambda: None)
         source = ExactlyOnceSource(ex)
         source.provider, source.namespaces, source.all_namespaces = provider, {1: ns}, [ns]
         source._perform(1, Rewind(2))

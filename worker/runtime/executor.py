@@ -111,10 +111,11 @@ class Executor:
             self.config.topology_error_throttle_interval_secs,
             self.clock,
         )
-        # wedge detection: user calls bump ``calls`` and set ``in_call``; the stats thread sees a
-        # call that has not returned across two observations and reports how long it has run
-        self.calls = 0
-        self.in_call = False
+        # wedge detection: a user call in progress holds a token of its own in ``_call_token`` (a
+        # fresh object in a one-item list: a list store per call, where bumping a counter attribute and
+        # setting a flag attribute twice cost ~900 instructions a spout tuple); the stats thread sees
+        # the same token across two observations and reports how long the call has run
+        self._call_token: list = [None]
         # the input tuple a bolt is executing right now, in a one-item list the executor thread sets
         # per tuple (a list store; an attribute store per tuple cost ~5% of a word count with acking off)
         self._current: list = [None]
@@ -251,11 +252,11 @@ class Executor:
         """How long the user call in progress has been running (0 when idle or progressing)."""
         now = self.clock.monotonic()
         current = self.current
-        token = current if current is not None else (self.calls if self.in_call else None)
+        token = current if current is not None else self._call_token[0]
         if token is None:
             self._seen_calls = None
             return 0.0
-        if token is not self._seen_calls and token != self._seen_calls:
+        if token is not self._seen_calls:  # held there, a token's identity is no other call's
             self._seen_calls = token
             self._seen_since = now
             return 0.0
@@ -272,17 +273,28 @@ class Executor:
     def context(self, task: int) -> TopologyContext:
         return self.runtime.topology_context(self.component, task)
 
+    @property
+    def in_call(self) -> bool:
+        """Whether a user call is running (:meth:`enter_call` without its :meth:`leave_call` yet)."""
+        return self._call_token[0] is not None
+
+    def enter_call(self) -> None:
+        """A user call begins: wedge detection (:meth:`busy_secs`) times it until :meth:`leave_call`."""
+        self._call_token[0] = []  # a new object: the token of this call
+
+    def leave_call(self) -> None:
+        self._call_token[0] = None
+
     def call_user(self, fn: Callable[..., Any], *args: Any) -> Any:
         """Call user code for a task (wedge detection sees it); an exception is reported, not raised."""
-        self.calls += 1
-        self.in_call = True
+        self._call_token[0] = []
         try:
             return fn(*args)
         except Exception as exc:  # noqa: BLE001 - user code
             self.report_error(exc)
             return None
         finally:
-            self.in_call = False
+            self._call_token[0] = None
 
 
 class AckerExecutor(Executor):

@@ -133,14 +133,14 @@ class SpoutExecutor(Executor):
     def ack_now(self, task: int, msg_id: Any, stream: str) -> None:
         """Acking disabled: the spout is told ``ack`` right after the emit."""
         self.stats.acked[stream] += 1
-        self.calls += 1
-        self.in_call = True
+        call: list = self._call_token
+        call[0] = []  # wedge detection: this call's token (Executor.enter_call)
         try:
             self.spouts[task].ack(msg_id)
         except Exception as exc:  # noqa: BLE001 - user code
             self.report_error(exc)
         finally:
-            self.in_call = False
+            call[0] = None
 
     def run_batch(self, budget: int) -> int:
         work = 0
@@ -185,6 +185,7 @@ class SpoutExecutor(Executor):
         next_tuple = self.next_tuple
         collectors = self.collectors
         collector: SpoutOutputCollector
+        call: list = self._call_token
         while calls < budget:
             if len(pending) >= limit:
                 break
@@ -192,14 +193,13 @@ class SpoutExecutor(Executor):
             cycle += 1
             collector = collectors[task]
             made = collector._emitted
-            self.calls += 1
-            self.in_call = True
+            call[0] = []  # wedge detection: this call's token (Executor.enter_call)
             try:
                 next_tuple[task]()
             except Exception as exc:  # noqa: BLE001 - user code
                 self.report_error(exc)
             finally:
-                self.in_call = False
+                call[0] = None
             calls += 1
             made = collector._emitted - made
             if made == 0:
@@ -240,6 +240,7 @@ class SpoutExecutor(Executor):
         pending_pop = self.pending.pop
         stats = self.stats
         spouts = self.spouts
+        call: list = self._call_token
         now: cython.double = self.clock.monotonic()
         i: cython.Py_ssize_t
         # acks of one stream in a row are added to the statistics together
@@ -265,14 +266,13 @@ class SpoutExecutor(Executor):
                         run_stream, run_n, run_ms = stream, 0, 0.0
                     run_n += 1
                     run_ms += (now - t_emit) * 1000.0
-                    self.calls += 1
-                    self.in_call = True
+                    call[0] = []  # wedge detection: this call's token (Executor.enter_call)
                     try:
                         spouts[spout_task].ack(msg_id)
                     except Exception as exc:  # noqa: BLE001 - user code
                         self.report_error(exc)
                     finally:
-                        self.in_call = False
+                        call[0] = None
                 elif outcome == FAILED:
                     stats.failed[stream] += 1
                     self.fail_tree(spout_task, msg_id)

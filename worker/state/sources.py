@@ -168,18 +168,18 @@ class ExactlyOnceSource:
             self.provider.rollback([ns])
             merge = bool(getattr(spout, "merge_positions", False))
             position = committed_position(self.provider, list(self.all_namespaces) if merge else [ns], merge)
-            ex.in_call = True
+            ex.enter_call()
             try:
                 spout.rewind(position)
             finally:
-                ex.in_call = False
+                ex.leave_call()
             log.info("source-rewound", component=ex.component, task=task, txid=action.txid, position=position)
         elif isinstance(action, StagePosition):
-            ex.in_call = True
+            ex.enter_call()
             try:
                 position = spout.position()
             finally:
-                ex.in_call = False
+                ex.leave_call()
             self.provider.prepare(action.txid, {ns: (position_changes(ex.component, spout, position, action.txid), ())})
         elif isinstance(action, WriteReport):
             self._send_report(task, action.report)

@@ -251,8 +251,7 @@ class WindowRunner:
         collector.incr_metric("window_updates" if fire.update else "windows_fired")
         previous = collector.auto_anchor
         collector.auto_anchor = anchors  # type: ignore[assignment]  # every emit anchored to the window
-        executor.calls += 1
-        executor.in_call = True
+        executor.enter_call()
         try:
             self.bolt.execute(window)
         except Exception as exc:  # noqa: BLE001 - user code: report, and replay the window's tuples
@@ -261,7 +260,7 @@ class WindowRunner:
                 for t in tuples:
                     collector.fail(t)
         finally:
-            executor.in_call = False
+            executor.leave_call()
             collector.auto_anchor = previous
 
 
