@@ -392,6 +392,72 @@ def test_a_bolt_stuck_in_execute_is_seen_with_its_tuple_and_for_how_long():
         until(lambda: ex.current is None and ex.busy_secs() == 0.0, 30, "the call returned and the batch ended")
 
 
+class _StuckSpout(Spout):
+    """Emits one tuple, then blocks in ``next_tuple`` until RELEASE is set."""
+
+    RELEASE = None  # a threading.Event, set by the test
+    output_fields = ["word"]
+
+    def open(self, conf, context, collector):
+        super().open(conf, context, collector)
+        self.sent = False
+
+    def next_tuple(self):
+        if not self.sent:
+            self.sent = True
+            self.collector.emit(["a"])
+        else:
+            _StuckSpout.RELEASE.wait(30)
+
+
+def test_a_spout_stuck_in_next_tuple_is_seen_for_how_long_and_not_after_it_returns():
+    """Wedge detection of a spout's calls: ``in_call`` and a growing ``busy_secs`` while
+    ``next_tuple`` has not returned; both clear once it does (the calls that follow are quick)."""
+    import threading
+
+    _StuckSpout.RELEASE = threading.Event()
+    b = TopologyBuilder()
+    b.set_spout("src", _StuckSpout, 1)
+    b.set_bolt("sink", Sink, 1).shuffle_grouping("src")
+    with LocalCluster() as cluster:
+        running = cluster.submit_topology("spout-wedge", {}, b.create_topology())
+        (ex,) = [e for e in running.runtime.executors.values() if e.component == "src"]
+        try:
+            until(lambda: ex.in_call and ex.busy_secs() > 0.05, 30,
+                  "busy_secs grows while next_tuple has not returned")
+        finally:
+            _StuckSpout.RELEASE.set()
+        until(lambda: ex.busy_secs() == 0.0 and ex.busy_secs() == 0.0, 30,
+              "no call seen running across two observations once next_tuple returns at once")
+
+
+def test_wedge_detection_tells_one_long_call_from_two_calls_in_a_row():
+    """``busy_secs`` times a call seen running at two observations; a call that began after the
+    first observation starts from zero, however close its token's value (each call has its own)."""
+    b = TopologyBuilder()
+    b.set_spout("src", ListSpout, 1, args=[[]])
+    b.set_bolt("sink", Sink, 1).shuffle_grouping("src")
+    with LocalCluster() as cluster:
+        running = cluster.submit_topology("tokens", {}, b.create_topology())
+        (ex,) = [e for e in running.runtime.executors.values() if e.component == "sink"]
+        now = [100.0]
+        clock, ex.clock = ex.clock, type("Clock", (), {"monotonic": staticmethod(lambda: now[0])})()
+        assert not ex.in_call and ex.busy_secs() == 0.0
+        ex.enter_call()
+        assert ex.in_call and ex.busy_secs() == 0.0  # first seen
+        now[0] += 2.5
+        assert ex.busy_secs() == 2.5  # the same call, still running
+        ex.leave_call()
+        ex.enter_call()  # another call
+        now[0] += 1.0
+        assert ex.busy_secs() == 0.0  # first seen: not the previous call's 3.5 s
+        now[0] += 1.0
+        assert ex.busy_secs() == 1.0
+        ex.leave_call()
+        assert not ex.in_call and ex.busy_secs() == 0.0
+        ex.clock = clock
+
+
 def test_a_topology_s_own_configuration_wins_over_the_local_cluster_s_and_a_submit_s_over_both():
     """As with nimbus: cluster configuration ← the topology's ← the submit's."""
     from gale import config as gconfig
