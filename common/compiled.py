@@ -10,9 +10,12 @@ test suite runs under both (``make test``).
 
 Which build a process uses:
 
-* the extension module, when it is there and — in a source checkout — not older than its ``.py``
-  (a source edited after the last build runs as Python, with a warning, until ``make deps``
-  rebuilds it; an installed wheel's files have install times, so there the rule does not apply);
+* the extension modules, when they are there and — in a source checkout — every one of them is
+  built and not older than its ``.py``: a source edited after the last build (or a module that
+  failed to build) runs *every* hot module as Python, with a warning naming them, until ``make
+  deps`` rebuilds them — the compiled modules import each other's C types (``cimport``), so an
+  extension module next to a Python one would fail at its import. An installed wheel's files have
+  install times, so there the rule does not apply;
 * the ``.py`` source for every module when ``GALE_PURE_PYTHON=1`` is set (inherited by workers).
 
 :func:`install` (called by ``gale/__init__``) enforces both rules; :func:`status` reports the result.
@@ -56,33 +59,21 @@ def pure_requested() -> bool:
 
 
 class _SourceFirst(importlib.abc.MetaPathFinder):
-    """Loads a hot module from its ``.py`` when Python is asked for, or when the built extension
-    module is older than the source (a stale build must never run instead of edited code)."""
+    """Loads every hot module from its ``.py`` when ``pure``; otherwise leaves them to the normal
+    import (the extension module where there is one)."""
 
-    def __init__(self, pure: bool, modules: tuple[str, ...] = MODULES, check_stale: bool = True):
+    def __init__(self, pure: bool, modules: tuple[str, ...] = MODULES):
         self.pure = pure
         self.modules = modules
-        self.check_stale = check_stale
-        self.stale: list[str] = []
 
     def find_spec(self, name, path=None, target=None):
-        if name not in self.modules or not path:
+        if not self.pure or name not in self.modules or not path:
             return None
         leaf = name.rpartition(".")[2]
         for directory in path:
             source = os.path.join(directory, leaf + ".py")
-            if not os.path.exists(source):
-                continue
-            if not self.pure:
-                if not self.check_stale:
-                    return None
-                built = _built_next_to(directory, leaf)
-                if built is None or os.path.getmtime(built) >= os.path.getmtime(source):
-                    return None  # the normal import: the extension module if there, else the source
-                self.stale.append(name)
-                warnings.warn(f"{built} is older than {source}: running {name} as Python until "
-                              "`make deps` rebuilds it", RuntimeWarning, stacklevel=2)
-            return importlib.util.spec_from_file_location(name, source)
+            if os.path.exists(source):
+                return importlib.util.spec_from_file_location(name, source)
         return None
 
 
@@ -104,49 +95,62 @@ def in_checkout() -> bool:
     return os.path.basename(here) == "common" and os.path.exists(os.path.join(os.path.dirname(here), "setup.py"))
 
 
-def checkout_builds(root: str, modules: tuple[str, ...] = MODULES) -> dict[str, str]:
-    """In a checkout at ``root``: module → ``"current"``, ``"stale"`` (built before its source last
-    changed) or ``"missing"`` (not built), by ``pyproject.toml``'s package folders."""
+def package_folders(root: str) -> dict[str, str]:
+    """``pyproject.toml``'s package folders in the checkout at ``root``: package → folder."""
     import tomllib
 
     with open(os.path.join(root, "pyproject.toml"), "rb") as f:
-        folders = tomllib.load(f)["tool"]["setuptools"]["package-dir"]
+        return tomllib.load(f)["tool"]["setuptools"]["package-dir"]
+
+
+def source_of(module: str, folders: dict[str, str]) -> str:
+    """A module's source file in a checkout, relative to its root and without ``.py``, by its package
+    folders (:func:`package_folders`): ``gale.worker.outbox`` → ``worker/outbox``."""
+    package = max((p for p in folders if module.startswith(p + ".")), key=len)
+    return "/".join([folders[package], *module[len(package) + 1:].split(".")])
+
+
+def checkout_builds(root: str, modules: tuple[str, ...] = MODULES) -> dict[str, str]:
+    """In a checkout at ``root``: module → ``"current"``, ``"stale"`` (built before its source last
+    changed) or ``"missing"`` (not built)."""
+    folders = package_folders(root)
     out = {}
     for module in modules:
-        package = max((p for p in folders if module.startswith(p + ".")), key=len)
-        rest = module[len(package) + 1:].split(".")
-        directory = os.path.join(root, folders[package], *rest[:-1])
-        built = _built_next_to(directory, rest[-1])
-        source = os.path.join(directory, rest[-1] + ".py")
+        directory, name = os.path.split(os.path.join(root, source_of(module, folders)))
+        built = _built_next_to(directory, name)
+        source = os.path.join(directory, name + ".py")
         out[module] = ("missing" if built is None else
                        "stale" if os.path.getmtime(built) < os.path.getmtime(source) else "current")
     return out
 
 
-def mixed_build(builds: dict[str, str]) -> list[str]:
-    """The hot modules whose build is stale or missing while others' is current (every hot module
-    then runs as Python); empty when the build is whole, or when none is current (each module's
-    own rule then runs it from its source already)."""
+def checkout_verdict(builds: dict[str, str]) -> tuple[bool, str | None]:
+    """Whether a checkout whose hot modules' builds are ``builds`` (:func:`checkout_builds`) runs
+    them as Python, and the warning to give: every one runs as Python when any is stale or missing
+    (the compiled modules import each other's C types, so an extension module next to a Python one
+    fails at its import; a stale build must never run instead of edited code); no warning when none
+    was built at all (no C compiler: the Python build is then the intended one)."""
     off = sorted(m for m, state in builds.items() if state != "current")
-    return off if len(off) < len(builds) else []
+    if not off:
+        return False, None
+    if all(state == "missing" for state in builds.values()):
+        return True, None
+    return True, (f"the compiled hot path is stale or missing for {', '.join(off)}: running every hot module "
+                  "as Python until `make deps` rebuilds it")
 
 
 def install() -> None:
-    """Put the source-first rule in front of the import system (once per process).
-
-    In a checkout, a build that is stale or missing for some hot modules but not all runs every hot
-    module as Python, with a warning naming them: the compiled modules import each other's C types
-    (``cimport``), so an extension module next to a Python one fails at its import."""
+    """Put the source-first rule in front of the import system (once per process): every hot module
+    from its source when ``GALE_PURE_PYTHON`` asks for it, or — in a checkout — when
+    :func:`checkout_verdict` says so."""
     global _finder
     if _finder is None:
-        pure, checkout = pure_requested(), in_checkout()
-        if checkout and not pure:
-            off = mixed_build(checkout_builds(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-            if off:
-                warnings.warn(f"the compiled hot path is stale or missing for {', '.join(off)}: running every hot "
-                              "module as Python until `make deps` rebuilds it", RuntimeWarning, stacklevel=2)
-                pure = True
-        _finder = _SourceFirst(pure, check_stale=checkout)
+        pure = pure_requested()
+        if not pure and in_checkout():
+            pure, warning = checkout_verdict(checkout_builds(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+            if warning:
+                warnings.warn(warning, RuntimeWarning, stacklevel=2)
+        _finder = _SourceFirst(pure)
         sys.meta_path.insert(0, _finder)
 
 

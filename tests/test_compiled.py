@@ -72,7 +72,7 @@ IMPORT_WITH_FINDER = textwrap.dedent(
     """
     import sys, warnings
     from gale.compiled import _SourceFirst
-    sys.meta_path.insert(0, _SourceFirst(pure=PURE, modules=("pkgx.mod",), check_stale=STALE))
+    sys.meta_path.insert(0, _SourceFirst(pure=PURE, modules=("pkgx.mod",)))
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
@@ -85,18 +85,16 @@ IMPORT_WITH_FINDER = textwrap.dedent(
 
 
 @pytest.mark.parametrize(
-    "built_is_newer, pure, check_stale, expected",
+    "built_is_newer, pure, expected",
     [
-        (False, False, True, "source 1 1"),  # a stale build: the source runs, with a warning
-        (True, False, True, "extension ImportError"),  # a current build is what Python imports
-        (True, True, True, "source 1 0"),  # GALE_PURE_PYTHON: the source, whatever the build
-        (False, False, False, "extension ImportError"),  # an installed wheel: install times mean nothing
+        (True, False, "extension ImportError"),  # the normal import: the extension module
+        (False, False, "extension ImportError"),  # mtimes are checkout_verdict's business, not the finder's
+        (True, True, "source 1 0"),  # GALE_PURE_PYTHON (or a stale checkout): the source, whatever the build
     ],
 )
-def test_a_build_older_than_its_source_never_runs_instead_of_it(tmp_path, built_is_newer, pure, check_stale,
-                                                                expected):
+def test_the_finder_runs_the_source_when_python_is_asked_for(tmp_path, built_is_newer, pure, expected):
     _package(tmp_path, built_is_newer=built_is_newer)
-    code = IMPORT_WITH_FINDER.replace("PURE", str(pure)).replace("STALE", str(check_stale))
+    code = IMPORT_WITH_FINDER.replace("PURE", str(pure))
     out = run_python(["-c", code], {"PYTHONPATH": str(tmp_path)}, cwd=tmp_path)
     assert out.split("\n")[0] == expected
 
@@ -115,32 +113,29 @@ def test_a_checkouts_builds_are_read_by_its_package_folders(tmp_path):
 
 
 def test_one_stale_or_missing_build_runs_every_hot_module_as_python():
-    """The compiled modules import each other's C types: a compiled ``delivery`` beside an ``outbox``
-    run from its edited source failed at its import ("TupleSender size changed")."""
-    assert compiled.mixed_build({"a": "current", "b": "stale", "c": "missing"}) == ["b", "c"]
-    assert compiled.mixed_build({"a": "current", "b": "current"}) == []
-    assert compiled.mixed_build({"a": "stale", "b": "missing"}) == []  # nothing compiled runs anyway
-    # this checkout's own build is whole (make test builds it first)
-    assert compiled.mixed_build(compiled.checkout_builds(str(ROOT))) == [] or not compiled.in_checkout()
+    """A build older than its source never runs instead of it, and the compiled modules import each
+    other's C types: a compiled ``delivery`` beside an ``outbox`` run from its edited source failed at
+    its import ("TupleSender size changed"). So one stale or missing module runs them all as Python,
+    with a warning naming what is off; none built at all (no C compiler) needs no warning."""
+    pure, warning = compiled.checkout_verdict({"a": "current", "b": "stale", "c": "missing"})
+    assert pure and "stale or missing for b, c" in warning and "make deps" in warning
+    pure, warning = compiled.checkout_verdict({"a": "stale", "b": "stale"})  # every source edited since
+    assert pure and "stale or missing for a, b:" in warning
+    assert compiled.checkout_verdict({"a": "stale", "b": "missing"})[0]
+    assert compiled.checkout_verdict({"a": "missing", "b": "missing"}) == (True, None)
+    assert compiled.checkout_verdict({"a": "current", "b": "current"}) == (False, None)
 
 
 def test_the_staleness_rule_applies_in_a_checkout_only():
     # the suite runs from the repository, or against an installed wheel (tests/wheel_check.py)
     from_checkout = ROOT in Path(compiled.__file__).resolve().parents
     assert compiled.in_checkout() is from_checkout
-    assert compiled._finder is not None and compiled._finder.check_stale is from_checkout
-
-
-def test_the_finder_warns_by_name_about_a_stale_build(tmp_path):
-    pkg = _package(tmp_path, built_is_newer=False)
-    finder = compiled._SourceFirst(pure=False, modules=("pkgx.mod",))
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        spec = finder.find_spec("pkgx.mod", [str(pkg)])
-    assert spec is not None and spec.origin == str(pkg / "mod.py")
-    assert finder.stale == ["pkgx.mod"]
-    assert "older than" in str(caught[0].message) and f"mod{SUFFIX}" in str(caught[0].message)
-    assert finder.find_spec("pkgx.other", [str(pkg)]) is None  # not a hot module: the normal import
+    assert compiled._finder is not None
+    if from_checkout and not compiled.pure_requested():  # this checkout's builds decided
+        assert compiled._finder.pure is compiled.checkout_verdict(compiled.checkout_builds(str(ROOT)))[0]
+    # this checkout's own build is whole (make test builds it first): the compiled pass runs it
+    if from_checkout and os.environ.get("GALE_REQUIRE_COMPILED") == "1" and not compiled.pure_requested():
+        assert not compiled._finder.pure
 
 
 def test_a_word_count_is_the_same_in_both_builds():
@@ -208,15 +203,13 @@ def test_the_makefile_rebuilds_when_any_compiled_module_changes():
     ``gale.compiled.MODULES``: every module's ``.py`` (and ``.pxd``) must be among them."""
     import fnmatch
     import re
-    import tomllib
 
-    folders = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-dir"]
+    folders = compiled.package_folders(str(ROOT))
     text = (ROOT / "Makefile").read_text().replace("\\\n", " ")
     hot = re.search(r"^HOT_SOURCES := (.*)$", text, re.M).group(1)
     patterns = re.findall(r"[\w/.*-]+\.(?:py|pxd)", hot)
     for module in compiled.MODULES:
-        package = max((p for p in folders if module.startswith(p + ".")), key=len)
-        source = folders[package] + "/" + module[len(package) + 1:].replace(".", "/")
+        source = compiled.source_of(module, folders)
         for suffix in (".py", ".pxd"):
             if suffix == ".py" or (ROOT / (source + suffix)).exists():
                 assert any(fnmatch.fnmatch(source + suffix, p) for p in patterns), (source + suffix, patterns)
