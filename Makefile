@@ -15,7 +15,8 @@ STAMP := $(VENV)/.gale-installed
 # the compiled hot path (gale.compiled, setup.py): rebuilt when a module it compiles changes
 COMPILED := $(VENV)/.gale-compiled
 HOT_SOURCES := setup.py common/compiled.py $(wildcard common/topology/*.py common/topology/*.pxd \
-  worker/runtime/*.py worker/runtime/*.pxd worker/state/gate.py worker/state/gate.pxd worker/wire.py worker/wire_fast.py worker/wire_fast.pxd worker/outbox.py worker/outbox.pxd)
+  worker/runtime/*.py worker/runtime/*.pxd worker/state/gate.py worker/state/gate.pxd worker/wire.py worker/wire_fast.py worker/wire_fast.pxd worker/outbox.py \
+  worker/sender.py worker/sender.pxd)
 
 .PHONY: demo demo-state test test-fast bench deps system-deps system-deps-test clean soak wheel wheel-check
 

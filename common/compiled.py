@@ -48,6 +48,7 @@ MODULES = (
     "gale.worker.wire",
     "gale.worker.wire_fast",
     "gale.worker.outbox",
+    "gale.worker.sender",
 )
 
 #: set to ``1`` to run every module of :data:`MODULES` from its Python source

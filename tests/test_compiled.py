@@ -181,7 +181,7 @@ def test_a_one_tree_message_id_in_slots_reads_and_travels_as_the_dict():
     import msgpack
 
     from gale.topology.tuple import Fields, new_tracked, new_tuple
-    from gale.worker.outbox import encode_tuple
+    from gale.worker.sender import encode_tuple
     from gale.worker.wire import _tuples
 
     fields = Fields(["word"], "split:default")

@@ -6,7 +6,8 @@ from __future__ import annotations
 import msgpack
 
 from gale.topology.tuple import Fields, new_tuple
-from gale.worker.outbox import Outbox, TupleSender, encode_ints
+from gale.worker.outbox import Outbox
+from gale.worker.sender import TupleSender, encode_ints
 from gale.worker.runtime.acker import ACK
 from gale.worker.wire import BatchDecoder
 from tests.wire_support import ROLES, WORDS, decode, drain_all

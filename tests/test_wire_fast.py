@@ -14,7 +14,8 @@ from hypothesis import strategies as st
 
 from gale import compiled
 from gale.topology.tuple import Tuple, new_tracked
-from gale.worker.outbox import Outbox, TupleSender
+from gale.worker.outbox import Outbox
+from gale.worker.sender import TupleSender
 from gale.worker.wire import BatchDecoder
 from gale.worker.wire_fast import read_fast
 
@@ -44,7 +45,7 @@ def body_of(values: list, anchors, lineage: int) -> list:
 
 def payload_of(groups: list, float32: bool) -> bytes:
     """The wire bytes of ``groups``: ("t", task, source, bodies) / ("a", quads) / ("r", pairs) /
-    ("loads", ...) / ("single", ...)."""
+    ("p", task, bins of ack pairs) / ("loads", ...) / ("single", ...)."""
     double = msgpack.Packer(use_bin_type=True).pack
     single = msgpack.Packer(use_bin_type=True, use_single_float=True).pack
 
@@ -65,6 +66,9 @@ def payload_of(groups: list, float32: bool) -> bytes:
             out.append(pack([4, 7, [x for q in g[1] for x in q]]))
         elif g[0] == "r":
             out.append(pack([5, 1, [x for p in g[1] for x in p]]))
+        elif g[0] == "p":  # packed acks: each bin whole acks, or junk bytes, or not bytes at all
+            out.append(pack([8, g[1], [b"".join(r.to_bytes(8, "little") + v.to_bytes(8, "little") for r, v in b)
+                                       if isinstance(b, list) else b for b in g[2]]]))
         elif g[0] == "loads":
             out.append(pack([6, 300, [3, 10]]))
         else:
@@ -84,6 +88,9 @@ groups = st.lists(st.one_of(
     st.tuples(st.just("a"), st.lists(st.tuples(st.sampled_from([0, 1, 2, 3, 4]), u64, u64, st.integers(0, 2**31 - 1)),
                                      max_size=5)),
     st.tuples(st.just("r"), st.lists(st.tuples(st.sampled_from([0, 1, 2, 3]), u64), max_size=5)),
+    st.tuples(st.just("p"), st.sampled_from([7, 7, 7, 3]),
+              st.lists(st.one_of(st.lists(st.tuples(u64, u64), max_size=4), st.binary(max_size=20), st.integers(0, 3)),
+                       max_size=3)),
     st.tuples(st.just("loads")), st.tuples(st.just("single")),
 ), max_size=5)
 

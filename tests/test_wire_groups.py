@@ -18,7 +18,8 @@ from hypothesis import strategies as st
 
 from gale import compiled
 from gale.topology.tuple import Fields, Tuple, new_tuple
-from gale.worker.outbox import Outbox, TupleSender, array_header, encode_body, encode_ints, encode_tuple
+from gale.worker.outbox import Outbox, array_header
+from gale.worker.sender import TupleSender, encode_body, encode_ints, encode_tuple
 from gale.worker.runtime.acker import ACK, ACKED, FAIL, FAILED, INIT, RESET, RESET_TIMEOUT
 from gale.worker.runtime.executor import Executor
 from gale.worker.wire import BatchDecoder

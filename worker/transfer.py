@@ -82,7 +82,8 @@ from gale.worker.arrow_codec import pack_default
 from gale.worker.runtime.grouping import EVERYTHING, HOST_LOCAL
 from gale.worker.batch_auth import REJECT_REASONS, Opener, ReplayGuard, Sealer
 from gale.worker.loads import REPORT_SECS, BusyMeter, PeerLoads, encode_report
-from gale.worker.outbox import Outbox, TupleSender
+from gale.worker.outbox import Outbox
+from gale.worker.sender import TupleSender
 from gale.worker.transfer_refusals import count_invalid, count_rejected
 from gale.worker.wire import BatchDecoder
 from gale.worker.wire_kinds import ACKER, INVALID_REASONS, RESULT, TUPLE
@@ -279,7 +280,8 @@ class Transfer:
         self._identities = dict(identities or {})
         # the groups the sender appends to are made on a group's first message: forget them
         sender = self.tuple_sender
-        sender.groups, sender.acker_groups, sender.result_groups, sender.control_groups = {}, {}, {}, {}
+        sender.groups, sender.acker_groups, sender.ack_pack_groups = {}, {}, {}
+        sender.result_groups, sender.control_groups = {}, {}
         live = set(self.routes.values())
         for address in live:
             self.outboxes.setdefault(address, Outbox())

@@ -13,6 +13,9 @@ groups them); the single-message kinds (0, 1, 2) are still taken:
 * ``[4, task, [kind, root, val, spout_task, ...]]`` — acker messages for one acker task, flattened
   four integers each;
 * ``[5, task, [outcome, root, ...]]`` — verdicts for one spout task, two integers each;
+* ``[8, task, [bin, ...]]`` — acks for one acker task, packed: each bin holds whole acks of 16 bytes,
+  the root and the ack value as little-endian unsigned 64-bit integers (one bin per flush of a
+  worker's ack buffer); delivered as ``(ACK, root, val, 0)``;
 * ``[7, task, [kind, a, b, c, ...]]`` — control messages for one spout task, four unsigned 64-bit
   integers each (exactly-once epochs and the sources' reports: ``gale.worker.runtime.control``);
   delivered as ``(CONTROL, (kind, a, b, c))``, which the task's executor hands to its handler;
@@ -21,7 +24,8 @@ groups them); the single-message kinds (0, 1, 2) are still taken:
   yet). Handed to ``on_loads``; it is not counted among the messages seen.
 
 A grouped message counts as the messages it carries: what is said of a message below holds for
-each tuple of a ``TUPLES`` message and each four (two) integers of an ``ACKERS`` (``RESULTS``) one.
+each tuple of a ``TUPLES`` message, each four (two) integers of an ``ACKERS`` (``RESULTS``) one and
+each ack of an ``ACK_PACKS`` one; a bin that is not bytes or not whole acks is one malformed message.
 A field the whole group shares (task, component, stream, source task) that fails a check fails
 every message of the group, each counted; a group whose list is not a list, or whose integers do not
 divide into messages, is one malformed message, and so is a message whose kind is unknown.
@@ -46,17 +50,22 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
+import struct
+
 import cython
 import msgpack
 
 from gale.topology.tuple import Fields, Tuple, new_tracked, new_tuple
 from gale.worker.arrow_codec import ext_hook
-from gale.worker.runtime.acker import CONTROL, INIT
+from gale.worker.runtime.acker import ACK, CONTROL, INIT
 from gale.worker.wire_fast import read_fast
-from gale.worker.wire_kinds import (ACKER, ACKER_KINDS, ACKERS, CONTROLS, GROUP_WIDTH, INVALID_REASONS, KINDS,
+from gale.worker.wire_kinds import (ACK_PACK_BYTES, ACK_PACKS, ACKER, ACKER_KINDS, ACKERS, CONTROLS, GROUP_WIDTH, INVALID_REASONS, KINDS,
                                     LOAD_SCALE, LOADS, MALFORMED, NOT_A_SPOUT, MAX_TASK, MAX_U64, MIN_I64, NOT_SUBSCRIBED, OUT_OF_RANGE, OUTCOMES,
                                     RESULTS, ROLE_OF, TUPLE, TUPLES, UNDECODABLE, UNKNOWN_KIND, UNKNOWN_STREAM,
                                     UNKNOWN_TASK)
+
+#: an ack in an ``ACK_PACKS`` bin: root and value, little-endian unsigned 64-bit
+_ACK_LAYOUT = struct.Struct("<QQ")
 
 
 class BatchDecoder:
@@ -115,9 +124,11 @@ class BatchDecoder:
             return MALFORMED, 1
         count = 1
         if kind in GROUP_WIDTH and len(msg) == (6 if kind == TUPLES else 3) and type(msg[-1]) is list:
-            width = GROUP_WIDTH[kind]
-            if len(msg[-1]) % width == 0:
-                count = max(1, len(msg[-1]) // width)
+            if kind == ACK_PACKS:
+                acks, bad = _packed_acks(msg[-1])
+                count = max(1, len(acks) + bad)
+            elif len(msg[-1]) % GROUP_WIDTH[kind] == 0:
+                count = max(1, len(msg[-1]) // GROUP_WIDTH[kind])
         return UNKNOWN_TASK, count
 
     def decode(self, payload: bytes, deliver: Callable[[int, Any], bool],
@@ -214,6 +225,16 @@ class BatchDecoder:
                             messages = self._checked_controls(ints)
                         else:
                             messages = _results(ints) or self._checked_results(ints)
+                        if messages:
+                            refused += deliver_many(task, messages)
+                    elif kind == ACK_PACKS:
+                        _, _, packs = msg
+                        if type(packs) is not list:
+                            invalid[MALFORMED] += 1
+                            continue
+                        messages, bad = _packed_acks(packs)
+                        invalid[MALFORMED] += bad
+                        seen += len(messages) + bad - 1
                         if messages:
                             refused += deliver_many(task, messages)
                     elif kind == TUPLE:
@@ -408,6 +429,19 @@ def _acker_messages(ints: list, spout_tasks: frozenset | None) -> list | None:
             return None
         append((kind, root, val, spout_task))
     return out
+
+
+def _packed_acks(packs: list) -> tuple[list, int]:
+    """The ``(ACK, root, val, 0)`` messages of an ``ACK_PACKS`` group's bins, and how many bins are
+    malformed (not bytes, or not whole acks)."""
+    out: list = []
+    bad = 0
+    for pack in packs:
+        if type(pack) is not bytes or len(pack) % ACK_PACK_BYTES:
+            bad += 1
+        else:
+            out.extend((ACK, root, val, 0) for root, val in _ACK_LAYOUT.iter_unpack(pack))
+    return out, bad
 
 
 def _results(ints: list) -> list | None:

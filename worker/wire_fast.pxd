@@ -13,6 +13,8 @@ cdef class _Reader:
 
     cdef unsigned long long _be(self, int n) noexcept
     cdef Py_ssize_t header(self) noexcept
+    cdef Py_ssize_t bin_header(self) noexcept
+    cdef unsigned long long le64(self) noexcept
     cdef unsigned long long uint(self) noexcept
     cdef object integer(self)
     cdef object raw(self, Py_ssize_t n, bint text)

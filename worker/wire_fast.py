@@ -1,6 +1,6 @@
 """The compiled build's reader of plain batches (compiled build only; as Python it reads nothing).
 
-A payload of well-formed TUPLES, ACKERS and RESULTS groups, every value a scalar (str, bytes, int,
+A payload of well-formed TUPLES, ACKERS, ACK_PACKS and RESULTS groups, every value a scalar (str, bytes, int,
 float, bool, None), is read straight from its bytes in C: no msgpack list per body, no int object
 for an edge id. Anything else — a LOADS report, a single message, a nested or Arrow value, a
 message that fails a check — and the fast path gives up on the whole payload before delivering
@@ -19,7 +19,7 @@ import cython
 
 from gale.topology.tuple import Fields
 from gale.worker.runtime.acker import ACK, ACKED, FAIL, FAILED, INIT, RESET, RESET_TIMEOUT
-from gale.worker.wire_kinds import ACKER, ACKERS, MAX_TASK, RESULT, RESULTS, TUPLE, TUPLES
+from gale.worker.wire_kinds import ACK_PACK_BYTES, ACK_PACKS, ACKER, ACKERS, MAX_TASK, RESULT, RESULTS, TUPLE, TUPLES
 
 
 @cython.cclass
@@ -57,6 +57,34 @@ class _Reader:
             return cython.cast(cython.Py_ssize_t, self._be(4))
         self.bad = True
         return -1
+
+    @cython.cfunc
+    @cython.exceptval(check=False)
+    def bin_header(self) -> cython.Py_ssize_t:
+        """A bin's length (its bytes follow, checked to be there)."""
+        if self.p >= self.end:
+            self.bad = True
+            return -1
+        b: cython.uchar = self.p[0]
+        n: cython.Py_ssize_t = -1
+        if 0xC4 <= b <= 0xC6 and self.end - self.p > (1 << (b - 0xC4)):
+            self.p += 1
+            n = cython.cast(cython.Py_ssize_t, self._be(1 << (b - 0xC4)))
+        if n < 0 or self.end - self.p < n:
+            self.bad = True
+            return -1
+        return n
+
+    @cython.cfunc
+    @cython.exceptval(check=False)
+    def le64(self) -> cython.ulonglong:
+        """The next 8 bytes, little-endian (the caller checked they are there)."""
+        v: cython.ulonglong = 0
+        k: cython.int
+        for k in range(7, -1, -1):
+            v = (v << 8) | self.p[k]
+        self.p += 8
+        return v
 
     @cython.cfunc
     @cython.exceptval(check=False)
@@ -266,6 +294,22 @@ def _fast_groups(decoder: object, payload: bytes) -> object:
                     return None
                 tuples.append((PyLong_FromUnsignedLongLong(a), PyLong_FromUnsignedLongLong(b),
                                PyLong_FromUnsignedLongLong(c), spout))
+        elif size == 3 and kind == ACK_PACKS:
+            count = r.header()
+            if r.bad or role != ACKER:
+                return None
+            tuples = []
+            ack = ACK
+            zero = 0
+            for i in range(count):
+                width = r.bin_header()
+                if r.bad or width % ACK_PACK_BYTES:
+                    return None
+                for j in range(width // ACK_PACK_BYTES):
+                    root = r.le64()
+                    a = r.le64()
+                    tuples.append((ack, PyLong_FromUnsignedLongLong(root), PyLong_FromUnsignedLongLong(a), zero))
+            count = len(tuples)
         elif size == 3 and kind == RESULTS:
             count = r.header()
             if r.bad or role != RESULT or count & 1:

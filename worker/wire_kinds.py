@@ -14,12 +14,16 @@ LOADS = 6
 #: control messages for spout tasks (exactly-once epochs and the sources' reports), four unsigned
 #: 64-bit integers each; they travel with the acker's verdicts, to the same tasks
 CONTROLS = 7
-KINDS = (TUPLE, ACKER, RESULT, TUPLES, ACKERS, RESULTS, CONTROLS)
-#: a grouped kind → how many list elements make one of its messages
-GROUP_WIDTH = {TUPLES: 1, ACKERS: 4, RESULTS: 2, CONTROLS: 4}
+#: a bolt worker's acks for one acker task, packed: bins of whole :data:`ACK_PACK_BYTES` acks, each
+#: a root and an ack value as little-endian unsigned 64-bit integers (one bin per ack buffer flush)
+ACK_PACKS = 8
+ACK_PACK_BYTES = 16
+KINDS = (TUPLE, ACKER, RESULT, TUPLES, ACKERS, RESULTS, CONTROLS, ACK_PACKS)
+#: a grouped kind → how many list elements make one of its messages (an ACK_PACKS bin: one or more)
+GROUP_WIDTH = {TUPLES: 1, ACKERS: 4, RESULTS: 2, CONTROLS: 4, ACK_PACKS: 1}
 #: message kind → the task role that takes it (TUPLE, ACKER or RESULT)
 ROLE_OF = {TUPLE: TUPLE, ACKER: ACKER, RESULT: RESULT, TUPLES: TUPLE, ACKERS: ACKER, RESULTS: RESULT,
-           CONTROLS: RESULT}
+           CONTROLS: RESULT, ACK_PACKS: ACKER}
 MAX_U64 = (1 << 64) - 1
 MIN_I64 = -(1 << 63)
 MAX_TASK = (1 << 31) - 1

@@ -1,5 +1,5 @@
 # Cython declarations for delivery.py (compiled build only; docs/architecture.md, "Compiled hot path")
-from gale.worker.outbox cimport TupleSender, _as_u64
+from gale.worker.sender cimport TupleSender, _as_u64
 
 cdef class Delivery:
     cdef public dict queues

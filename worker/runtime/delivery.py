@@ -14,7 +14,7 @@ from typing import Any
 
 import cython
 
-from gale.worker.outbox import TupleSender
+from gale.worker.sender import TupleSender
 from gale.worker.runtime.acker import ACK, CONTROL
 
 
@@ -43,7 +43,7 @@ class Delivery:
         self.remote_acker = remote.send_acker if remote is not None else None
         self.remote_result = remote.send_result if remote is not None else None
         self.remote_control = getattr(remote, "send_control", None)
-        #: the transfer's compiled sender, whose ``send_ack`` writes a buffered ack without a message tuple
+        #: the transfer's compiled sender, whose ``pack_ack`` writes a buffered ack without a message tuple
         self.sender = getattr(remote, "tuple_sender", None)
         # one acker task, in this worker: acks go straight onto its queue
         single = self.acker_tasks[0] if self.n_ackers == 1 else None
@@ -88,23 +88,40 @@ class Delivery:
 
     def flush_acks(self, buf: dict) -> None:
         """Send an ack buffer (root → XOR of a round's ack values): one ``(ACK, root, value, 0)``
-        per root, to the root's acker; then empty it."""
+        per root, to the root's acker — on its queue, or for an acker task elsewhere in this
+        flush's ack pack for it (:meth:`TupleSender.pack_ack`, one element a flush); then empty it."""
         single = self.single_acker
         if single is not None:
             for root, val in buf.items():
                 single.append((ACK, root, val, 0))
         else:
-            queues, acker_tasks = self.queues, self.acker_tasks
+            acker_tasks: list = self.acker_tasks
             n: cython.Py_ssize_t = self.n_ackers
             remote: Callable[[int, tuple], None] = self.remote_acker
             sender: TupleSender = self.sender
+            local: list = [self.queues.get(task) for task in acker_tasks]  # by acker index: a queue here, or None
+            packs: list = None  # by acker index: this flush's acks for an acker task elsewhere, packed
+            pack: bytearray
+            i: cython.Py_ssize_t
             for root, val in buf.items():
-                task = acker_tasks[_tree_index(root, n)]
-                q = queues.get(task)
+                i = _tree_index(root, n)
+                q = local[i]
                 if q is not None:
                     q.append((ACK, root, val, 0))
                 elif sender is not None:
-                    sender.send_ack(task, root, val)
+                    if packs is None:
+                        packs = [None] * n
+                    pack = packs[i]
+                    if pack is None:
+                        pack = packs[i] = sender.new_pack()
+                    if sender.pack_ack(pack, acker_tasks[i], root, val):  # full
+                        sender.send_pack(acker_tasks[i], pack)
+                        packs[i] = None
                 else:
-                    remote(task, (ACK, root, val, 0))
+                    remote(acker_tasks[i], (ACK, root, val, 0))
+            if packs is not None:
+                for i in range(n):
+                    pack = packs[i]
+                    if pack is not None:
+                        sender.send_pack(acker_tasks[i], pack)
         buf.clear()

@@ -287,14 +287,14 @@ class Executor:
 
     def call_user(self, fn: Callable[..., Any], *args: Any) -> Any:
         """Call user code for a task (wedge detection sees it); an exception is reported, not raised."""
-        self._call_token[0] = []
+        self.enter_call()
         try:
             return fn(*args)
         except Exception as exc:  # noqa: BLE001 - user code
             self.report_error(exc)
             return None
         finally:
-            self._call_token[0] = None
+            self.leave_call()
 
 
 class AckerExecutor(Executor):

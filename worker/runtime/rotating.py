@@ -20,6 +20,7 @@ class RotatingMap:
     ``pop`` (each emit and ack) read the buckets as a typed list.
     """
 
+    # the Python build's layout; compiled, the attributes are the C fields rotating.pxd declares
     __slots__ = ("_buckets", "_on_expire")
 
     def __init__(self, buckets: int = 2, on_expire: Callable[[Any, Any], None] | None = None):

@@ -1,4 +1,5 @@
-# Cython declarations for outbox.py (compiled build only; docs/architecture.md, "Compiled hot path")
+# Cython declarations for sender.py (compiled build only; docs/architecture.md, "Compiled hot path")
+from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_Resize
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
 from cpython.float cimport PyFloat_AS_DOUBLE
 from cpython.unicode cimport PyUnicode_AsUTF8AndSize
@@ -16,6 +17,7 @@ cdef extern from "Python.h":
     void PyErr_Clear() noexcept
 
 cdef Py_ssize_t PLAIN_BODY_BYTES
+cdef Py_ssize_t _PACK_LIMIT, _ACK_BYTES, _PACK_HEAD
 
 cdef list _body(Tuple tup)
 cdef unsigned char* _put_uint(unsigned char* p, unsigned long long v) noexcept
@@ -29,6 +31,7 @@ cdef bytes _encode_ints(tuple msg)
 cdef object _c_body(Tuple tup, Py_ssize_t limit)
 cdef object _c_ints(tuple msg)
 cdef object _ack_bytes(object root, object val)
+cdef unsigned char* _put_le(unsigned char* p, unsigned long long v) noexcept
 
 cdef class TupleSender:
     cdef public object pack
@@ -36,9 +39,13 @@ cdef class TupleSender:
     cdef public object outbox_of
     cdef public dict groups
     cdef public dict acker_groups
+    cdef public dict ack_pack_groups
     cdef public dict result_groups
     cdef public dict control_groups
 
     cpdef send_ack(self, object task, object root, object val)
+    cpdef bytearray new_pack(self)
+    cpdef int pack_ack(self, bytearray pack, object task, object root, object val) except -1
+    cpdef send_pack(self, object task, bytearray pack)
     cdef _append(self, dict groups, object task, tuple item, int kind)
     cdef _add(self, dict groups, object task, bytes encoded, int kind)
