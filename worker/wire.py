@@ -47,10 +47,9 @@ checked message by message, to drop and count exactly the invalid ones.
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Callable, Collection, Mapping
 from typing import Any
-
-import struct
 
 import cython
 import msgpack
