@@ -92,23 +92,19 @@ def worker_pid(cluster, name, component):
 def test_counts_survive_kill_minus_9_of_a_worker(cluster, topologies, redis_server, tmp_path, component):
     """kill -9 of the worker holding a counting task, or the checkpoint spout (which recovers from
     the transaction state it recorded in Redis)."""
-    # acks come in steps as checkpoints commit (a step was 2,700 sentences once, on a busy host): the
-    # input leaves room for one such step after the 500th ack
-    work = DurableInput(tmp_path, 10000)
+    # the spouts hold sentences from the 1,000th on behind a gate: finding the worker and waiting for
+    # its first commits (seconds on a busy host) cannot let the stream run past the kill point
+    work = DurableInput(tmp_path, 10000, gate_at=1000)
     name, _ = submit(topologies, redis_server, work, "state-kill")
     pid = eventually(lambda: worker_pid(cluster, name, component), 30)
-
-    def some_commit():
-        counts = committed_counts(redis_server, name)
-        assert sum(counts.values()) > 0, "nothing committed yet"
-
-    eventually(some_commit, 30)
-    # the kill follows the 500th ack at once: looking the worker up and waiting for a commit first,
-    # under a busy suite, let 3,200 of 6,000 sentences through before the kill once
-    work.wait_acked_beyond(500, 90)
+    # a sentence is acked once the checkpoint holding its counts commits: all 1,000 acked = committed
+    work.wait_acked_beyond(999, 90)
+    assert sum(committed_counts(redis_server, name).values()) > 0, "acked sentences but nothing committed"
+    work.open_gate()
+    # the kill follows the first acks past the gate at once (a poll of 0.1 s: a few hundred sentences)
+    work.wait_acked_beyond(1200, 90)
     os.kill(pid, signal.SIGKILL)
     at_kill = len(work.acked())
-    # the kill lands mid-stream: most of the input is still to come (a faster cluster needs more input)
     assert at_kill < work.n // 2, f"{at_kill} of {work.n} sentences were acked at the kill"
     work.wait_all_acked(180)
     # every sentence acked: its words are in a committed checkpoint
