@@ -112,21 +112,16 @@ SLOW_SINK = {"test.sink.delay.secs": 0.001}
 class DurableInput:
     """The durable word-count workload: input file + state dir, with result readers."""
 
-    def __init__(self, base: Path, n: int, gate_at: int | None = None):
-        """``gate_at``: the spouts hold ids from ``gate_at`` on until :meth:`open_gate`."""
+    def __init__(self, base: Path, n: int):
         self.n = n
         self.dir = base
         self.dir.mkdir(parents=True, exist_ok=True)
         self.input = self.dir / "input.tsv"
         self.state = self.dir / "state"
-        self.gate_at = gate_at
-        self.gate = self.dir / "gate-open"
         self.input.write_text("".join(f"{i}\t{CORPUS[i % len(CORPUS)]}\n" for i in range(n)))
 
     def overrides(self, **extra) -> list[str]:
         pairs = {"test.input": str(self.input), "test.state.dir": str(self.state), **extra}
-        if self.gate_at is not None:
-            pairs.update({"test.gate": str(self.gate), "test.gate.at": str(self.gate_at)})
         out = []
         for k, v in pairs.items():
             out += ["-c", f"{k}={v}"]
@@ -155,9 +150,6 @@ class DurableInput:
 
     def expected_words(self) -> Counter:
         return Counter(w for i in range(self.n) for w in CORPUS[i % len(CORPUS)].split())
-
-    def open_gate(self) -> None:
-        self.gate.touch()
 
     def wait_all_acked(self, timeout: float) -> None:
         until(lambda: len(self.acked()) >= self.n, timeout, lambda: f"{len(self.acked())}/{self.n} acked")

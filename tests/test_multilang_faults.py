@@ -42,18 +42,16 @@ def completes(tmp_path, running, timeout=60):
     eventually(check, timeout)
 
 
-def the_error(running):
+def the_error(running, naming=None):
+    """The first error of 'faulty', or the first that contains ``naming``: with a short subprocess
+    timeout, a loaded host can time out a slow child's handshake first and report that before the
+    fault under test."""
     errors = running.errors.get("faulty", [])
     assert errors, "no error reported for 'faulty'"
-    return errors[0]
-
-
-def the_error_naming(running, text):
-    """The first error of 'faulty' that contains ``text``: with a short subprocess timeout, a loaded
-    host can time out a slow child's handshake first and report that before the fault under test."""
-    errors = running.errors.get("faulty", [])
-    found = [e for e in errors if text in e]
-    assert found, f"no error of 'faulty' names {text!r}: {errors}"
+    if naming is None:
+        return errors[0]
+    found = [e for e in errors if naming in e]
+    assert found, f"no error of 'faulty' names {naming!r}: {errors}"
     return found[0]
 
 
@@ -78,7 +76,7 @@ def test_a_hung_child_times_out_is_killed_and_restarted(tmp_path):
     cluster, running = run_faulty(tmp_path, "HangBolt", **{"topology.subprocess.timeout.secs": 2})
     with cluster:
         completes(tmp_path, running)
-        error = the_error_naming(running, "while asked for a heartbeat reply")
+        error = the_error(running, naming="while asked for a heartbeat reply")
         assert "sent nothing for" in error and "subprocess timeout 2s" in error
         assert "pending tuples failed (they replay)" in error
 
@@ -127,7 +125,7 @@ def test_a_spout_child_that_dies_or_hangs_is_restarted(tmp_path, cls, expected):
             acked = {int(x) for x in read_lines(str(tmp_path), "acked-")}
             assert acked == set(range(N)), f"{len(acked)} of {N} acked; errors: {running.errors}"
         eventually(every_id_acked, 60)
-        error = the_error_naming(running, expected)
+        error = the_error(running, naming=expected)
         assert "shell spout 'faulty' task" in error and expected in error and "restarting in" in error
 
 

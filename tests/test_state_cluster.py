@@ -42,10 +42,10 @@ def topologies(cluster):
     assert not crashed, f"executor threads crashed: {crashed}"
 
 
-def submit(topologies, redis_server, work, base):
+def submit(topologies, redis_server, work, base, *args):
     return topologies.submit(STATEFUL_WC, base, *work.overrides(**{
         "topology.state.provider": "redis", "topology.state.redis.url": redis_server.url,
-    }))
+    }), *args)
 
 
 def committed_counts(redis_server, name):
@@ -92,19 +92,18 @@ def worker_pid(cluster, name, component):
 def test_counts_survive_kill_minus_9_of_a_worker(cluster, topologies, redis_server, tmp_path, component):
     """kill -9 of the worker holding a counting task, or the checkpoint spout (which recovers from
     the transaction state it recorded in Redis)."""
-    # the spouts hold sentences from the 1,000th on behind a gate: finding the worker and waiting for
-    # its first commits (seconds on a busy host) cannot let the stream run past the kill point
-    work = DurableInput(tmp_path, 10000, gate_at=1000)
-    name, _ = submit(topologies, redis_server, work, "state-kill")
+    # submitted inactive and activated once the worker is known: finding it (seconds on a busy host)
+    # cannot let the stream run past the kill point
+    work = DurableInput(tmp_path, 10000)
+    name, _ = submit(topologies, redis_server, work, "state-kill", "--inactive")
     pid = eventually(lambda: worker_pid(cluster, name, component), 30)
-    # a sentence is acked once the checkpoint holding its counts commits: all 1,000 acked = committed
-    work.wait_acked_beyond(999, 90)
-    assert sum(committed_counts(redis_server, name).values()) > 0, "acked sentences but nothing committed"
-    work.open_gate()
-    # the kill follows the first acks past the gate at once (a poll of 0.1 s: a few hundred sentences)
-    work.wait_acked_beyond(1200, 90)
+    cli(cluster, "activate", name)
+    # a sentence is acked once the checkpoint holding its counts commits; the kill follows the 500th
+    # ack at once (a poll of 0.1 s: a few hundred sentences)
+    work.wait_acked_beyond(500, 90)
     os.kill(pid, signal.SIGKILL)
     at_kill = len(work.acked())
+    assert sum(committed_counts(redis_server, name).values()) > 0, "acked sentences but nothing committed"
     assert at_kill < work.n // 2, f"{at_kill} of {work.n} sentences were acked at the kill"
     work.wait_all_acked(180)
     # every sentence acked: its words are in a committed checkpoint

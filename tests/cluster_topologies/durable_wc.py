@@ -1,9 +1,7 @@
 """Word count over a durable, replayable source, with results in files the tests can check.
 
 Config keys: ``test.input`` (a file of ``id<TAB>sentence`` lines), ``test.state.dir`` (where the
-spout records acked ids and the bolts record counts and processed ids), ``test.workers``; and a gate
-a test opens: ``test.gate.at`` and ``test.gate`` (a path): ids from ``test.gate.at`` on are held
-until the file ``test.gate`` exists, so a test can act at a point of the stream it chose.
+spout records acked ids and the bolts record counts and processed ids), ``test.workers``.
 
 * DurableSpout: each task owns the ids with ``id % tasks == index``; acked ids are appended to
   ``acked-<index>.log``; on (re)start the task replays every owned id not acked yet — a durable
@@ -46,25 +44,9 @@ class DurableSpout(Spout):
                     self.sentences[i] = s
         self.queue = sorted(self.sentences, reverse=True)
         self.log = open(self.log_path, "a")
-        self.gate = Path(conf["test.gate"]) if "test.gate" in conf else None
-        self.gate_at = int(conf.get("test.gate.at", 0))
-        self.gate_checked = 0.0
-
-    def held(self, i):
-        """Whether id ``i`` waits behind the closed gate (the file is looked at every 50 ms at most)."""
-        if self.gate is None or i < self.gate_at:
-            return False
-        now = time.monotonic()
-        if now - self.gate_checked < 0.05:
-            return True
-        self.gate_checked = now
-        if self.gate.exists():
-            self.gate = None
-            return False
-        return True
 
     def next_tuple(self):
-        if self.queue and not self.held(self.queue[-1]):
+        if self.queue:
             i = self.queue.pop()
             self.collector.emit([i, self.sentences[i]], msg_id=i)
 
