@@ -354,14 +354,6 @@ class _Tree:
 
 @cython.cfunc
 @cython.inline
-def _new_tree(gen: cython.int) -> _Tree:
-    e: _Tree = _Tree.__new__(_Tree) if cython.compiled else _Tree()  # compiled: C fields start at 0
-    e.gen = gen
-    return e
-
-
-@cython.cfunc
-@cython.inline
 def _u64(x: object) -> cython.ulonglong:
     """``x`` as an unsigned 64-bit integer; OverflowError or TypeError when it is not one (an
     integer type by ``__index__``, never a float: the C conversion alone would truncate one)."""
@@ -479,8 +471,9 @@ class AckerTable:
                 self._invalid += 1  # never from this worker's own code, nor past the wire's checks
                 continue
             found = young.get(root)
-            if found is None:
-                e = _new_tree(gen)
+            if found is None:  # a new tree
+                e = _Tree.__new__(_Tree) if cython.compiled else _Tree()  # compiled: C fields start at 0
+                e.gen = gen
                 young[root] = e
             else:
                 e = found

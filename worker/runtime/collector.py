@@ -295,7 +295,10 @@ class SpoutOutputCollector(_Collector):
             self._capture(self.component, stream, values)
         fields, task = route.fields, self.task
         if msg_id is not None and self._acking:
-            root = self._new_id() | 2  # anchoring.new_root_id
+            if cython.compiled and self._c_rand:  # _new_id, inlined: the Python build saves a call
+                root = splitmix64(cython.address(self._rng)) | 2  # anchoring.new_root_id
+            else:
+                root = self._rand(64) | 2
             steer = self._steer
             if steer is not None:  # anchoring.steer_root, inlined
                 n_ackers = steer[0]
@@ -308,7 +311,10 @@ class SpoutOutputCollector(_Collector):
             lineage = self._message_lineage(stream, msg_id)
             queues = route.const_queues
             if route.single_append is not None:  # one target task, in this process
-                edge = self._new_id() or 1  # anchoring.new_edge_id
+                if cython.compiled and self._c_rand:  # _new_id, inlined as above
+                    edge = splitmix64(cython.address(self._rng)) or 1  # anchoring.new_edge_id
+                else:
+                    edge = self._rand(64) or 1
                 xor = edge
                 route.single_append(new_tracked(values, fields, task, root, edge, lineage))
             elif queues is not None:
@@ -398,9 +404,15 @@ class BoltOutputCollector(_Collector):
                 ordinal = a._emits
                 a._emits = ordinal + 1
                 lineage = a.lineage
-                if lineage:
-                    lineage = _route_lineage(lineage, route, ordinal)
-                edge = self._new_id() or 1
+                if lineage:  # _route_lineage and _new_id, inlined: the Python build saves two calls
+                    if _C_HASH3:
+                        lineage = hash3h(lineage, route.salt_hash, ordinal)
+                    else:
+                        lineage = hash((lineage, route.salt, ordinal))
+                if cython.compiled and self._c_rand:
+                    edge = splitmix64(cython.address(self._rng)) or 1
+                else:
+                    edge = self._rand(64) or 1
                 a.ack_val ^= edge
             elif anchors is not None and self._acking and (type(anchors) is not Tuple or anchors._mid):
                 q = None  # several anchors, or an anchor in several trees
@@ -528,7 +540,12 @@ class BoltOutputCollector(_Collector):
             buf: dict = self._ack_buf
             if buf is not None and root is not None:  # one tree: its slots, no dict
                 v = tup._edge
-                _buffer_ack(buf, root, v ^ av)
+                v ^= av
+                prev = buf.get(root)  # _buffer_ack, inlined: the Python build saves a call
+                if prev is not None:
+                    pv: cython.ulonglong = prev
+                    v ^= pv
+                buf[root] = v
             elif buf is not None:
                 for root, edge in tup._mid.items():
                     v = edge
