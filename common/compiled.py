@@ -36,6 +36,7 @@ import warnings
 MODULES = (
     "gale.topology.tuple",
     "gale.topology.kvstate",
+    "gale.worker.runtime.route",
     "gale.worker.runtime.collector",
     "gale.worker.runtime.executor",
     "gale.worker.runtime.spout",

@@ -28,7 +28,7 @@ from gale.topology.definition import GroupingDef
 from gale.topology.tuple import Fields
 from gale.worker.runtime import anchoring
 from gale.worker.runtime.acker import ACK, FAIL, AckerTable, ReferenceAcker
-from gale.worker.runtime.collector import StreamRoute
+from gale.worker.runtime.route import StreamRoute
 from gale.worker.runtime.grouping import make_grouper
 from gale.worker.runtime.runtime import raise_gc_threshold
 from gale.worker.runtime.collector import BoltOutputCollector, SpoutOutputCollector

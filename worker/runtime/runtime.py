@@ -28,7 +28,7 @@ from gale.topology.definition import ACKER_COMPONENT, GroupingDef, Topology, Top
 from gale.topology.components import TopologyContext
 from gale.topology.state import CHECKPOINT_COMPONENT
 from gale.topology.tuple import Fields
-from gale.worker.runtime.collector import StreamRoute
+from gale.worker.runtime.route import StreamRoute
 from gale.worker.runtime.delivery import Delivery
 from gale.worker.runtime.bolt import BoltExecutor, attach_ticks
 from gale.worker.runtime.executor import AckerExecutor, Executor
