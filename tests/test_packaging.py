@@ -284,6 +284,14 @@ def test_the_generated_c_files_are_named_without_the_checkouts_location():
     assert [p for p in made if p in expected] == expected, made
 
 
+#: the tests that use ``installed``: the first pays for the fixture, whose wheel build alone may take
+#: 600 s (``_run`` below): seconds on a quiet machine, but at the start of ``make test`` the two
+#: passes, their clusters and Spark's JVMs load both cores (one run's setup went past the default
+#: 300 s there while it took 25 s alone), and a timeout shorter than the build's own would fail a
+#: build that was still going
+WHEEL_TIMEOUT = pytest.mark.timeout(900)
+
+
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory) -> Path:
     """A virtual environment outside the repository with Gale installed from a freshly built wheel
@@ -304,6 +312,7 @@ def installed(tmp_path_factory) -> Path:
     return venv
 
 
+@WHEEL_TIMEOUT
 def test_wheel_installs_into_a_clean_virtualenv_with_everything_inside_the_package(installed, tmp_path):
     py = installed / "bin" / "python"
     code = """
@@ -330,6 +339,7 @@ print(json.dumps({"gale": gale.__file__, "flagship": str(flagship_path()),
         assert where["hot_path"] == "compiled", where
 
 
+@WHEEL_TIMEOUT
 def test_wheel_runs_an_example_in_local_mode_outside_the_repository(installed, tmp_path):
     app = tmp_path / "app"
     app.mkdir()
@@ -370,7 +380,7 @@ def _wait_line(lines: queue.Queue, pattern: str, seen: list[str], timeout: float
 
 @pytest.mark.cluster
 @pytest.mark.spark
-@pytest.mark.timeout(300)
+@WHEEL_TIMEOUT
 def test_wheel_dev_cluster_serves_the_ui_and_runs_the_demo(installed, tmp_path):
     proc = subprocess.Popen(
         [installed / "bin" / "nimbus", "dev-cluster", "--supervisors", "1", "--slots", "1", "--http-port", "0",
