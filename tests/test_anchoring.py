@@ -16,9 +16,9 @@ from gale.clock import SimulatedClock
 from gale.topology.tuple import Fields, Tuple
 from gale.worker.runtime.acker import ACKED, FAILED, AckerTable
 from gale.worker.runtime.collector import BoltOutputCollector, SpoutOutputCollector
-from gale.worker.runtime.route import StreamRoute
 from gale.worker.runtime.grouping import Grouper
 from gale.worker.runtime.rotating import RotatingMap
+from gale.worker.runtime.route import StreamRoute
 from gale.worker.runtime.stats import ExecutorStatsCollector
 
 

@@ -29,9 +29,9 @@ from gale.worker.runtime import anchoring
 from gale.worker.runtime.acker import ACK, ACKED, FAIL, FAILED, INIT, RESET, ReferenceAcker
 from gale.worker.runtime.anchoring import AnchoringModel, ModelTuple
 from gale.worker.runtime.collector import BoltOutputCollector, SpoutOutputCollector
-from gale.worker.runtime.route import StreamRoute
 from gale.worker.runtime.grouping import DirectGrouper, Grouper
 from gale.worker.runtime.rotating import RotatingMap
+from gale.worker.runtime.route import StreamRoute
 from gale.worker.runtime.stats import ExecutorStatsCollector
 
 SPOUT_TASK = 7
