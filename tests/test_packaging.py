@@ -19,6 +19,8 @@ environment's site-packages (so nothing large is downloaded); Gale itself comes 
 
 from __future__ import annotations
 
+import fcntl
+import hashlib
 import json
 import os
 import queue
@@ -30,6 +32,7 @@ import sys
 import sysconfig
 import threading
 import time
+import zipfile
 from pathlib import Path
 
 import httpx
@@ -288,27 +291,82 @@ def test_the_generated_c_files_are_named_without_the_checkouts_location():
 #: 600 s (``_run`` below): seconds on a quiet machine, but at the start of ``make test`` the two
 #: passes, their clusters and Spark's JVMs load both cores (one run's setup went past the default
 #: 300 s there while it took 25 s alone), and a timeout shorter than the build's own would fail a
-#: build that was still going
+#: build that was still going — or the other pass's build, which it waits for (:func:`_wheel`)
 WHEEL_TIMEOUT = pytest.mark.timeout(900)
+
+
+#: the wheels the tests built, a folder per source tree (named by its hash): the two passes of
+#: ``make test`` run at once in one checkout, and the first to get there builds the wheel the other
+#: takes (at the start of a run, under the full load, a build took 255–421 s of one pass)
+WHEEL_CACHE = ROOT / "build" / "test-wheels"
+#: a cached wheel of other sources is dropped once it is this old (a run shares it in its first minutes)
+WHEEL_CACHE_HOURS = 2
+
+
+def _tree_hash(src: Path) -> str:
+    """A hash of the interpreter and of every file's path and bytes under ``src``."""
+    h = hashlib.blake2b(sys.version.encode() + sysconfig.get_platform().encode(), digest_size=16)
+    for path in sorted(p for p in src.rglob("*") if p.is_file()):
+        h.update(path.relative_to(src).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
+    return h.hexdigest()
+
+
+def _has_hot_path(wheel: Path) -> bool:
+    with zipfile.ZipFile(wheel) as z:
+        return any(name.endswith(".so") for name in z.namelist())
+
+
+def _drop_old_wheels(keep: Path) -> None:
+    cutoff = time.time() - WHEEL_CACHE_HOURS * 3600
+    for folder in WHEEL_CACHE.iterdir():
+        if folder != keep and folder.is_dir() and folder.stat().st_mtime < cutoff:
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+def _wheel(base: Path) -> Path:
+    """The wheel of the checkout's sources, built with ``python -m build`` (its hot path compiled
+    incrementally from the checkout's build: :func:`_seed_compiled_build`) — or the one a test
+    process built from the very same sources, waited for under a lock: the Python-source pass and
+    the compiled one share it. Under ``GALE_REQUIRE_COMPILED=1`` a wheel without the compiled hot
+    path (a build that fell back to Python) is built again, with that requirement."""
+    src = _copy_sources(base / "src")
+    folder = WHEEL_CACHE / _tree_hash(src)
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(folder / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes (or the process ends)
+        made = sorted(folder.glob("gale-*.whl"))
+        if made and (os.environ.get("GALE_REQUIRE_COMPILED") != "1" or _has_hot_path(made[0])):
+            wheel = made[0]
+        else:
+            _seed_compiled_build(src)
+            _run([sys.executable, "-m", "build", "--wheel", "--outdir", base / "dist", src], timeout=600)
+            (built,) = (base / "dist").glob("gale-*.whl")
+            for old in made:
+                old.unlink()
+            wheel = folder / built.name
+            shutil.copy2(built, folder / ".partial")
+            os.replace(folder / ".partial", wheel)
+            _drop_old_wheels(keep=folder)
+    shutil.rmtree(src)  # nothing may come from the copied sources
+    return wheel
 
 
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory) -> Path:
-    """A virtual environment outside the repository with Gale installed from a freshly built wheel
-    (its hot path compiled incrementally from the checkout's build: :func:`_seed_compiled_build`)."""
+    """A virtual environment outside the repository with Gale installed from the checkout's wheel
+    (:func:`_wheel`)."""
     base = tmp_path_factory.mktemp("wheel")
-    src = _copy_sources(base / "src")
-    _seed_compiled_build(src)
-    _run([sys.executable, "-m", "build", "--wheel", "--outdir", base / "dist", src], timeout=600)
-    (wheel,) = (base / "dist").glob("gale-*.whl")
+    wheel = _wheel(base)
     venv = base / "venv"
-    _run([sys.executable, "-m", "venv", venv])
+    # without pip of its own (ensurepip took 8 of the fixture's 10 s): the project environment's pip
+    # installs the wheel into it
+    _run([sys.executable, "-m", "venv", "--without-pip", venv])
     py = venv / "bin" / "python"
     site = Path(_run([py, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"]).stdout.strip())
     # Gale's dependencies from the project environment (no downloads); Gale itself only from the wheel
     (site / "gale-test-deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
-    _run([py, "-m", "pip", "install", "--no-deps", "--no-index", "--disable-pip-version-check", "-q", wheel])
-    shutil.rmtree(src)  # nothing may come from the copied sources
+    _run([sys.executable, "-m", "pip", "--python", py, "install", "--no-deps", "--no-index",
+          "--disable-pip-version-check", "-q", wheel])
     return venv
 
 
