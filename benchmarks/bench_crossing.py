@@ -17,7 +17,9 @@ is a start-up cost, not a tuple's. Prints, best of ``--rounds`` alternating runs
 CPU per tuple:
 
 * ``crossing_{local,remote}_runN_tuple_cpu_us``: every run, and for a crossing run the share of
-  it spent by each worker (``a``, ``b``);
+  it spent by each worker (``a``, ``b``); for every run, how much of each worker's was the kernel's
+  (system time: ZeroMQ's TCP, the threads' sleeps and wakes) and how often its threads slept (and
+  were woken) a thousand tuples;
 * ``crossing_local_tuple_cpu_us`` and ``crossing_remote_tuple_cpu_us``: the two pinnings;
 * ``crossing_vs_local``: their ratio (target: at most 1.3);
 * ``crossing_host_pair_cost_by_round``: what the host charged for two busy processes right before
@@ -162,16 +164,46 @@ def _pin(pid: int, cpu: int) -> None:
         os.sched_setaffinity(int(tid), {cpu})
 
 
-def _process_cpu(pid: int) -> float:
+def _cpu_split(pid: int) -> tuple[float, float]:
+    """Seconds of CPU of the process ``pid`` (every thread) in user space and in the kernel."""
     with open(f"/proc/{pid}/stat") as f:
         fields = f.read().rpartition(")")[2].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    tick = os.sysconf("SC_CLK_TCK")
+    return int(fields[11]) / tick, int(fields[12]) / tick
+
+
+def _process_cpu(pid: int) -> float:
+    return sum(_cpu_split(pid))
+
+
+def _sleeps(pid: int) -> int:
+    """How often the threads of the process ``pid`` have waited so far (their voluntary context
+    switches: each is a sleep the thread is woken from)."""
+    n = 0
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/status") as f:
+                n += next(int(line.split()[1]) for line in f if line.startswith("voluntary_ctxt_switches"))
+        except (FileNotFoundError, ProcessLookupError, StopIteration):
+            pass  # a thread that ended meanwhile
+    return n
+
+
+def _kernel_and_sleeps(pids: dict[str, int]) -> dict[str, float]:
+    """Each process's kernel CPU seconds and sleeps so far (``{name}_sys``, ``{name}_sleeps``)."""
+    out = {}
+    for name, pid in pids.items():
+        out[f"{name}_sys"] = _cpu_split(pid)[1]
+        out[f"{name}_sleeps"] = _sleeps(pid)
+    return out
 
 
 def run(n: int, remote: bool, warmup: float = 0.1, pin: str | None = None, extra: dict | None = None
         ) -> tuple[float, dict[str, float], dict[str, int]]:
     """Microseconds of CPU of the workers' processes a tuple, emitted, executed and acked, after the
-    first ``warmup`` share of ``n`` tuples; each worker's part of it; and the messages each
+    first ``warmup`` share of ``n`` tuples; each worker's part of it (``a``, ``b``), of which in the
+    kernel (``a_sys``, ``b_sys``: whole clock ticks), and its threads' sleeps a thousand tuples
+    (``a_sleeps``, ``b_sleeps``: voluntary context switches, each a wake); and the messages each
     worker's transfer sent over the whole run (``a``, ``b``) and in how many batches (``a_batches``,
     ``b_batches``). ``extra``: topology configuration over the benchmark's own (both workers)."""
     extra = extra or {}
@@ -203,7 +235,9 @@ def run(n: int, remote: bool, warmup: float = 0.1, pin: str | None = None, extra
         gc.collect()
         # counted from the first emit, until the warm-up share is seen acked (a run too short to
         # see it is counted whole)
+        pids = {"a": os.getpid(), **({"b": child.pid} if child else {})}
         start = (0, time.process_time(), _process_cpu(child.pid) if child else 0.0)
+        other = _kernel_and_sleeps(pids)
         warm = warmup <= 0
         _go.set()
         deadline = time.monotonic() + 600
@@ -213,9 +247,11 @@ def run(n: int, remote: bool, warmup: float = 0.1, pin: str | None = None, extra
             if not warm and _acked[0] >= warmup * n:
                 warm = True  # the steady state begins: CPU and tuples counted from here
                 start = (_acked[0], time.process_time(), _process_cpu(child.pid) if child else 0.0)
+                other = _kernel_and_sleeps(pids)
             time.sleep(0.005)  # the benchmark's own polling (its CPU is counted, and small)
         done, cpu_a, cpu_b = n - start[0], time.process_time() - start[1], \
             (_process_cpu(child.pid) - start[2]) if child else 0.0
+        other = {k: v - other[k] for k, v in _kernel_and_sleeps(pids).items()}
         sent["a"], sent["a_batches"] = a.transfer.stats["sent_messages"], a.transfer.stats["sent_batches"]
     finally:
         a.stop()
@@ -226,7 +262,11 @@ def run(n: int, remote: bool, warmup: float = 0.1, pin: str | None = None, extra
             child.join(30)
             if child.is_alive():
                 child.kill()
-    return (cpu_a + cpu_b) / done * 1e6, {"a": cpu_a / done * 1e6, "b": cpu_b / done * 1e6}, sent
+    parts = {"a": cpu_a / done * 1e6, "b": cpu_b / done * 1e6}
+    for name in pids:
+        parts[f"{name}_sys"] = other[f"{name}_sys"] / done * 1e6
+        parts[f"{name}_sleeps"] = other[f"{name}_sleeps"] / done * 1000
+    return (cpu_a + cpu_b) / done * 1e6, parts, sent
 
 
 def count_instructions(small: int, large: int, conf: list[str]) -> None:
@@ -281,8 +321,12 @@ def main() -> None:
             if kind == "remote":
                 host.append(pair_cost(2))
             per, parts, sent = run(args.tuples, kind == "remote", args.warmup, args.pin, extra)
-            split = (f" (a {parts['a']:.2f}, b {parts['b']:.2f}; batches of {sent['a'] / max(sent['a_batches'], 1):.0f} "
-                     f"tuples from a, {sent['b'] / max(sent['b_batches'], 1):.0f} acks from b)") if kind == "remote" else ""
+            kernel = (f"in the kernel a {parts['a_sys']:.2f}" + (f", b {parts['b_sys']:.2f}" if kind == "remote" else "")
+                      + f"; sleeps a thousand tuples a {parts['a_sleeps']:.1f}"
+                      + (f", b {parts['b_sleeps']:.1f}" if kind == "remote" else ""))
+            split = (f" (a {parts['a']:.2f}, b {parts['b']:.2f}; {kernel}; batches of "
+                     f"{sent['a'] / max(sent['a_batches'], 1):.0f} tuples from a, "
+                     f"{sent['b'] / max(sent['b_batches'], 1):.0f} acks from b)") if kind == "remote" else f" ({kernel})"
             print(f"crossing_{kind}_run{r + 1}_tuple_cpu_us: {per:.2f} us{split}")
             best[kind] = min(best[kind], per)
     print(f"crossing_local_tuple_cpu_us: {best['local']:.2f} us")
