@@ -58,6 +58,8 @@ import shutil
 import threading
 import time
 
+import psutil
+
 from benchmarks.bench_instructions import callgrind_total
 from benchmarks.host_pair import pair_cost
 from gale import Bolt, Spout, TopologyBuilder
@@ -164,16 +166,9 @@ def _pin(pid: int, cpu: int) -> None:
         os.sched_setaffinity(int(tid), {cpu})
 
 
-def _cpu_split(pid: int) -> tuple[float, float]:
-    """Seconds of CPU of the process ``pid`` (every thread) in user space and in the kernel."""
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rpartition(")")[2].split()
-    tick = os.sysconf("SC_CLK_TCK")
-    return int(fields[11]) / tick, int(fields[12]) / tick
-
-
 def _process_cpu(pid: int) -> float:
-    return sum(_cpu_split(pid))
+    times = psutil.Process(pid).cpu_times()
+    return times.user + times.system
 
 
 def _sleeps(pid: int) -> int:
@@ -193,7 +188,7 @@ def _kernel_and_sleeps(pids: dict[str, int]) -> dict[str, float]:
     """Each process's kernel CPU seconds and sleeps so far (``{name}_sys``, ``{name}_sleeps``)."""
     out = {}
     for name, pid in pids.items():
-        out[f"{name}_sys"] = _cpu_split(pid)[1]
+        out[f"{name}_sys"] = psutil.Process(pid).cpu_times().system
         out[f"{name}_sleeps"] = _sleeps(pid)
     return out
 
